@@ -1,0 +1,1 @@
+"""(package docstring set by its module)."""

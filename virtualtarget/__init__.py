@@ -1,0 +1,1 @@
+"""Command line and local development harness of the virtual-target admission and pool layer."""

@@ -7,6 +7,10 @@ PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 CP_MODULE   := tools/control-plane
 CP_BINARIES := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
+K8S_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' $(CP_MODULE)/go.mod)
+# Stamp the release into the binaries, as the release build does (`kubectl version` needs it).
+CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+               -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
@@ -32,11 +36,11 @@ docs: $(STAMP)
 ## kube-apiserver, etcd and kubectl, built from Go modules into $(BIN) (first build: minutes).
 control-plane: $(CP_BINARIES)
 
-$(CP_BINARIES) &:
+$(CP_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see README)"; exit 1; }
 	@echo "control-plane: building kube-apiserver, etcd and kubectl from Go modules into $(BIN)/ (the first build takes 10-20 minutes on 2 cores)"
 	@mkdir -p $(BIN)
-	cd $(CP_MODULE) && go build -v -o $(abspath $(BIN))/ ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 \
+	cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 \
 		| awk '{ n++ } n % 200 == 0 { printf "control-plane: %d packages compiled (last: %s)\n", n, $$0; fflush() } END { printf "control-plane: %d packages compiled\n", n }'
 	@for b in $(CP_BINARIES); do test -x $$b || { echo "control-plane: build failed, $$b missing; run: cd $(CP_MODULE) && go build -o $(abspath $(BIN))/ ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl"; exit 1; }; done
 	@echo "control-plane: ready in $(BIN)/"

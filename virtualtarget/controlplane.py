@@ -1,0 +1,313 @@
+"""A real kube-apiserver and etcd on loopback, for the end-to-end tests and `make run`.
+
+The binaries are built from Go modules by `make control-plane` (see
+`tools/control-plane/`). This module starts etcd and kube-apiserver on free loopback
+ports in a private folder, authenticates an admin with a static token, waits until
+`/readyz` answers, installs the generated CRDs and stops both processes (and removes
+the folder) on exit, also when the caller fails.
+
+No controllers run: there is no kube-controller-manager or scheduler, so Pods stay
+Pending, namespaces stay Terminating and owned objects are not garbage collected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+__all__ = [
+    "REPO_ROOT",
+    "ControlPlane",
+    "ControlPlaneError",
+    "binary_dir",
+    "crd_files",
+    "free_port",
+    "running_control_plane",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BINARIES = ("etcd", "kube-apiserver", "kubectl")
+ADMIN_USER = "admin"
+START_TIMEOUT_S = 60.0
+
+
+class ControlPlaneError(RuntimeError):
+    """Something the person can act on: the message says what failed and what to run."""
+
+
+def binary_dir() -> Path:
+    """Where `make control-plane` puts the binaries (overridable for installed copies)."""
+    return Path(os.environ.get("VIRTUALTARGET_BIN_DIR", REPO_ROOT / ".bin"))
+
+
+def crd_files(root: Path = REPO_ROOT / "crds") -> list[Path]:
+    """Every generated CRD: the top-level ones and those of the folders below."""
+    return sorted(p for p in root.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _require_binaries() -> dict[str, Path]:
+    found = {name: binary_dir() / name for name in BINARIES}
+    missing = [name for name, path in found.items() if not os.access(path, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(
+            f"control plane: {', '.join(missing)} not found in {binary_dir()}; "
+            "run `make control-plane` (builds them from Go modules)"
+        )
+    return found
+
+
+def _write_service_account_key(path: Path) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+@dataclass
+class ControlPlane:
+    """A started etcd + kube-apiserver pair; use `running_control_plane()` to get one."""
+
+    workdir: Path
+    port: int
+    token: str
+    binaries: dict[str, Path]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        # kube-apiserver writes a self-signed serving certificate and its CA here.
+        return self.workdir / "apiserver" / "apiserver.crt"
+
+    # -- start and stop -----------------------------------------------------------
+
+    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("wb")
+        self.logs.append(log)
+        process = subprocess.Popen(
+            [str(self.binaries[name]), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C in a terminal reaches us, not them
+        )
+        self.processes.append(process)
+        return process
+
+    def start(self) -> None:
+        etcd_port, peer_port = free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--unsafe-no-fsync",  # a throwaway test store: durability buys nothing
+                "--log-level=warn",
+            ],
+        )
+        sa_key = self.workdir / "sa.key"
+        _write_service_account_key(sa_key)
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.workdir / 'apiserver'}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa_key}",
+                f"--service-account-signing-key-file={sa_key}",
+                # ServiceAccount admission needs the token controller to create each
+                # namespace's default account; no controller runs here.
+                "--disable-admission-plugins=ServiceAccount",
+                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+                "--v=1",
+            ],
+        )
+        self._wait_ready()
+        self._write_kubeconfig()
+
+    def _check_alive(self) -> None:
+        for process, log in zip(self.processes, self.logs, strict=True):
+            if process.poll() is not None:
+                tail = Path(log.name).read_text(errors="replace").strip().splitlines()[-5:]
+                name = Path(log.name).stem
+                hint = " (is the port in use?)" if any("in use" in line for line in tail) else ""
+                raise ControlPlaneError(
+                    f"control plane: {name} exited with code {process.returncode}{hint}; "
+                    f"last lines of {log.name}:\n  " + "\n  ".join(tail)
+                )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the CA file appears only once it serves
+        request = urllib.request.Request(
+            f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"}
+        )
+        last = "no answer"
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                with urllib.request.urlopen(request, timeout=2, context=context) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as error:
+                last = str(error)
+            time.sleep(0.25)
+        raise ControlPlaneError(
+            f"control plane: kube-apiserver not ready after {START_TIMEOUT_S:.0f}s ({last}); "
+            f"see {self.workdir / 'kube-apiserver.log'}"
+        )
+
+    def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            "- name: loopback\n"
+            "  cluster:\n"
+            f"    server: {self.server}\n"
+            f"    certificate-authority: {self.ca_file}\n"
+            "users:\n"
+            f"- name: {ADMIN_USER}\n"
+            "  user:\n"
+            f"    token: {self.token}\n"
+            "contexts:\n"
+            "- name: loopback\n"
+            "  context:\n"
+            "    cluster: loopback\n"
+            f"    user: {ADMIN_USER}\n"
+            "current-context: loopback\n"
+        )
+        self.kubeconfig.chmod(0o600)
+
+    def stop(self) -> None:
+        """Stop both processes by their ids (apiserver first), then close the logs."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for log in self.logs:
+            log.close()
+
+    # -- use ----------------------------------------------------------------------
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this control plane; raise with its output when `check` fails."""
+        result = subprocess.run(
+            [str(self.binaries["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def install_crds(self, files: Sequence[Path] | None = None) -> None:
+        """Apply the CRDs and wait until each is Established."""
+        files = crd_files() if files is None else list(files)
+        if not files:
+            raise ControlPlaneError("control plane: no CRDs found in crds/; run `make crds`")
+        args = [arg for path in files for arg in ("-f", str(path))]
+        self.kubectl("apply", "--server-side", *args)
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+
+    def api_client(self) -> Any:
+        """A `kubernetes.client.ApiClient` for the admin user."""
+        from kubernetes import client, config  # imported here: the CLI does not need it
+
+        configuration = client.Configuration()
+        config.load_kube_config(
+            config_file=str(self.kubeconfig), client_configuration=configuration
+        )
+        return client.ApiClient(configuration)
+
+
+@contextlib.contextmanager
+def running_control_plane(
+    workdir: Path | None = None, *, install_crds: bool = True
+) -> Iterator[ControlPlane]:
+    """Start etcd and kube-apiserver; stop them and remove the folder on exit."""
+    binaries = _require_binaries()
+    owned = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
+    assert root is not None
+    root.mkdir(parents=True, exist_ok=True)
+    plane = ControlPlane(
+        workdir=root, port=free_port(), token=secrets.token_hex(16), binaries=binaries
+    )
+    try:
+        plane.start()
+        if install_crds:
+            plane.install_crds()
+        yield plane
+    finally:
+        plane.stop()
+        if owned:
+            shutil.rmtree(root, ignore_errors=True)

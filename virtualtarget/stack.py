@@ -1,0 +1,173 @@
+"""The product's processes around a loopback control plane: webhook and reconciler.
+
+Shared by `virtualtarget dev` (`make run`) and the end-to-end tests, so both exercise
+the same start-up: certificates from `certs/`, the webhook served over TLS by its own
+CLI, and registration from the rendered `deploy/` webhook configurations with the
+Service reference swapped for the loopback URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from certs.authority import CertificateSet, ensure_certificates
+from virtualtarget.controlplane import ControlPlane, ControlPlaneError, free_port
+
+__all__ = [
+    "WEBHOOK_CONFIGURATION_KINDS",
+    "ChildProcess",
+    "WebhookServer",
+    "register_webhooks",
+    "running_reconciler",
+    "running_webhook",
+]
+
+WEBHOOK_CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+START_TIMEOUT_S = 30.0
+
+
+@dataclass
+class ChildProcess:
+    """A product process started with the `virtualtarget` CLI, its output in a log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    @classmethod
+    def start(cls, name: str, args: Sequence[str], log_dir: Path) -> ChildProcess:
+        log = (log_dir / f"{name}.log").open("wb")
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "virtualtarget.cli", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return cls(name, popen, log)
+
+    def log_tail(self, lines: int = 10) -> str:
+        self.log.flush()
+        return "\n  ".join(Path(self.log.name).read_text(errors="replace").splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        if self.popen.poll() is not None:
+            raise ControlPlaneError(
+                f"{self.name} exited with code {self.popen.returncode}; "
+                f"last lines of {self.log.name}:\n  {self.log_tail()}"
+            )
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 10) -> None:
+        self.signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.popen.wait()
+        self.log.close()
+
+
+@dataclass
+class WebhookServer:
+    process: ChildProcess
+    url: str
+    certificates: CertificateSet
+
+
+def _wait_healthy(server: WebhookServer) -> None:
+    context = ssl.create_default_context(cadata=server.certificates.ca_pem.decode())
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        server.process.check_alive()
+        try:
+            with urllib.request.urlopen(f"{server.url}/healthz", timeout=2, context=context):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.2)
+    raise ControlPlaneError(
+        f"webhook not healthy after {START_TIMEOUT_S:.0f}s; see {server.process.log.name}"
+    )
+
+
+@contextlib.contextmanager
+def running_webhook(plane: ControlPlane, workdir: Path) -> Iterator[WebhookServer]:
+    """Serve the webhook on a free loopback port with certificates kept in `workdir`."""
+    from virtualtarget.deploy_render import WEBHOOK_NAMESPACE, WEBHOOK_SERVICE
+
+    certificates = ensure_certificates(
+        workdir / "certs", WEBHOOK_SERVICE, WEBHOOK_NAMESPACE, LOOPBACK_HOSTS
+    )
+    port = free_port()
+    process = ChildProcess.start(
+        "webhook",
+        [
+            "webhook",
+            f"--cert-dir={certificates.directory}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--kubeconfig={plane.kubeconfig}",
+        ],
+        workdir,
+    )
+    server = WebhookServer(process, f"https://127.0.0.1:{port}", certificates)
+    try:
+        _wait_healthy(server)
+        yield server
+    finally:
+        process.stop()
+
+
+def register_webhooks(plane: ControlPlane, server: WebhookServer) -> None:
+    """Apply the rendered webhook configurations, pointed at the loopback server."""
+    from virtualtarget.deploy_render import render_overlay
+
+    objects = render_overlay(
+        "self-signed", webhook_url=server.url, ca_bundle=server.certificates.ca_pem
+    )
+    configurations = [o for o in objects if o.get("kind") in WEBHOOK_CONFIGURATION_KINDS]
+    if len(configurations) != len(WEBHOOK_CONFIGURATION_KINDS):
+        raise ControlPlaneError(
+            f"deploy: expected {len(WEBHOOK_CONFIGURATION_KINDS)} webhook configurations "
+            f"in the self-signed overlay, found {len(configurations)}"
+        )
+    document = {"apiVersion": "v1", "kind": "List", "items": configurations}
+    plane.kubectl("apply", "-f", "-", input=json.dumps(document))
+
+
+@contextlib.contextmanager
+def running_reconciler(
+    plane: ControlPlane, workdir: Path, *, name: str = "reconciler", extra: Sequence[str] = ()
+) -> Iterator[ChildProcess]:
+    """Run `virtualtarget reconcile` against the loopback control plane."""
+    process = ChildProcess.start(
+        name,
+        [
+            "reconcile",
+            f"--kubeconfig={plane.kubeconfig}",
+            "--provisioner=qemu.jumpstarter.dev",
+            *extra,
+        ],
+        workdir,
+    )
+    try:
+        yield process
+    finally:
+        process.stop()

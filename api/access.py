@@ -27,12 +27,15 @@ class Permission:
     """One RBAC rule: `verbs` on `resource` in `api_group`.
 
     `api_group` is "" for the core group (pods, events). `resource` is the plural name,
-    with a subresource after a slash (`exportersets/status`).
+    with a subresource after a slash (`exportersets/status`). `own_namespace` marks calls
+    confined to the component's own namespace (leader-election Leases): they are granted
+    by a Role there instead of cluster-wide.
     """
 
     api_group: str
     resource: str
     verbs: tuple[str, ...]
+    own_namespace: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.verbs) - VERBS)

@@ -1,0 +1,114 @@
+"""Render a `deploy/` overlay to objects, the way `kubectl apply -k` would.
+
+The tests check the rendered objects, and the loopback harness registers the webhook
+from the rendered webhook configurations: so what a cluster installs is what is tested.
+For the loopback case the Service reference is replaced by a URL (kube-apiserver outside
+a cluster cannot reach a Service) and the CA bundle is set to the harness's CA.
+
+Rendering works on a copy of `deploy/` and `crds/`: when the self-signed overlay has
+no certificates yet (they are git-ignored), throwaway ones are made in the copy, so
+rendering never writes into the working tree.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from certs.authority import ensure_certificates
+from certs.overlay import CA_BUNDLE_FILE, write_ca_bundle
+
+__all__ = [
+    "OVERLAYS",
+    "REPO",
+    "WEBHOOK_CONFIGURATION_KINDS",
+    "WEBHOOK_NAMESPACE",
+    "WEBHOOK_SERVICE",
+    "RenderError",
+    "kubectl",
+    "render_overlay",
+]
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+OVERLAYS = ("self-signed", "cert-manager")
+# The names the manifests use; a test checks that deploy/ agrees.
+WEBHOOK_NAMESPACE = "virtualtarget-system"
+WEBHOOK_SERVICE = "virtualtarget-webhook"
+WEBHOOK_CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+SELF_SIGNED_CERTS = "certs"  # the overlay's folder the secretGenerator reads
+
+
+class RenderError(RuntimeError):
+    """kubectl is missing or kustomize refused the overlay; the message says which."""
+
+
+def kubectl() -> Path:
+    """The kubectl built by `make control-plane`, else the one on PATH."""
+    built = Path(os.environ.get("VIRTUALTARGET_BIN_DIR", REPO / ".bin")) / "kubectl"
+    if built.is_file():
+        return built
+    found = shutil.which("kubectl")
+    if found is None:
+        raise RenderError(
+            f"kubectl not found in {built.parent} or on PATH; run `make control-plane`"
+        )
+    return Path(found)
+
+
+def _prepare_self_signed(overlay: Path, ca_bundle: bytes | None) -> None:
+    certs = overlay / SELF_SIGNED_CERTS
+    if not (certs / "tls.crt").is_file():
+        made = ensure_certificates(certs, WEBHOOK_SERVICE, WEBHOOK_NAMESPACE)
+        write_ca_bundle(overlay, made.ca_pem)
+    if ca_bundle is not None:
+        write_ca_bundle(overlay, ca_bundle)
+    elif not (overlay / CA_BUNDLE_FILE).is_file():
+        write_ca_bundle(overlay, (certs / "ca.crt").read_bytes())
+
+
+def _point_at(objects: list[dict[str, Any]], url: str | None, ca_bundle: bytes | None) -> None:
+    for obj in objects:
+        if obj.get("kind") not in WEBHOOK_CONFIGURATION_KINDS:
+            continue
+        for hook in obj.get("webhooks", []):
+            config = hook["clientConfig"]
+            if url is not None:
+                path = config.pop("service").get("path", "")
+                config["url"] = url.rstrip("/") + path
+            if ca_bundle is not None:
+                config["caBundle"] = base64.b64encode(ca_bundle).decode()
+
+
+def render_overlay(
+    name: str, *, webhook_url: str | None = None, ca_bundle: bytes | None = None
+) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize deploy/overlays/NAME` renders.
+
+    `webhook_url` (`https://127.0.0.1:9443`) replaces each webhook's Service reference
+    with that URL plus the webhook's path; `ca_bundle` (PEM) becomes every caBundle.
+    """
+    if name not in OVERLAYS:
+        raise RenderError(f"unknown overlay {name!r}; known: {', '.join(OVERLAYS)}")
+    with tempfile.TemporaryDirectory(prefix="virtualtarget-render-") as tmp:
+        root = Path(tmp)
+        shutil.copytree(DEPLOY, root / "deploy")
+        shutil.copytree(REPO / "crds", root / "crds")
+        overlay = root / "deploy" / "overlays" / name
+        if name == "self-signed":
+            _prepare_self_signed(overlay, ca_bundle)
+        done = subprocess.run(
+            [str(kubectl()), "kustomize", str(overlay)], capture_output=True, text=True
+        )
+    if done.returncode != 0:
+        raise RenderError(f"kubectl kustomize deploy/overlays/{name}: {done.stderr.strip()}")
+    objects = [o for o in yaml.safe_load_all(done.stdout) if o]
+    _point_at(objects, webhook_url, ca_bundle)
+    return objects

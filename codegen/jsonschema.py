@@ -93,8 +93,8 @@ def _merge(node: Schema, fragment: Schema) -> None:
                     _merge(props[name], child)
                 else:
                     props[name] = copy.deepcopy(child)
-        elif key == "items" and "items" in node:
-            _merge(node["items"], value)
+        elif key in ("items", "additionalProperties") and isinstance(node.get(key), dict):
+            _merge(node[key], value)
         elif key == "required":
             node["required"] = [*node.get("required", []), *(v for v in value if v not in node.get("required", []))]
         elif key not in node:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 
 class ExporterSetSpecImagesExporterImagePullPolicy(StrEnum):
@@ -84,6 +85,10 @@ class ExporterSetSpecSelectorMatchExpressionsItem(BaseModel):
     """
 
 
+
+MatchLabelsAdditionalProperty = TypeAliasType("MatchLabelsAdditionalProperty", Annotated[str, Field(max_length=63)])
+
+
 class ExporterSetSpecSelector(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -92,10 +97,14 @@ class ExporterSetSpecSelector(BaseModel):
     """
     matchExpressions is a list of label selector requirements. The requirements are ANDed.
     """
-    match_labels: Annotated[dict[str, str] | None, Field(alias='matchLabels')] = None
+    match_labels: Annotated[dict[str, MatchLabelsAdditionalProperty] | None, Field(alias='matchLabels', max_length=64)] = None
     """
     matchLabels is a map of {key,value} pairs. A single {key,value} in the matchLabels map is equivalent to an element of matchExpressions, whose key field is “key”, the operator is “In”, and the values array contains only “value”. The requirements are ANDed.
     """
+
+
+
+LabelsAdditionalProperty = TypeAliasType("LabelsAdditionalProperty", Annotated[str, Field(max_length=63)])
 
 
 class ExporterSetSpecTemplateMetadata(BaseModel):
@@ -106,7 +115,7 @@ class ExporterSetSpecTemplateMetadata(BaseModel):
     """
     Annotations to apply to created Exporter resources.
     """
-    labels: dict[str, str] | None = None
+    labels: Annotated[dict[str, LabelsAdditionalProperty] | None, Field(max_length=64)] = None
     """
     Labels to apply to created Exporter resources.
     """
@@ -186,7 +195,7 @@ class ExporterSetSpec(BaseModel):
     """
     RecycleStrategy defines what happens when a lease is released.
     """
-    scale_down_cooldown: Annotated[str | None, Field(alias='scaleDownCooldown')] = '5m'
+    scale_down_cooldown: Annotated[str | None, Field(alias='scaleDownCooldown', max_length=32)] = '5m'
     """
     ScaleDownCooldown is how long to wait before scaling down excess replicas.
     """

@@ -1,0 +1,97 @@
+"""Parameters of the `qemu.jumpstarter.dev` provisioner.
+
+One instance is one QEMU virtual machine driven by the Jumpstarter QEMU driver in a Pod
+next to the exporter. What such a target needs, all optional with the defaults below:
+
+- `architecture`: `x86_64` (default), `aarch64` or `riscv64`; the guest CPU
+  architecture, which selects `qemu-system-<architecture>`.
+- `cpus`: integer 1-64, default 2; virtual CPUs.
+- `memory`: quantity 128Mi-256Gi, default `2Gi`; guest RAM.
+- `diskSize`: quantity 1Gi-2Ti, default `10Gi`; the root disk of each instance.
+- `machine`: QEMU machine type (`q35`, `virt`, ...); default per architecture.
+- `firmware`: `uefi` (default) or `bios`; `bios` only on x86_64.
+- `diskImage`: URL or OCI reference of the boot image the driver flashes; optional.
+
+Unknown keys are refused: a misspelt parameter would otherwise be silently ignored by
+the provisioner. The webhook checks the deep merge of class and set parameters against
+this model; the reconciler renders the Pod from the same model. No I/O.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from api.quantity import format_bytes, parse_quantity
+
+__all__ = ["PROVISIONER", "Architecture", "Firmware", "QemuParameters"]
+
+PROVISIONER = "qemu.jumpstarter.dev"
+
+_MEMORY_RANGE = (parse_quantity("128Mi"), parse_quantity("256Gi"))
+_DISK_RANGE = (parse_quantity("1Gi"), parse_quantity("2Ti"))
+
+
+class Architecture(str, Enum):
+    X86_64 = "x86_64"
+    AARCH64 = "aarch64"
+    RISCV64 = "riscv64"
+
+
+class Firmware(str, Enum):
+    BIOS = "bios"
+    UEFI = "uefi"
+
+
+def _bytes_within(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
+    """Validate a quantity in bytes and keep its original spelling."""
+    amount = parse_quantity(value)
+    low, high = bounds
+    if amount != amount.to_integral_value():
+        raise ValueError("must be a whole number of bytes")
+    if not low <= amount <= high:
+        raise ValueError(f"must be between {format_bytes(low)} and {format_bytes(high)}")
+    return str(value)
+
+
+class QemuParameters(BaseModel):
+    """Merged `parameters` of a class and set whose provisioner is qemu.jumpstarter.dev."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, use_enum_values=True, validate_default=True
+    )
+
+    architecture: Architecture = Architecture.X86_64
+    cpus: Annotated[int, Field(ge=1, le=64, strict=True)] = 2
+    memory: str = "2Gi"
+    disk_size: str = Field(default="10Gi", alias="diskSize")
+    machine: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9.-]*$")] | None = None
+    firmware: Firmware = Firmware.UEFI
+    disk_image: Annotated[str, Field(min_length=1)] | None = Field(default=None, alias="diskImage")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> str:
+        return _bytes_within(value, _MEMORY_RANGE)
+
+    @field_validator("disk_size", mode="before")
+    @classmethod
+    def _disk_size(cls, value: Any) -> str:
+        return _bytes_within(value, _DISK_RANGE)
+
+    @model_validator(mode="after")
+    def _bios_only_on_x86(self) -> QemuParameters:
+        if self.firmware == Firmware.BIOS.value and self.architecture != Architecture.X86_64.value:
+            raise ValueError("firmware bios is only available on x86_64")
+        return self
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(parse_quantity(self.memory))
+
+    @property
+    def disk_size_bytes(self) -> int:
+        return int(parse_quantity(self.disk_size))

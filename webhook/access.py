@@ -1,0 +1,19 @@
+"""Every Kubernetes API call the webhook makes, declared once.
+
+The cache (`webhook.cache`) lists and watches exactly the resources named here and
+reads them live on a miss; the deploy RBAC is generated from this table.
+"""
+
+from __future__ import annotations
+
+from api.access import Permission
+from webhook.routes import KINDS
+
+__all__ = ["ACCESS", "CACHED_KINDS"]
+
+# The kinds the cross-object checks look up, in the order their caches start.
+CACHED_KINDS = (KINDS["VirtualTargetClass"], KINDS["ExporterSet"])
+
+ACCESS: tuple[Permission, ...] = tuple(
+    Permission(kind.group, kind.plural, ("get", "list", "watch")) for kind in CACHED_KINDS
+)

@@ -1,0 +1,113 @@
+"""One admission review in, one `Outcome` out: which checks and defaults apply to which
+endpoint, kind and operation. No HTTP here (that is `webhook.app`), no envelope (that is
+`webhook.envelope`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+
+from webhook.clusterview import ClusterUnavailable, ClusterView
+from webhook.crossobject import check_class_delete, check_set_against_class
+from webhook.decode import AdmissionRequest
+from webhook.defaulter import SchemaSource, default_object
+from webhook.envelope import Outcome
+from webhook.routes import Endpoint, Role
+from webhook.validator import validate_object
+from webhook.verdict import Verdict
+
+__all__ = ["CROSS_OBJECT_SKIPPED", "Admission", "object_name"]
+
+CROSS_OBJECT_SKIPPED = "cross-object checks skipped: the webhook has no cluster access"
+
+
+def object_name(request: AdmissionRequest) -> str:
+    """The name apiserver messages use: the request's, else the object's (or generateName)."""
+    if request.name:
+        return request.name
+    metadata = (request.object or request.old_object or {}).get("metadata")
+    if isinstance(metadata, Mapping):
+        for key in ("name", "generateName"):
+            if isinstance(metadata.get(key), str) and metadata[key]:
+                return str(metadata[key])
+    return ""
+
+
+@dataclass(frozen=True)
+class Admission:
+    schema_source: SchemaSource
+    view: ClusterView | None = None
+
+    async def review(self, endpoint: Endpoint, request: AdmissionRequest, budget: float) -> Outcome:
+        served = endpoint.kind
+        if (request.group, request.version, request.kind) != (
+            served.group,
+            served.version,
+            served.kind,
+        ):
+            got = f"{request.kind}.{request.group}/{request.version}".replace("./", "/")
+            return Outcome(
+                code=400,
+                reason="BadRequest",
+                message=f"{endpoint.path} serves {served.qualified}/{served.version}, not {got}",
+            )
+        if request.operation == "CONNECT":
+            return Outcome()
+        if endpoint.role is Role.MUTATE:
+            return self._mutate(request)
+        return await self._validate(request, budget)
+
+    def _mutate(self, request: AdmissionRequest) -> Outcome:
+        if request.operation == "DELETE" or request.object is None:
+            return Outcome()
+        _, edits = default_object(request.kind, request.object, self.schema_source)
+        return Outcome(edits=edits)
+
+    async def _validate(self, request: AdmissionRequest, budget: float) -> Outcome:
+        kind = request.kind
+        if request.operation == "DELETE":
+            if kind != "VirtualTargetClass":
+                return Outcome()
+            return await self._cross(
+                check_class_delete(request.namespace, request.name, self.view, budget)
+                if self.view
+                else None,
+                Verdict(),
+                budget,
+            )
+        if request.object is None:
+            return Outcome(
+                code=400, reason="BadRequest", message=f"{request.operation} carries no object"
+            )
+        old = request.old_object if request.operation == "UPDATE" else None
+        verdict = validate_object(kind, request.object, self.schema_source, old)
+        if kind != "ExporterSet":
+            return Outcome(verdict.errors, verdict.warnings)
+        cross = None
+        if self.view is not None:
+            cross = check_set_against_class(request.object, request.namespace, self.view, budget)
+        return await self._cross(cross, verdict, budget)
+
+    async def _cross(
+        self, check: Awaitable[Verdict] | None, verdict: Verdict, budget: float
+    ) -> Outcome:
+        """Add a cross-object check's findings, or the reason it could not run."""
+        if check is None:
+            return Outcome(verdict.errors, [*verdict.warnings, CROSS_OBJECT_SKIPPED])
+        try:
+            verdict.extend(await asyncio.wait_for(check, budget))
+        except (ClusterUnavailable, TimeoutError) as exc:
+            reason = str(exc) or f"no answer within {budget:.1f}s"
+            if verdict.errors:
+                return Outcome(
+                    verdict.errors, [*verdict.warnings, f"cross-object checks skipped: {reason}"]
+                )
+            return Outcome(
+                warnings=verdict.warnings,
+                code=503,
+                reason="ServiceUnavailable",
+                message=f"cannot check against the cluster ({reason}); retry the request",
+            )
+        return Outcome(verdict.errors, verdict.warnings)

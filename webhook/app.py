@@ -1,0 +1,114 @@
+"""The FastAPI application: admission paths from `routes.ENDPOINTS`, health, metrics.
+
+Bodies are decoded by hand (`webhook.decode`) rather than by FastAPI models: the limits
+and the 400/413 answers are ours, and unknown fields must reach the defaulter as sent.
+Any unexpected failure of a check is answered as a denial, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from api.duration import parse_go_duration_ns
+from webhook.admission import Admission, object_name
+from webhook.decode import DecodeError, decode_review, read_body
+from webhook.envelope import Outcome, error_body, review_response
+from webhook.metrics import CONTENT_TYPE, Metrics
+from webhook.routes import ENDPOINTS, Endpoint
+
+__all__ = ["MAX_BUDGET_SECONDS", "budget_seconds", "create_app"]
+
+log = logging.getLogger(__name__)
+
+# Cluster lookups get at most half the apiserver's timeout, and never more than this.
+MAX_BUDGET_SECONDS = 3.0
+_JSON = "application/json"
+
+
+def budget_seconds(timeout: str | None) -> float:
+    """min(timeout / 2, 3 s) for the apiserver's `?timeout=` (a Go duration such as `10s`)."""
+    if timeout:
+        try:
+            seconds = parse_go_duration_ns(timeout) / 1e9
+        except ValueError:
+            return MAX_BUDGET_SECONDS
+        if seconds > 0:
+            return min(seconds / 2, MAX_BUDGET_SECONDS)
+    return MAX_BUDGET_SECONDS
+
+
+def _json(body: dict[str, Any], status: int = 200) -> Response:
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return Response(text, status_code=status, media_type=_JSON)
+
+
+def create_app(admission: Admission, ready: Callable[[], bool] = lambda: True) -> FastAPI:
+    app = FastAPI(
+        title="virtualtarget admission webhook", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    metrics = Metrics()
+    app.state.metrics = metrics
+
+    for endpoint in ENDPOINTS:
+        app.add_api_route(endpoint.path, _handler(endpoint, admission, metrics), methods=["POST"])
+
+    async def healthz() -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def readyz() -> Response:
+        if ready():
+            return Response("ok", media_type="text/plain")
+        return Response("caches not synced", status_code=503, media_type="text/plain")
+
+    async def metrics_endpoint() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    app.add_api_route("/healthz", healthz, methods=["GET"])
+    app.add_api_route("/readyz", readyz, methods=["GET"])
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"])
+    return app
+
+
+def _handler(
+    endpoint: Endpoint, admission: Admission, metrics: Metrics
+) -> Callable[[Request], Awaitable[Response]]:
+    label = endpoint.path
+
+    async def handle(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await read_body(request.stream(), request.headers.get("content-length"))
+            review = decode_review(body)
+        except DecodeError as exc:
+            metrics.rejected.labels(label, str(exc.status)).inc()
+            return _json(error_body(exc.message), exc.status)
+        try:
+            outcome = await admission.review(
+                endpoint, review, budget_seconds(request.query_params.get("timeout"))
+            )
+        except Exception:  # a bug in a check must not turn into a 500 for the apiserver
+            log.exception(
+                "admission of %s %s/%s failed", review.kind, review.namespace, review.name
+            )
+            outcome = Outcome(
+                code=500,
+                reason="InternalError",
+                message="internal error in the admission webhook; see its log",
+            )
+        answer = review_response(review.uid, outcome, endpoint.kind.qualified, object_name(review))
+        metrics.record(
+            review.kind or "unknown",
+            review.operation,
+            label,
+            outcome.allowed,
+            time.perf_counter() - started,
+        )
+        return _json(answer)
+
+    return handle

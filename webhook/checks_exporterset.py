@@ -1,0 +1,96 @@
+"""ExporterSet checks the CRD's CEL cannot express: selector syntax and matchExpressions,
+label syntax, image references, driver names and the class reference.
+
+Single-object only; the class lookups live in `webhook.crossobject`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from api.duration import parse_go_duration_ns
+from api.fielderrors import FieldError
+from api.labels import dns_subdomain_errors, labels_errors, selector_errors, selector_matches
+from webhook.checks_common import child, images_errors
+from webhook.verdict import Verdict
+
+__all__ = ["check_exporterset"]
+
+
+def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return Verdict([FieldError.required("spec")])
+    verdict = Verdict()
+    verdict.errors += _class_name_errors(spec.get("virtualTargetClassName"))
+    verdict.errors += _selector_errors(spec)
+    verdict.errors += images_errors(spec.get("images"), "spec.images")
+    verdict.errors += _driver_name_errors(child(spec, "template", "spec", "drivers"))
+    verdict.errors += _cooldown_range_errors(spec.get("scaleDownCooldown"))
+    return verdict
+
+
+def _class_name_errors(name: Any) -> list[FieldError]:
+    field = "spec.virtualTargetClassName"
+    if name is None or name == "":
+        return [FieldError.required(field, "an ExporterSet must name its VirtualTargetClass")]
+    if isinstance(name, str):
+        return [FieldError.invalid(field, name, reason) for reason in dns_subdomain_errors(name)]
+    return []
+
+
+def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    selector = spec.get("selector")
+    if selector is None:
+        return [FieldError.required("spec.selector")]
+    if not isinstance(selector, Mapping):
+        return []
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return [
+            FieldError.invalid(
+                "spec.selector", dict(selector), "empty selector is invalid for an ExporterSet"
+            )
+        ]
+    errors = selector_errors(selector, "spec.selector")
+    labels = child(spec, "template", "metadata", "labels")
+    if labels is not None:
+        errors += labels_errors(labels, "spec.template.metadata.labels")
+    if errors or not isinstance(labels, Mapping):
+        return errors
+    wanted = selector.get("matchLabels") or {}
+    # The rule table reports a matchLabels mismatch; report the expressions only here.
+    if all(labels.get(k) == v for k, v in wanted.items()) and not selector_matches(
+        selector, labels
+    ):
+        errors.append(
+            FieldError.invalid(
+                "spec.template.metadata.labels",
+                dict(labels),
+                "must match spec.selector.matchExpressions; a pool whose selector misses its "
+                "template never sees its own instances",
+            )
+        )
+    return errors
+
+
+def _driver_name_errors(drivers: Any) -> list[FieldError]:
+    if not isinstance(drivers, list):
+        return []
+    return [
+        FieldError.required(f"spec.template.spec.drivers[{index}].name")
+        for index, driver in enumerate(drivers)
+        if isinstance(driver, Mapping) and not driver.get("name")
+    ]
+
+
+def _cooldown_range_errors(value: Any) -> list[FieldError]:
+    # The rule table checks the syntax; only an overflowing duration is left for here.
+    if not isinstance(value, str):
+        return []
+    try:
+        parse_go_duration_ns(value)
+    except ValueError as exc:
+        if "out of range" in str(exc):
+            return [FieldError.invalid("spec.scaleDownCooldown", value, "duration out of range")]
+    return []

@@ -1,0 +1,64 @@
+"""What the cross-object checks need to know about the cluster, and nothing more.
+
+`ClusterView` is the seam: the server passes the watch-fed cache (`webhook.cache`),
+`virtualtarget validate` passes the classes found in its files (`StaticView`), tests pass
+either. Every call takes the time it may spend and raises `ClusterUnavailable` instead of
+overrunning it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+__all__ = ["ClusterUnavailable", "ClusterView", "StaticView", "sets_using"]
+
+Object = Mapping[str, Any]
+
+
+class ClusterUnavailable(Exception):
+    """The apiserver could not answer in time; the request should be retried."""
+
+
+class ClusterView(Protocol):
+    async def get_class(self, namespace: str, name: str, budget: float) -> Object | None:
+        """The VirtualTargetClass `namespace/name`, or None when it does not exist."""
+        ...
+
+    async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
+        """Names of the ExporterSets in `namespace` whose class is `name`, sorted."""
+        ...
+
+
+def sets_using(sets: Iterable[Object], namespace: str, name: str) -> list[str]:
+    """The names of `sets` in `namespace` that reference the class `name`, sorted."""
+    return sorted(
+        str(s.get("metadata", {}).get("name"))
+        for s in sets
+        if s.get("metadata", {}).get("namespace", "") == namespace
+        and isinstance(s.get("spec"), Mapping)
+        and s["spec"].get("virtualTargetClassName") == name
+    )
+
+
+class StaticView:
+    """A fixed set of objects (classes and sets), as read from files."""
+
+    def __init__(self, objects: Iterable[Object], default_namespace: str = "default") -> None:
+        self._classes: dict[tuple[str, str], Object] = {}
+        self._sets: list[Object] = []
+        self._default_namespace = default_namespace
+        for obj in objects:
+            metadata = obj.get("metadata") or {}
+            key = (metadata.get("namespace") or default_namespace, str(metadata.get("name")))
+            if obj.get("kind") == "VirtualTargetClass":
+                self._classes[key] = obj
+            elif obj.get("kind") == "ExporterSet":
+                namespaced = {**obj, "metadata": {**metadata, "namespace": key[0]}}
+                self._sets.append(namespaced)
+
+    async def get_class(self, namespace: str, name: str, budget: float) -> Object | None:
+        return self._classes.get((namespace, name))
+
+    async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
+        return sets_using(self._sets, namespace, name)

@@ -1,0 +1,110 @@
+"""Checks that need other objects: an ExporterSet against its class, a class against the
+sets that use it. Only the webhook and the reconciler can make these; the CRD cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.fielderrors import FieldError, format_value
+from api.merge import deep_merge
+from api.provisioners import PARAMETER_MODELS
+from webhook.checks_common import child
+from webhook.clusterview import ClusterView
+from webhook.verdict import Verdict
+
+__all__ = ["check_class_delete", "check_set_against_class", "parameter_errors"]
+
+
+async def check_set_against_class(
+    exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
+) -> Verdict:
+    """The set's class exists, agrees with the warm buffer, and accepts the merged parameters."""
+    name = child(exporter_set, "spec", "virtualTargetClassName")
+    if not isinstance(name, str) or not name:
+        return Verdict()
+    found = await view.get_class(namespace, name, budget)
+    if found is None:
+        return Verdict(
+            warnings=[
+                f'VirtualTargetClass "{name}" not found in namespace "{namespace}"; '
+                "no instances are created until it exists"
+            ]
+        )
+    verdict = Verdict()
+    warm = child(exporter_set, "spec", "minAvailableReplicas")
+    if (
+        child(found, "spec", "bindingMode") == "WaitForFirstConsumer"
+        and isinstance(warm, int)
+        and warm > 0
+    ):
+        verdict.errors.append(
+            FieldError.invalid(
+                "spec.minAvailableReplicas",
+                warm,
+                f'must be 0: VirtualTargetClass "{name}" has bindingMode WaitForFirstConsumer, '
+                "which keeps no warm instances",
+            )
+        )
+    provisioner = child(found, "spec", "provisioner")
+    if isinstance(provisioner, str):
+        merged = deep_merge(
+            _mapping(child(found, "spec", "parameters")),
+            _mapping(child(exporter_set, "spec", "parameters")),
+        )
+        verdict.errors += parameter_errors(provisioner, merged)
+    return verdict
+
+
+def parameter_errors(provisioner: str, merged: Mapping[str, Any]) -> list[FieldError]:
+    """Errors of the merged class and set parameters against the provisioner's model."""
+    model = PARAMETER_MODELS.get(provisioner)
+    if model is None:
+        return []
+    try:
+        model.model_validate(merged)
+    except ValidationError as exc:
+        return [_parameter_error(error, provisioner) for error in exc.errors()]
+    return []
+
+
+def _parameter_error(error: Any, provisioner: str) -> FieldError:
+    location = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+    field = f"spec.parameters{location}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    detail = f"{message} ({provisioner}, class and set parameters merged)"
+    if error["type"] == "extra_forbidden":
+        return FieldError.forbidden(field, f"unknown parameter for {provisioner}")
+    if error["type"] == "missing":
+        return FieldError.required(field, detail)
+    value = error.get("input")
+    return FieldError.invalid(field, value if _plain(value) else format_value(str(value)), detail)
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool | list | dict)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+async def check_class_delete(
+    namespace: str, name: str, view: ClusterView, budget: float
+) -> Verdict:
+    """A class that ExporterSets still use may not be deleted; name them."""
+    users = await view.sets_using_class(namespace, name, budget)
+    if not users:
+        return Verdict()
+    shown = ", ".join(users[:10]) + (f" and {len(users) - 10} more" if len(users) > 10 else "")
+    return Verdict(
+        [
+            FieldError.forbidden(
+                "metadata.name",
+                f"VirtualTargetClass is in use by ExporterSets {shown}; delete or move them first",
+            )
+        ]
+    )

@@ -1,0 +1,47 @@
+"""Runs the shared rule table (`api.rules`) on an object: the webhook's half of each rule.
+
+A rule's `scope` names the nodes its CEL is attached to in the CRD; this module finds the
+same nodes in a raw object (each list item for `[]`) and calls the rule's `check` there.
+A node that is absent or of the wrong type is skipped, as CEL is never evaluated on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from api.fielderrors import FieldError
+from api.rules import Rule, rules_for
+
+__all__ = ["nodes_at", "run_rules"]
+
+
+def nodes_at(obj: Any, scope: str) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """Every object node at `scope` in `obj`, with its field path."""
+    found: list[tuple[Any, str]] = [(obj, "")]
+    for segment in scope.split("."):
+        each = segment.endswith("[]")
+        name = segment.removesuffix("[]")
+        following: list[tuple[Any, str]] = []
+        for node, path in found:
+            if not isinstance(node, Mapping) or name not in node:
+                continue
+            child, child_path = node[name], f"{path}.{name}" if path else name
+            if each:
+                if isinstance(child, list):
+                    following += [(item, f"{child_path}[{i}]") for i, item in enumerate(child)]
+            else:
+                following.append((child, child_path))
+        found = following
+    for node, path in found:
+        if isinstance(node, Mapping):
+            yield node, path
+
+
+def run_rules(kind: str, obj: Any, rules: tuple[Rule, ...] | None = None) -> list[FieldError]:
+    """Every error the rule table finds in `obj`, in table order."""
+    errors: list[FieldError] = []
+    for rule in rules_for(kind) if rules is None else rules:
+        for node, path in nodes_at(obj, rule.scope):
+            errors += rule.check(node, path)
+    return errors

@@ -1,0 +1,60 @@
+"""Types and enums from the CRD schema, checked on the raw object.
+
+kube-apiserver runs this validation itself between the mutating and the validating
+webhooks, but the offline `virtualtarget validate` has no apiserver, and the mutating
+endpoint sees objects before it: the later checks rely on the types being right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from api.fielderrors import FieldError, join_path
+
+__all__ = ["schema_errors"]
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def schema_errors(node: Any, schema: Mapping[str, Any], path: str = "") -> list[FieldError]:
+    """Type and enum errors of `node` against a structural schema, every one of them."""
+    if node is None:
+        return [] if schema.get("nullable") or not path else [_type_error(node, schema, path)]
+    expected = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        if isinstance(node, bool) or not isinstance(node, int | str):
+            return [FieldError.invalid(path, node, "must be an integer or a string")]
+        return []
+    if isinstance(expected, str) and expected in _TYPES:
+        wrong = not isinstance(node, _TYPES[expected])
+        if isinstance(node, bool) and expected in ("integer", "number"):
+            wrong = True
+        if wrong:
+            return [_type_error(node, schema, path)]
+    if "enum" in schema and node not in schema["enum"]:
+        return [FieldError.not_supported(path, node, [str(v) for v in schema["enum"]])]
+    errors: list[FieldError] = []
+    if isinstance(node, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for name, value in node.items():
+            if name in properties:
+                errors += schema_errors(value, properties[name], join_path(path, name))
+            elif isinstance(additional, Mapping):
+                errors += schema_errors(value, additional, join_path(path, str(name)))
+    elif isinstance(node, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(node):
+            errors += schema_errors(item, schema["items"], join_path(path, index))
+    return errors
+
+
+def _type_error(node: Any, schema: Mapping[str, Any], path: str) -> FieldError:
+    return FieldError.invalid(path, node, f"must be of type {schema.get('type', 'object')}")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pprint
+
 import yaml
 
 from codegen.crd import build_crd
@@ -60,6 +62,21 @@ def _init_module(folder: str, kinds: list[KindDoc], sources: str) -> str:
     )
 
 
+def _openapi_module(crds: dict[str, dict[str, Any]]) -> str:
+    schemas = {
+        kind: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] for kind, crd in crds.items()
+    }
+    body = pprint.pformat(schemas, width=100, sort_dicts=True)
+    return (
+        f"# {_COMMENT.format(sources=CRDS_DIR + '/')}\n"
+        '"""Each kind\'s openAPIV3Schema as its CRD carries it (defaults and CEL rules included).\n\n'
+        'Data, not I/O: `api.schema.openapi_schema(kind)` reads it for the webhook and the reconciler.\n"""\n\n'
+        "from typing import Any\n\n"
+        '__all__ = ["OPENAPI_SCHEMAS"]\n\n'
+        f"OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {body}\n"
+    )
+
+
 def _kind_files(doc: KindDoc, overlay: Overlay, out: Generated, parts: tuple[str, ...]) -> None:
     folder = overlay.folder(doc.file)
     sources = f"{doc.file} and {SCHEMAS_DIR}/{OVERLAY_FILE}"
@@ -100,4 +117,5 @@ def generate(root: Path, parts: tuple[str, ...] = PARTS) -> Generated:
         for folder, docs in folders.items():
             sources = f"{SCHEMAS_DIR}/"
             out.files[_join(MODELS_DIR, folder, "__init__.py")] = _init_module(folder, docs, sources)
+        out.files[_join(MODELS_DIR, "openapi.py")] = _openapi_module(out.crds)
     return out

@@ -26,6 +26,7 @@ from certs.authority import ensure_certificates
 from certs.overlay import CA_BUNDLE_FILE, write_ca_bundle
 
 __all__ = [
+    "DEPLOY",
     "OVERLAYS",
     "REPO",
     "WEBHOOK_CONFIGURATION_KINDS",

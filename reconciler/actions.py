@@ -1,0 +1,97 @@
+"""The steps a plan asks the runtime to take, as plain frozen values.
+
+Each step is idempotent when replayed (deterministic names, "already exists" and "not
+found" are success), so a crash between two steps, or a plan made from a cache that
+lags behind the last writes, never leaves duplicates. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "Action",
+    "CreateExporter",
+    "CreatePod",
+    "DeletePod",
+    "MarkServed",
+    "PatchStatus",
+    "Remove",
+    "Retain",
+    "SetSurplusSince",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateExporter:
+    """Create the Exporter `name` (rendered from the set) and then its Pod."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePod:
+    """Create the missing workload Pod of an existing Exporter."""
+
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod:
+    """Delete a Pod that has finished or whose Exporter is gone (checked live first)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    """Take an instance out: fence (`enabled=false` + FENCED_AT) unless already fenced,
+    then read the Leases live and delete the Exporter only if none holds it."""
+
+    name: str
+    fence: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Retain:
+    """reclaimPolicy Retain: fence the released instance and detach it from the set
+    (Pod relabelled first, then the Exporter loses its ownerReference and set label)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarkServed:
+    """Annotate an Exporter with the first Lease seen on it (SERVED_LEASE)."""
+
+    name: str
+    lease: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetSurplusSince:
+    """Write (or, with None, remove) the SURPLUS_SINCE annotation of the set."""
+
+    since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PatchStatus:
+    """Replace the set's status (only planned when it differs from the observed one)."""
+
+    status: Mapping[str, Any]
+
+
+Action = (
+    CreateExporter
+    | CreatePod
+    | DeletePod
+    | Remove
+    | Retain
+    | MarkServed
+    | SetSurplusSince
+    | PatchStatus
+)

@@ -1,0 +1,161 @@
+"""Raw API objects (plain dicts, as the API returns them) to the planner's views.
+
+The thin layer between the runtime's caches and the pure planner: it reads only the
+fields the pool semantics need, applies the documented schema defaults, and never
+raises on a malformed foreign object (a field of the wrong type reads as absent).
+
+Assumptions about Jumpstarter Leases (`jumpstarter.dev/v1alpha1`, kind Lease), the only
+fields read: `spec.selector` (a label selector matched against exporter labels),
+`status.exporterRef.name` once an exporter is assigned, `status.ended` (bool). No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from api.duration import parse_go_duration
+from reconciler.defaults import spec_defaults
+from reconciler.keys import FENCED_AT, SERVED_LEASE, SURPLUS_SINCE
+from reconciler.observe import (
+    ClassView,
+    ExporterView,
+    HookRecord,
+    LeaseView,
+    PodView,
+    PoolView,
+)
+from reconciler.timefmt import parse_time
+
+__all__ = [
+    "class_view",
+    "controller_of",
+    "exporter_view",
+    "lease_view",
+    "pod_view",
+    "pool_view",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def controller_of(obj: Mapping[str, Any]) -> str:
+    """The uid of the object's controller ownerReference, "" when it has none."""
+    for ref in _map(obj.get("metadata")).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return _str(ref.get("uid"))
+    return ""
+
+
+def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]:
+    """The set as the planner sees it, and a (reason, message) problem if its spec is unusable."""
+    meta, spec = _map(obj.get("metadata")), _map(obj.get("spec"))
+    merged = {**spec_defaults("ExporterSet"), **spec}
+    problem = None
+    try:
+        cooldown = parse_go_duration(str(merged["scaleDownCooldown"]))
+        if cooldown < timedelta(0):
+            raise ValueError("must not be negative")
+    except ValueError as exc:
+        cooldown = timedelta(0)
+        problem = ("InvalidSpec", f"spec.scaleDownCooldown: {exc}")
+    labels = _map(_map(_map(spec.get("template")).get("metadata")).get("labels"))
+    selector = spec.get("selector")
+    view = PoolView(
+        name=_str(meta.get("name")),
+        namespace=_str(meta.get("namespace")),
+        generation=int(meta.get("generation") or 0),
+        min_replicas=int(merged["minReplicas"]),
+        max_replicas=int(merged["maxReplicas"]),
+        min_available=int(merged["minAvailableReplicas"]),
+        cooldown=cooldown,
+        recycle=str(merged["recycleStrategy"]),
+        template_labels={str(k): str(v) for k, v in labels.items()},
+        selector=selector if isinstance(selector, Mapping) else None,
+        surplus_since=_time(_map(meta.get("annotations")).get(SURPLUS_SINCE)),
+        status=_map(obj.get("status")),
+    )
+    return view, problem
+
+
+def class_view(obj: Mapping[str, Any]) -> ClassView:
+    spec = {**spec_defaults("VirtualTargetClass"), **_map(obj.get("spec"))}
+    return ClassView(
+        name=_str(_map(obj.get("metadata")).get("name")),
+        binding_mode=str(spec["bindingMode"]),
+        reclaim_policy=str(spec["reclaimPolicy"]),
+    )
+
+
+def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition.get("status") == "True"
+    return False
+
+
+def _hooks(status: Mapping[str, Any]) -> HookRecord | None:
+    record = status.get("leaseHooks")
+    if not isinstance(record, Mapping):
+        return None
+    before, after = record.get("beforeLease"), record.get("afterLease")
+    return HookRecord(
+        lease_name=_str(_map(record.get("leaseRef")).get("name")),
+        lease_uid=_str(record.get("leaseUID")),
+        before_phase=_str(before.get("phase")) if isinstance(before, Mapping) else None,
+        after_phase=_str(after.get("phase")) if isinstance(after, Mapping) else None,
+    )
+
+
+def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
+    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+    annotations = _map(meta.get("annotations"))
+    return ExporterView(
+        name=_str(meta.get("name")),
+        created=_time(meta.get("creationTimestamp")) or _EPOCH,
+        deleting=bool(meta.get("deletionTimestamp")),
+        enabled=spec.get("enabled") is not False,
+        registered=_condition_true(status, "Registered"),
+        online=_condition_true(status, "Online"),
+        exporter_status=_str(status.get("exporterStatus")),
+        lease_ref=_str(_map(status.get("leaseRef")).get("name")),
+        records_lease_hooks=status.get("recordsLeaseHooks") is True,
+        hooks=_hooks(status),
+        served_lease=_str(annotations.get(SERVED_LEASE)),
+        fenced=FENCED_AT in annotations,
+    )
+
+
+def pod_view(obj: Mapping[str, Any], exporter: str) -> PodView:
+    meta, status = _map(obj.get("metadata")), _map(obj.get("status"))
+    return PodView(
+        name=_str(meta.get("name")),
+        exporter=exporter,
+        phase=_str(status.get("phase")) or "Pending",
+    )
+
+
+def lease_view(obj: Mapping[str, Any]) -> LeaseView:
+    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+    return LeaseView(
+        name=_str(meta.get("name")),
+        selector=_map(spec.get("selector")),
+        exporter=_str(_map(status.get("exporterRef")).get("name")),
+        ended=status.get("ended") is True,
+    )

@@ -1,0 +1,38 @@
+"""Names of the labels and annotations the reconciler writes on the objects it manages.
+
+One module so the planner, the renderer, the runtime and the tests agree on spelling.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FENCED_AT",
+    "GROUP",
+    "INSTANCE_LABEL",
+    "RETAINED_FROM",
+    "SERVED_LEASE",
+    "SET_LABEL",
+    "SURPLUS_SINCE",
+]
+
+GROUP = "virtualtarget.jumpstarter.dev"
+
+# On Exporters and Pods: the ExporterSet an instance belongs to (selects its Pods too).
+SET_LABEL = f"{GROUP}/exporterset"
+# On Pods: the Exporter a Pod runs.
+INSTANCE_LABEL = f"{GROUP}/exporter"
+
+# On the ExporterSet: since when the pool has had more capacity than it needs (RFC 3339).
+# An annotation rather than a status field: it is controller memory that cannot be
+# re-observed from the world, and status may be dropped (backup restore, status wipe),
+# which would silently restart the cooldown.
+SURPLUS_SINCE = f"{GROUP}/surplus-since"
+
+# On an Exporter: the first Lease seen on it. Lets ExitAndReplace and Retain recognise a
+# released instance even when the exporter does not record its lease hooks.
+SERVED_LEASE = f"{GROUP}/served-lease"
+# On an Exporter: set together with `spec.enabled=false` when the pool fences it for
+# removal, so an instance an administrator disabled for maintenance is left alone.
+FENCED_AT = f"{GROUP}/fenced-at"
+# On an Exporter detached by reclaimPolicy Retain: the set it came from.
+RETAINED_FROM = f"{GROUP}/retained-from"

@@ -1,0 +1,134 @@
+"""What the planner sees: small frozen views of the objects of one pool.
+
+The planner does not read generated models or raw API dicts; `reconciler.adapt` builds
+these views from raw objects (applying the documented schema defaults), and the
+simulation builds them directly. Keeping them small keeps the planner fast at 10,000
+exporters and independent of the generated models' nested class names. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "BindingMode",
+    "ClassView",
+    "ExporterView",
+    "HookRecord",
+    "LeaseView",
+    "Observation",
+    "PodView",
+    "PoolView",
+    "ReclaimPolicy",
+    "RecycleStrategy",
+]
+
+
+class RecycleStrategy:
+    EXIT_AND_REPLACE = "ExitAndReplace"
+    IN_PLACE_REUSE = "InPlaceReuse"
+
+
+class BindingMode:
+    IMMEDIATE = "Immediate"
+    WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+class ReclaimPolicy:
+    DELETE = "Delete"
+    RETAIN = "Retain"
+
+
+@dataclass(frozen=True, slots=True)
+class HookRecord:
+    """`status.leaseHooks` of an Exporter: how far the hooks of its latest lease got."""
+
+    lease_name: str = ""
+    lease_uid: str = ""
+    before_phase: str | None = None  # None: unset (the hook has not started)
+    after_phase: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterView:
+    """One owned Exporter (controller ownerReference to the set)."""
+
+    name: str
+    created: datetime
+    deleting: bool = False
+    enabled: bool = True
+    registered: bool = False
+    online: bool = False
+    exporter_status: str = ""
+    lease_ref: str = ""
+    records_lease_hooks: bool = False
+    hooks: HookRecord | None = None
+    served_lease: str = ""  # annotation SERVED_LEASE
+    fenced: bool = False  # annotation FENCED_AT: disabled by the pool, not by a person
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """The workload Pod of one instance (controller ownerReference to its Exporter)."""
+
+    name: str
+    exporter: str
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A Jumpstarter Lease in the set's namespace."""
+
+    name: str
+    selector: Mapping[str, Any]
+    exporter: str = ""  # status.exporterRef.name, "" while unassigned
+    ended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """The ExporterSet, its spec with schema defaults applied."""
+
+    name: str
+    namespace: str
+    generation: int
+    min_replicas: int
+    max_replicas: int  # 0: no ceiling
+    min_available: int
+    cooldown: timedelta
+    recycle: str
+    template_labels: Mapping[str, str]
+    selector: Mapping[str, Any] | None = None
+    surplus_since: datetime | None = None
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassView:
+    """The parts of the VirtualTargetClass that shape the pool (defaults applied)."""
+
+    name: str
+    binding_mode: str
+    reclaim_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything one planning pass of one set needs.
+
+    `problem` is a (reason, message) pair when the set cannot be scaled (class missing,
+    class of another provisioner, invalid merged parameters); `taken_names` are Exporter
+    names in the namespace that the set does not own, so a new instance never collides.
+    """
+
+    pool: PoolView
+    klass: ClassView | None
+    exporters: tuple[ExporterView, ...] = ()
+    pods: tuple[PodView, ...] = ()
+    leases: tuple[LeaseView, ...] = ()
+    taken_names: frozenset[str] = frozenset()
+    problem: tuple[str, str] | None = None

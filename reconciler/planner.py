@@ -1,0 +1,306 @@
+"""The pool planner: one set's observed world and `now` in, the steps and status out.
+
+Pure and deterministic (no I/O, no clock, no randomness): the runtime, the simulation,
+the property tests and the benchmarks all call `plan` with the same inputs.
+
+Semantics (DESIGN §4). Each owned Exporter falls in one bucket (`reconciler.buckets`,
+whose docstring states the busy and "owes an afterLease hook" rules precisely). With
+W = minAvailableReplicas (0 under WaitForFirstConsumer), Q = Leases that have not ended,
+have no exporter yet and whose selector matches the labels an instance would carry,
+and M = maxReplicas (0 = no ceiling):
+
+    desired  = min(max(minReplicas, busy + W + Q), M)
+    capacity = busy + available + provisioning        (booting instances count)
+    creates  = min(desired - capacity, M - owned)     (the ceiling counts every owned
+                                                       object, draining and terminating too)
+
+Scale down happens only once the surplus (capacity - desired, limited to instances
+that are not busy) has lasted `scaleDownCooldown`: the first pass that sees a surplus
+records the moment in the set's SURPLUS_SINCE annotation (so a restart does not reset
+the cooldown), a pass without surplus clears it. Victims are never busy: provisioning
+before available, then newest first (name breaks ties). Removal is `Remove`: fence,
+live check that no Lease took it, delete.
+
+Recycling: ExitAndReplace removes an instance once it has served a lease and is no
+longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. reclaimPolicy
+Retain overrides both: a released instance is fenced and detached from the set, so it
+stays for debugging outside the pool's count. A missing class, a class of another
+provisioner or invalid merged parameters (`Observation.problem`) stop scaling: no
+create, no fence, no delete; only the status says why.
+
+Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
+lagging cache or after a crash hits "already exists" instead of making a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from api.labels import selector_matches, selector_string
+from reconciler.actions import (
+    Action,
+    CreateExporter,
+    CreatePod,
+    DeletePod,
+    MarkServed,
+    PatchStatus,
+    Remove,
+    Retain,
+    SetSurplusSince,
+)
+from reconciler.buckets import Bucket, classify, is_busy, is_leased, is_ready, pods_finished
+from reconciler.keys import SET_LABEL
+from reconciler.observe import (
+    BindingMode,
+    ExporterView,
+    Observation,
+    PodView,
+    ReclaimPolicy,
+    RecycleStrategy,
+)
+from reconciler.status import ConditionSpec, Counters, build_status
+from reconciler.timefmt import format_time
+
+__all__ = ["Plan", "instance_labels", "instance_name", "plan"]
+
+_STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...]
+    status: Mapping[str, object]
+    desired: int
+    buckets: Mapping[Bucket, int]
+    pending_leases: int
+    requeue_after: timedelta | None = None
+
+
+def instance_name(set_name: str, index: int) -> str:
+    return f"{set_name}-{index}"
+
+
+def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels every instance carries: the template's plus the one naming the set."""
+    return {**template_labels, SET_LABEL: pool_name}
+
+
+def _free_names(prefix: str, taken: set[str], count: int) -> list[str]:
+    names: list[str] = []
+    index = 0
+    while len(names) < count:
+        name = instance_name(prefix, index)
+        if name not in taken:
+            names.append(name)
+        index += 1
+    return names
+
+
+def _newest_first(exporters: list[ExporterView]) -> list[ExporterView]:
+    return sorted(exporters, key=lambda e: (e.created, e.name), reverse=True)
+
+
+def plan(obs: Observation, now: datetime) -> Plan:
+    pool, klass = obs.pool, obs.klass
+    leased_by: dict[str, str] = {
+        lease.exporter: lease.name for lease in obs.leases if lease.exporter and not lease.ended
+    }
+    pods_of: dict[str, list[PodView]] = defaultdict(list)
+    for pod in obs.pods:
+        pods_of[pod.exporter].append(pod)
+    retain = klass is not None and klass.reclaim_policy == ReclaimPolicy.RETAIN
+    release_served = retain or pool.recycle == RecycleStrategy.EXIT_AND_REPLACE
+
+    members: dict[Bucket, list[ExporterView]] = {bucket: [] for bucket in Bucket}
+    for exporter in obs.exporters:
+        pods = tuple(pods_of.get(exporter.name, ()))
+        members[classify(exporter, pods, leased_by, pool.recycle, release_served)].append(exporter)
+    count = {bucket: len(group) for bucket, group in members.items()}
+
+    labels = instance_labels(pool.name, pool.template_labels)
+    pending = sum(
+        1
+        for lease in obs.leases
+        if not lease.ended and not lease.exporter and selector_matches(lease.selector, labels)
+    )
+    wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
+    warm = 0 if wffc else pool.min_available
+    ceiling = pool.max_replicas
+    wanted = max(pool.min_replicas, count[Bucket.BUSY] + warm + pending)
+    desired = min(wanted, ceiling) if ceiling else wanted
+    capacity = count[Bucket.BUSY] + count[Bucket.AVAILABLE] + count[Bucket.PROVISIONING]
+    owned = len(obs.exporters)
+
+    actions: list[Action] = []
+    requeue: timedelta | None = None
+    ceiling_blocks = ceiling > 0 and wanted > ceiling
+    scale_note = ("", "")  # (reason, message) of a pending or ongoing scale step
+
+    # Remember served leases where a release will matter (cheap, and harmless while busy).
+    if release_served:
+        for exporter in members[Bucket.BUSY]:
+            lease = exporter.lease_ref or leased_by.get(exporter.name, "")
+            if lease and not exporter.served_lease:
+                actions.append(MarkServed(exporter.name, lease))
+
+    if obs.problem is None:
+        # Instances leaving on their own account: finished, released, fenced earlier.
+        for exporter in members[Bucket.TERMINATING]:
+            if not exporter.deleting:
+                actions.append(Remove(exporter.name, fence=exporter.enabled))
+        for exporter in members[Bucket.RELEASED]:
+            actions.append(Retain(exporter.name) if retain else Remove(exporter.name, fence=True))
+        for exporter in members[Bucket.DRAINING]:
+            if exporter.fenced and not is_busy(exporter, leased_by):
+                actions.append(Remove(exporter.name, fence=False))
+
+        # Workload upkeep of instances that stay: replace finished Pods, create missing ones.
+        owned_names = {e.name for e in obs.exporters}
+        for pod in obs.pods:
+            if pod.exporter not in owned_names:
+                actions.append(DeletePod(pod.name))
+        for bucket in _STAYING:
+            for exporter in members[bucket]:
+                own = tuple(pods_of.get(exporter.name, ()))
+                if not own:
+                    actions.append(CreatePod(exporter.name))
+                elif pods_finished(own):
+                    actions.extend(DeletePod(pod.name) for pod in own)
+
+        deficit = desired - capacity
+        room = ceiling - owned if ceiling else deficit
+        creates = max(0, min(deficit, room))
+        if deficit > room:
+            ceiling_blocks = True
+        if creates:
+            taken = owned_names | obs.taken_names
+            actions.extend(CreateExporter(n) for n in _free_names(pool.name, taken, creates))
+            scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
+
+        candidates = _newest_first(members[Bucket.PROVISIONING]) + _newest_first(
+            members[Bucket.AVAILABLE]
+        )
+        surplus = min(capacity - desired, len(candidates))
+        if surplus > 0:
+            since = pool.surplus_since or now
+            if pool.surplus_since is None:
+                actions.append(SetSurplusSince(now))
+            deadline = since + pool.cooldown
+            if now >= deadline:
+                actions.extend(Remove(e.name, fence=True) for e in candidates[:surplus])
+                scale_note = ("ScalingDown", f"removing {surplus} instance(s) towards {desired}")
+            else:
+                requeue = deadline - now
+                scale_note = (
+                    "ScaleDownCooldown",
+                    f"{surplus} surplus instance(s) since {format_time(since)}; "
+                    f"scale down at {format_time(deadline)}",
+                )
+        elif pool.surplus_since is not None:
+            actions.append(SetSurplusSince(None))
+
+    status = build_status(
+        _counters(obs, members, leased_by),
+        selector_string(pool.selector)
+        if pool.selector is not None
+        else selector_string({"matchLabels": {SET_LABEL: pool.name}}),
+        _conditions(obs, count, desired, warm, wanted, ceiling_blocks, scale_note, wffc),
+        pool.status,
+        pool.generation,
+        now,
+    )
+    if status != dict(pool.status):
+        actions.append(PatchStatus(status))
+    return Plan(tuple(actions), status, desired, count, pending, requeue)
+
+
+def _counters(
+    obs: Observation, members: Mapping[Bucket, list[ExporterView]], leased_by: Mapping[str, str]
+) -> Counters:
+    exporters = obs.exporters
+    live = [e for e in exporters if not e.deleting]
+    phases: dict[str, int] = defaultdict(int)
+    for pod in obs.pods:
+        phases[pod.phase] += 1
+    return Counters(
+        replicas=len(exporters),
+        available=len(members[Bucket.AVAILABLE]),
+        ready=sum(1 for e in live if is_ready(e)),
+        unavailable=sum(1 for e in live if e.enabled and not is_ready(e)),
+        leased=sum(1 for e in exporters if is_leased(e, leased_by)),
+        active=len(members[Bucket.BUSY]),
+        idle=sum(1 for e in live if e.online and e.enabled and not is_leased(e, leased_by)),
+        offline=sum(1 for e in live if e.enabled and not e.online),
+        disabled=sum(1 for e in exporters if not e.enabled),
+        pods_pending=phases["Pending"],
+        pods_running=phases["Running"],
+        pods_failed=phases["Failed"],
+        pods_unknown=phases["Unknown"] + phases["Succeeded"],
+    )
+
+
+def _conditions(
+    obs: Observation,
+    count: Mapping[Bucket, int],
+    desired: int,
+    warm: int,
+    wanted: int,
+    ceiling_blocks: bool,
+    scale_note: tuple[str, str],
+    wffc: bool,
+) -> list[ConditionSpec]:
+    available = count[Bucket.AVAILABLE]
+    if obs.problem is not None:
+        reason, message = obs.problem
+        return [
+            ConditionSpec("Available", available >= warm and available > 0, reason, message),
+            ConditionSpec("Progressing", False, reason, "scaling stopped: " + message),
+            ConditionSpec("Degraded", True, reason, message),
+            ConditionSpec("ScalingLimited", True, reason, "scaling stopped: " + message),
+        ]
+    if wffc:
+        avail = ConditionSpec(
+            "Available", True, "WaitForFirstConsumer", "instances are created on lease request"
+        )
+    elif available >= warm:
+        avail = ConditionSpec(
+            "Available", True, "WarmBufferMet", f"{available} of {warm} warm instance(s) ready"
+        )
+    else:
+        avail = ConditionSpec(
+            "Available", False, "WarmBufferShort", f"{available} of {warm} warm instance(s) ready"
+        )
+    reason, message = scale_note
+    leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED]
+    if reason in ("ScalingUp", "ScalingDown"):
+        progressing = ConditionSpec("Progressing", True, reason, message)
+    elif count[Bucket.PROVISIONING] or leaving:
+        progressing = ConditionSpec(
+            "Progressing",
+            True,
+            "Provisioning" if count[Bucket.PROVISIONING] else "Recycling",
+            f"{count[Bucket.PROVISIONING]} provisioning, {leaving} leaving",
+        )
+    elif reason:
+        progressing = ConditionSpec("Progressing", False, reason, message)
+    else:
+        progressing = ConditionSpec(
+            "Progressing", False, "Stable", f"{desired} instance(s) desired"
+        )
+    limited = (
+        ConditionSpec(
+            "ScalingLimited",
+            True,
+            "CeilingReached",
+            f"{wanted} instance(s) wanted, maxReplicas is {obs.pool.max_replicas}",
+        )
+        if ceiling_blocks
+        else ConditionSpec(
+            "ScalingLimited", False, "WithinBounds", "within minReplicas and maxReplicas"
+        )
+    )
+    degraded = ConditionSpec("Degraded", False, "AsExpected", "")
+    return [avail, progressing, degraded, limited]

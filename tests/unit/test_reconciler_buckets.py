@@ -1,0 +1,94 @@
+"""The bucket table of DESIGN §4, one rule per test."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.buckets import Bucket, classify, owes_after_lease
+from reconciler.observe import HookRecord, PodView
+from tests.unit.reconciler_fixtures import booting, ready
+
+NONE: frozenset[str] = frozenset()
+
+
+def bucket(exporter, pods=(), leased=NONE, recycle="ExitAndReplace", release=True):  # type: ignore[no-untyped-def]
+    return classify(exporter, tuple(pods), leased, recycle, release)
+
+
+def test_ready_unleased_is_available() -> None:
+    assert bucket(ready("a")) is Bucket.AVAILABLE
+
+
+@pytest.mark.parametrize("status", ["", "Unspecified", "Available"])
+def test_available_uses_the_lease_controller_statuses(status: str) -> None:
+    assert bucket(ready("a", exporter_status=status)) is Bucket.AVAILABLE
+
+
+@pytest.mark.parametrize("status", ["Offline"])
+def test_other_status_is_provisioning(status: str) -> None:
+    assert bucket(ready("a", exporter_status=status)) is Bucket.PROVISIONING
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "BeforeLeaseHook",
+        "LeaseReady",
+        "AfterLeaseHook",
+        "BeforeLeaseHookFailed",
+        "AfterLeaseHookFailed",
+    ],
+)
+def test_hook_statuses_are_busy(status: str) -> None:
+    assert bucket(ready("a", exporter_status=status)) is Bucket.BUSY
+
+
+def test_leased_by_live_lease_or_lease_ref() -> None:
+    assert bucket(ready("a"), leased={"a"}) is Bucket.BUSY
+    assert bucket(ready("a", lease_ref="l1")) is Bucket.BUSY
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "owes"),
+    [
+        ("Succeeded", None, True),
+        ("Succeeded", "Running", True),
+        ("Failed", "Failed", True),
+        ("Succeeded", "Succeeded", False),
+        ("Skipped", "Skipped", False),
+        (None, None, False),
+    ],
+)
+def test_owes_after_lease(before: str | None, after: str | None, owes: bool) -> None:
+    hooks = HookRecord("l1", "u1", before, after)
+    exporter = ready("a", records_lease_hooks=True, hooks=hooks)
+    assert owes_after_lease(exporter) is owes
+    # Owing beats the reported status: "whatever status it reports".
+    expected = Bucket.BUSY if owes else (Bucket.RELEASED if hooks.lease_name else Bucket.AVAILABLE)
+    assert bucket(exporter) is expected
+
+
+def test_record_is_ignored_when_the_exporter_does_not_record_hooks() -> None:
+    hooks = HookRecord("l1", "u1", "Succeeded", None)
+    assert not owes_after_lease(ready("a", records_lease_hooks=False, hooks=hooks))
+
+
+def test_booting_is_provisioning() -> None:
+    assert bucket(booting("a")) is Bucket.PROVISIONING
+
+
+def test_disabled_is_draining_and_deleting_is_terminating() -> None:
+    assert bucket(ready("a", enabled=False)) is Bucket.DRAINING
+    assert bucket(ready("a", deleting=True, lease_ref="l1")) is Bucket.TERMINATING
+
+
+def test_finished_pod_terminates_only_under_exit_and_replace_and_not_busy() -> None:
+    done = [PodView("a", "a", "Succeeded")]
+    assert bucket(booting("a"), done) is Bucket.TERMINATING
+    assert bucket(booting("a"), done, recycle="InPlaceReuse", release=False) is Bucket.PROVISIONING
+    assert bucket(ready("a", lease_ref="l1"), done) is Bucket.BUSY
+
+
+def test_served_instance_is_released_only_when_the_pool_lets_it_go() -> None:
+    assert bucket(ready("a", served_lease="l1")) is Bucket.RELEASED
+    assert bucket(ready("a", served_lease="l1"), release=False) is Bucket.AVAILABLE

@@ -26,9 +26,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-## Regenerate api/ models, crds/ and docs/ from schemas/ (byte for byte reproducible).
+## Regenerate api/ models, crds/ and docs/ from schemas/ (byte for byte reproducible),
+## and deploy/base/rbac/ from the components' access tables.
 crds: $(STAMP)
 	$(VT) crds
+	$(PY) -m virtualtarget.rbac
 
 docs: $(STAMP)
 	$(VT) crds --only docs

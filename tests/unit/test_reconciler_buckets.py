@@ -6,7 +6,7 @@ import pytest
 
 from reconciler.buckets import Bucket, classify, owes_after_lease
 from reconciler.observe import HookRecord, PodView
-from tests.unit.reconciler_fixtures import booting, ready
+from tests.unit.test_reconciler_support import booting, ready
 
 NONE: frozenset[str] = frozenset()
 

@@ -19,7 +19,7 @@ from reconciler.actions import (
 from reconciler.keys import SET_LABEL
 from reconciler.observe import ExporterView, LeaseView, Observation, PodView
 from reconciler.planner import Plan, plan
-from tests.unit.reconciler_fixtures import T0, booting, klass, owing, pool, ready
+from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, ready
 
 
 def run(exporters: list[ExporterView], *, pods: bool = True, now=T0, **kw: Any) -> Plan:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Builders of planner inputs shared by the reconciler tests."""
+"""Builders of planner inputs shared by the reconciler tests (no tests here)."""
 
 from __future__ import annotations
 

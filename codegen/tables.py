@@ -101,5 +101,6 @@ def parse_table_document(text: str, where: str, style: CellStyle) -> KindDoc:
         else:
             raise SchemaDocError(where, n, f"expected a section (Spec, Status) or a table header, found {stripped[:40]!r}")
     if not doc.group:
-        raise SchemaDocError(where, 2, "expected a group/version line such as example.dev/v1alpha1")
+        line = numbered[1][0] if len(numbered) > 1 else numbered[0][0]
+        raise SchemaDocError(where, line, "expected a group/version line such as example.dev/v1alpha1")
     return doc

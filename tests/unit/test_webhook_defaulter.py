@@ -28,7 +28,9 @@ def test_exporterset_defaults_fill_every_absent_count_and_policy() -> None:
 
 
 def test_present_fields_are_never_overwritten() -> None:
-    obj = a_set(maxReplicas=0, minReplicas=2, scaleDownCooldown="1h", recycleStrategy="InPlaceReuse")
+    obj = a_set(
+        maxReplicas=0, minReplicas=2, scaleDownCooldown="1h", recycleStrategy="InPlaceReuse"
+    )
     paths = {op["path"] for op in patch_for("ExporterSet", obj)}
     assert paths == {"/spec/minAvailableReplicas"}
 
@@ -37,7 +39,11 @@ def test_class_defaults_and_ca_bundle_key_only_with_a_reference() -> None:
     without = patch_for("VirtualTargetClass", a_class())
     assert {op["path"] for op in without} == {"/spec/bindingMode", "/spec/reclaimPolicy"}
     with_ref = patch_for("VirtualTargetClass", a_class(caBundleConfigMapRef={"name": "corp-ca"}))
-    assert {"op": "add", "path": "/spec/caBundleConfigMapRef/key", "value": "ca-bundle.crt"} in with_ref
+    assert {
+        "op": "add",
+        "path": "/spec/caBundleConfigMapRef/key",
+        "value": "ca-bundle.crt",
+    } in with_ref
 
 
 def test_no_defaults_under_a_missing_parent() -> None:
@@ -73,7 +79,11 @@ def test_template_labels_add_the_missing_parents_whole() -> None:
     } in ops
     obj = a_set(template={"spec": {}})
     ops = patch_for("ExporterSet", obj)
-    assert {"op": "add", "path": "/spec/template/metadata", "value": {"labels": {"pool": "a"}}} in ops
+    assert {
+        "op": "add",
+        "path": "/spec/template/metadata",
+        "value": {"labels": {"pool": "a"}},
+    } in ops
     assert apply_patch(obj, ops)["spec"]["template"]["metadata"]["labels"] == {"pool": "a"}
 
 
@@ -138,7 +148,9 @@ def test_defaults_inside_list_items_and_new_objects() -> None:
 def test_json_pointer_escaping() -> None:
     assert escape_token("a/b~c") == "a~1b~0c"
     assert escape_token("~1") == "~01"
-    assert pointer(("metadata", "labels", "example.com/pool")) == "/metadata/labels/example.com~1pool"
+    assert (
+        pointer(("metadata", "labels", "example.com/pool")) == "/metadata/labels/example.com~1pool"
+    )
     assert to_operations([Edit(("a", 0), 1)]) == [{"op": "add", "path": "/a/0", "value": 1}]
 
 
@@ -150,7 +162,9 @@ def test_label_keys_with_slashes_are_escaped_in_the_patch() -> None:
     defaulted = apply_patch(obj, ops)
     assert defaulted["spec"]["template"]["metadata"]["labels"] == {"example.com/pool": "a"}
     escaped = default_object(
-        "Other", {"m": {"a/b": {}}}, lambda _k: {
+        "Other",
+        {"m": {"a/b": {}}},
+        lambda _k: {
             "type": "object",
             "properties": {
                 "m": {
@@ -161,6 +175,6 @@ def test_label_keys_with_slashes_are_escaped_in_the_patch() -> None:
                     },
                 }
             },
-        }
+        },
     )[1]
     assert to_operations(escaped) == [{"op": "add", "path": "/m/a~1b/d", "value": "v"}]

@@ -1,5 +1,5 @@
-"""Shared helpers for the webhook tests (no tests here): a small CRD schema, sample
-objects and AdmissionReview builders."""
+"""Shared helpers for the webhook tests (no tests here): sample objects, AdmissionReview
+builders and a strict JSON Patch applier."""
 
 from __future__ import annotations
 
@@ -9,128 +9,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-STR = {"type": "string"}
-INT = {"type": "integer"}
-IMAGE = {
-    "type": "object",
-    "properties": {
-        "image": STR,
-        "imagePullPolicy": {"type": "string", "enum": ["Always", "Never", "IfNotPresent"]},
-    },
-}
-IMAGES = {"type": "object", "properties": {"exporter": IMAGE, "runtime": IMAGE}}
-LABELS = {"type": "object", "additionalProperties": STR}
-FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+from webhook.schemas import crd_schema
 
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "VirtualTargetClass": {
-        "type": "object",
-        "properties": {
-            "spec": {
-                "type": "object",
-                "properties": {
-                    "bindingMode": {
-                        "type": "string",
-                        "enum": ["Immediate", "WaitForFirstConsumer"],
-                        "default": "Immediate",
-                    },
-                    "reclaimPolicy": {
-                        "type": "string",
-                        "enum": ["Delete", "Retain"],
-                        "default": "Delete",
-                    },
-                    "caBundleConfigMapRef": {
-                        "type": "object",
-                        "properties": {
-                            "key": {"type": "string", "default": "ca-bundle.crt"},
-                            "name": STR,
-                        },
-                    },
-                    "provisioner": STR,
-                    "parameters": FREE,
-                    "images": IMAGES,
-                    "scheduling": {
-                        "type": "object",
-                        "properties": {
-                            "nodeSelector": LABELS,
-                            "resources": FREE,
-                            "tolerations": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "properties": {
-                                        "effect": STR,
-                                        "key": STR,
-                                        "operator": STR,
-                                        "tolerationSeconds": INT,
-                                        "value": STR,
-                                    },
-                                },
-                            },
-                        },
-                    },
-                },
-            }
-        },
-    },
-    "ExporterSet": {
-        "type": "object",
-        "properties": {
-            "spec": {
-                "type": "object",
-                "properties": {
-                    "images": IMAGES,
-                    "maxReplicas": {"type": "integer", "default": 4},
-                    "minAvailableReplicas": {"type": "integer", "default": 0},
-                    "minReplicas": {"type": "integer", "default": 0},
-                    "parameters": FREE,
-                    "recycleStrategy": {
-                        "type": "string",
-                        "enum": ["ExitAndReplace", "InPlaceReuse"],
-                        "default": "ExitAndReplace",
-                    },
-                    "scaleDownCooldown": {"type": "string", "default": "5m"},
-                    "selector": {
-                        "type": "object",
-                        "properties": {
-                            "matchLabels": LABELS,
-                            "matchExpressions": {"type": "array", "items": FREE},
-                        },
-                    },
-                    "template": {
-                        "type": "object",
-                        "properties": {
-                            "metadata": {
-                                "type": "object",
-                                "properties": {"labels": LABELS, "annotations": LABELS},
-                            },
-                            "spec": {
-                                "type": "object",
-                                "properties": {"drivers": {"type": "array", "items": FREE}},
-                            },
-                        },
-                    },
-                    "virtualTargetClassName": STR,
-                },
-            },
-            "status": FREE,
-        },
-    },
-    "Exporter": {
-        "type": "object",
-        "properties": {
-            "spec": {
-                "type": "object",
-                "properties": {"enabled": {"type": "boolean", "default": True}, "username": STR},
-            },
-            "status": FREE,
-        },
-    },
-}
-
-
-def schema_source(kind: str) -> Mapping[str, Any]:
-    return SCHEMAS[kind]
+# The generated CRD schemas: the tests default and type-check against the real thing.
+schema_source = crd_schema
 
 
 GROUP = "virtualtarget.jumpstarter.dev"
@@ -222,7 +104,7 @@ def apply_patch(doc: Any, operations: list[dict[str, Any]]) -> Any:
         last = tokens[-1]
         if op["op"] == "replace":
             if isinstance(parent, list):
-                parent[int(last)]  # noqa: B018 - must exist
+                parent[int(last)]
             elif last not in parent:
                 raise KeyError(op["path"])
         if op["op"] not in ("add", "replace"):

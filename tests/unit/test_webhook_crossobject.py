@@ -1,0 +1,128 @@
+"""Cross-object checks: the set against its class, deleting a class in use, no cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
+from webhook.admission import CROSS_OBJECT_SKIPPED, Admission
+from webhook.clusterview import ClusterUnavailable, StaticView
+from webhook.decode import decode_review
+from webhook.envelope import Outcome
+from webhook.routes import ENDPOINTS, Role
+
+VALIDATE = {(e.kind.kind, e.role): e for e in ENDPOINTS}
+
+
+def run(admission: Admission, review: dict[str, Any], budget: float = 1.0) -> Outcome:
+    request = decode_review(json.dumps(review).encode())
+    endpoint = VALIDATE[(request.kind, Role.VALIDATE)]
+    return asyncio.run(admission.review(endpoint, request, budget))
+
+
+def validate(objects: list[dict[str, Any]], obj: dict[str, Any], **kw: Any) -> Outcome:
+    return run(Admission(schema_source, StaticView(objects)), review(obj, **kw))
+
+
+def test_missing_class_is_a_warning_not_a_denial() -> None:
+    outcome = validate([], a_set())
+    assert outcome.allowed
+    assert outcome.warnings == [
+        'VirtualTargetClass "qemu" not found in namespace "lab"; no instances are created '
+        "until it exists"
+    ]
+
+
+def test_class_in_another_namespace_is_not_found() -> None:
+    other = a_class()
+    other["metadata"]["namespace"] = "elsewhere"
+    assert validate([other], a_set()).warnings
+
+
+def test_wait_for_first_consumer_contradicts_a_warm_buffer() -> None:
+    cls = a_class(bindingMode="WaitForFirstConsumer")
+    outcome = validate([cls], a_set(minAvailableReplicas=2))
+    assert [str(e) for e in outcome.errors] == [
+        'spec.minAvailableReplicas: Invalid value: 2: must be 0: VirtualTargetClass "qemu" has '
+        "bindingMode WaitForFirstConsumer, which keeps no warm instances"
+    ]
+    assert validate([cls], a_set(minAvailableReplicas=0)).allowed
+    assert validate([a_class()], a_set(minAvailableReplicas=2)).allowed
+
+
+def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
+    cls = a_class(parameters={"architecture": "aarch64", "cpus": 4, "memory": "4Gi"})
+    assert validate([cls], a_set(parameters={"cpus": 8})).allowed
+    outcome = validate([cls], a_set(parameters={"cpus": 0, "memory": "1k", "typo": 1}))
+    texts = [str(e) for e in outcome.errors]
+    assert texts[0].startswith("spec.parameters.cpus: Invalid value: 0: Input should be greater")
+    assert texts[1].startswith('spec.parameters.memory: Invalid value: "1k": must be between')
+    assert texts[2] == "spec.parameters.typo: Forbidden: unknown parameter for qemu.jumpstarter.dev"
+
+
+def test_the_set_wins_over_the_class_in_the_merge() -> None:
+    cls = a_class(parameters={"architecture": "sparc"})
+    assert not validate([cls], a_set()).allowed
+    assert validate([cls], a_set(parameters={"architecture": "riscv64"})).allowed
+
+
+def test_unknown_provisioners_parameters_are_not_checked() -> None:
+    cls = a_class(provisioner="corellium.jumpstarter.dev", parameters={"anything": [1]})
+    assert validate([cls], a_set()).allowed
+
+
+def test_deleting_a_class_in_use_is_denied_listing_the_sets() -> None:
+    second = a_set()
+    second["metadata"]["name"] = "pool-b"
+    elsewhere = a_set()
+    elsewhere["metadata"]["namespace"] = "other"
+    outcome = validate([a_set(), second, elsewhere], None, old=a_class(), operation="DELETE")
+    assert outcome.message == ""
+    assert [str(e) for e in outcome.errors] == [
+        "metadata.name: Forbidden: VirtualTargetClass is in use by ExporterSets pool-a, pool-b; "
+        "delete or move them first"
+    ]
+    assert validate([elsewhere], None, old=a_class(), operation="DELETE").allowed
+
+
+class Unreachable:
+    def __init__(self, hang: bool) -> None:
+        self.hang = hang
+
+    async def get_class(self, namespace: str, name: str, budget: float) -> Mapping[str, Any] | None:
+        if self.hang:
+            await asyncio.sleep(3600)
+        raise ClusterUnavailable("connection refused by the apiserver")
+
+    async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
+        return []
+
+
+def test_unreachable_cluster_denies_with_a_retryable_message() -> None:
+    outcome = run(Admission(schema_source, Unreachable(hang=False)), review(a_set()))
+    assert outcome.code == 503
+    assert "connection refused" in outcome.message and "retry" in outcome.message
+
+
+def test_a_hanging_cluster_is_cut_off_at_the_budget() -> None:
+    outcome = run(Admission(schema_source, Unreachable(hang=True)), review(a_set()), budget=0.05)
+    assert outcome.code == 503
+    assert "no answer within 0.1s" in outcome.message
+
+
+def test_single_object_errors_still_reported_when_the_cluster_is_unreachable() -> None:
+    outcome = run(Admission(schema_source, Unreachable(hang=False)), review(a_set(minReplicas=-1)))
+    assert outcome.code == 422 and len(outcome.errors) == 1
+    assert any("cross-object checks skipped" in w for w in outcome.warnings)
+
+
+def test_without_a_cluster_single_object_checks_run_and_one_warning_says_so() -> None:
+    admission = Admission(schema_source, None)
+    outcome = run(admission, review(a_set()))
+    assert outcome.allowed and outcome.warnings == [CROSS_OBJECT_SKIPPED]
+    assert not run(admission, review(a_set(minReplicas=-2))).allowed
+    deleted = run(admission, review(None, old=a_class(), operation="DELETE"))
+    assert deleted.allowed and deleted.warnings == [CROSS_OBJECT_SKIPPED]

@@ -57,12 +57,13 @@ unit: $(STAMP)
 e2e: $(STAMP) control-plane
 	$(PY) -m pytest -m e2e
 
-## ruff, mypy (strict) and the import contracts.
+## ruff, mypy (strict), the import contracts, and generated api/models/, crds/, docs/ up to date.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
+	$(VT) crds --check
 
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane

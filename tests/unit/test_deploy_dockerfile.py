@@ -1,0 +1,109 @@
+"""The Dockerfile (not buildable here: no container engine) stays minimal and non-root."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from virtualtarget.cli import SUBCOMMANDS
+from virtualtarget.deploy_render import REPO, render_overlay
+
+
+def containers() -> list[dict[str, Any]]:
+    return [
+        c
+        for o in render_overlay("cert-manager")
+        if o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+FIRST_PARTY = {"api", "codegen", "webhook", "reconciler", "certs", "virtualtarget"}
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """Instructions per stage, as (INSTRUCTION, arguments), continuation lines joined."""
+    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    result: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        instruction, _, args = line.strip().partition(" ")
+        if instruction.upper() == "FROM":
+            result.append([])
+        result[-1].append((instruction.upper(), args.strip()))
+    return result
+
+
+def copied_sources() -> set[str]:
+    ((build, *_),) = [stages()[:1]]
+    return {src for op, args in build if op == "COPY" for src in args.split()[:-1]}
+
+
+def imported_packages(module: str, seen: set[str]) -> None:
+    """First-party modules `module` imports, transitively (function-level imports too)."""
+    if module in seen:
+        return
+    path = REPO / Path(*module.split("."))
+    file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if not file.is_file():
+        return
+    seen.add(module)
+    for node in ast.walk(ast.parse(file.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            if name.split(".")[0] in FIRST_PARTY:
+                imported_packages(name, seen)
+
+
+def test_final_stage_runs_as_the_deployments_non_root_user() -> None:
+    final = stages()[-1]
+    (user,) = [args for op, args in final if op == "USER"]
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # runAsNonRoot can only check a numeric user
+    for deployment in (o for o in render_overlay("cert-manager") if o["kind"] == "Deployment"):
+        assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
+
+
+def test_final_stage_only_copies_the_built_environment() -> None:
+    final = stages()[-1]
+    assert len(stages()) >= 2
+    ops = {op for op, _ in final}
+    assert "RUN" not in ops  # nothing installed, so no package manager or compiler runs
+    copies = [args for op, args in final if op in ("COPY", "ADD")]
+    assert copies and all(args.startswith("--from=build ") for args in copies)
+    assert final[0][1] == stages()[0][0][1].split(" AS ")[0]  # same base: no toolchain added
+
+
+def test_build_copies_the_packages_the_entry_points_import_and_no_tooling() -> None:
+    # The command line, and the subcommand each Deployment runs (imported lazily by name).
+    entry = ["virtualtarget.cli"] + [SUBCOMMANDS[c["args"][0]][0] for c in containers()]
+    seen: set[str] = set()
+    for module in entry:
+        imported_packages(module, seen)
+    needed = {m.split(".")[0] for m in [*entry, *seen]}
+    assert needed <= copied_sources()
+    # Generators, tests and data stay out of the image.
+    assert copied_sources() == {"pyproject.toml", "README.md"} | (FIRST_PARTY - {"codegen"})
+
+
+def test_dockerignore_admits_only_what_is_copied() -> None:
+    lines = [
+        line
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert lines[0] == "*"
+    admitted = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    assert admitted == copied_sources()
+
+
+def test_image_name_matches_the_deployments() -> None:
+    (image,) = {c["image"] for c in containers()}
+    assert f"docker build -t {image} ." in (REPO / "Dockerfile").read_text()

@@ -1,0 +1,1 @@
+"""Benchmarks: each module `bench/<name>.py` exposes `main() -> str` (a Markdown section)."""

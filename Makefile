@@ -64,6 +64,7 @@ check: $(STAMP)
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
 	$(VT) crds --check
+	$(PY) -m virtualtarget.rbac --check
 
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane

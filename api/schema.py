@@ -23,4 +23,6 @@ def openapi_schema(kind: str) -> dict[str, Any]:
     try:
         return copy.deepcopy(OPENAPI_SCHEMAS[kind])
     except KeyError:
-        raise KeyError(f"no generated schema for kind {kind!r} (known: {', '.join(KINDS)})") from None
+        raise KeyError(
+            f"no generated schema for kind {kind!r} (known: {', '.join(KINDS)})"
+        ) from None

@@ -10,7 +10,9 @@ import bench
 
 
 def main(argv: list[str]) -> int:
-    names = argv or sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+    names = argv or sorted(
+        m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_")
+    )
     for name in names:
         print(importlib.import_module(f"bench.{name}").main())
     return 0

@@ -19,8 +19,12 @@ __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--only", choices=PARTS, action="append", help="generate only this part (repeatable)")
-    parser.add_argument("--check", action="store_true", help="write nothing; fail if output is stale")
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="generate only this part (repeatable)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; fail if output is stale"
+    )
     parser.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
 
 
@@ -39,8 +43,13 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         stale = stale_files(args.root, out.files)
         for rel in stale:
-            print(f"crds: {rel} differs from the generator's output; run `make crds`", file=sys.stderr)
+            print(
+                f"crds: {rel} differs from the generator's output; run `make crds`", file=sys.stderr
+            )
         return 1 if stale else 0
     written = write_files(args.root, out.files)
-    print(f"crds: {len(out.files)} files, {len(written)} written, {len(out.files) - len(written)} unchanged")
+    print(
+        f"crds: {len(out.files)} files, {len(written)} written, "
+        f"{len(out.files) - len(written)} unchanged"
+    )
     return 0

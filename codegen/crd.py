@@ -23,7 +23,11 @@ def crd_name(doc: KindDoc, overlay: KindOverlay) -> str:
 
 def validation_entry(rule: Rule) -> dict[str, Any]:
     """One `x-kubernetes-validations` item for a rule."""
-    entry: dict[str, Any] = {"rule": rule.cel, "message": rule.message, "reason": rule.error_type.reason}
+    entry: dict[str, Any] = {
+        "rule": rule.cel,
+        "message": rule.message,
+        "reason": rule.error_type.reason,
+    }
     if rule.field_path:
         entry["fieldPath"] = rule.field_path
     return entry
@@ -33,7 +37,9 @@ def _attach_rules(schema: Schema, kind: str) -> None:
     for rule in rules_for(kind):
         node = node_at(schema, rule.scope)
         if node is None:
-            raise OverlayError(f"api/rules.py: rule {rule.id}: {kind} has no schema node at {rule.scope}")
+            raise OverlayError(
+                f"api/rules.py: rule {rule.id}: {kind} has no schema node at {rule.scope}"
+            )
         node.setdefault("x-kubernetes-validations", []).append(validation_entry(rule))
 
 

@@ -46,7 +46,9 @@ def _rows(node: dict[str, Any], path: str, required: bool) -> Iterator[str]:
         )
     for name in sorted(node.get("properties", {})):
         child = node["properties"][name]
-        yield from _rows(child, f"{path}.{name}" if path else name, name in node.get("required", []))
+        yield from _rows(
+            child, f"{path}.{name}" if path else name, name in node.get("required", [])
+        )
     if isinstance(node.get("items"), dict) and node["items"].get("properties"):
         for name in sorted(node["items"]["properties"]):
             child = node["items"]["properties"][name]
@@ -79,9 +81,20 @@ def render_reference(crd: dict[str, Any], header: str) -> str:
         "",
         "| Field | Type | Required | Default | Description |",
         "| --- | --- | --- | --- | --- |",
-        *(row for row in _rows(schema, "", False) if not row.startswith(("| `apiVersion`", "| `kind`", "| `metadata`"))),
+        *(
+            row
+            for row in _rows(schema, "", False)
+            if not row.startswith(("| `apiVersion`", "| `kind`", "| `metadata`"))
+        ),
     ]
     rules = list(_rules(schema, ""))
     if rules:
-        lines += ["", "## Validation rules", "", "| Scope | Message | CEL |", "| --- | --- | --- |", *rules]
+        lines += [
+            "",
+            "## Validation rules",
+            "",
+            "| Scope | Message | CEL |",
+            "| --- | --- | --- |",
+            *rules,
+        ]
     return "\n".join(lines) + "\n"

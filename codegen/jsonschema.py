@@ -61,7 +61,10 @@ def _title(kind: str, path: str) -> str:
 def _field_node(field: Field) -> Schema:
     node: Schema
     if field.type == "int-or-string":
-        node = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+        node = {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+        }
     else:
         node = {"type": field.type}
     if field.items:
@@ -96,7 +99,10 @@ def _merge(node: Schema, fragment: Schema) -> None:
         elif key in ("items", "additionalProperties") and isinstance(node.get(key), dict):
             _merge(node[key], value)
         elif key == "required":
-            node["required"] = [*node.get("required", []), *(v for v in value if v not in node.get("required", []))]
+            node["required"] = [
+                *node.get("required", []),
+                *(v for v in value if v not in node.get("required", [])),
+            ]
         elif key not in node:
             node[key] = copy.deepcopy(value)
 
@@ -136,7 +142,9 @@ def _apply_overlay(schema: Schema, kind: str, overlay: KindOverlay) -> None:
         parent_path, _, name = path.rpartition(".")
         parent = _overlay_node(schema, parent_path, "required", kind) if parent_path else schema
         if name not in parent.get("properties", {}):
-            raise OverlayError(f"schemas/overlay.yaml: kinds.{kind}.required: {kind} has no field {path}")
+            raise OverlayError(
+                f"schemas/overlay.yaml: kinds.{kind}.required: {kind} has no field {path}"
+            )
         if name not in parent.get("required", []):
             parent.setdefault("required", []).append(name)
     for path in overlay.freeForm:
@@ -146,7 +154,10 @@ def _apply_overlay(schema: Schema, kind: str, overlay: KindOverlay) -> None:
     for path, type_name in overlay.kubernetesTypes.items():
         if type_name not in KUBERNETES_TYPES:
             known = ", ".join(KUBERNETES_TYPES)
-            raise OverlayError(f"schemas/overlay.yaml: kinds.{kind}.kubernetesTypes.{path}: unknown type {type_name!r} (known: {known})")
+            raise OverlayError(
+                f"schemas/overlay.yaml: kinds.{kind}.kubernetesTypes.{path}: "
+                f"unknown type {type_name!r} (known: {known})"
+            )
         _merge(_overlay_node(schema, path, "kubernetesTypes", kind), KUBERNETES_TYPES[type_name])
     for path, fragment in overlay.schemas.items():
         _merge(_overlay_node(schema, path, "schemas", kind), fragment)
@@ -171,7 +182,9 @@ def _check_shapes(node: Schema, path: str, lines: dict[str, int], where: str) ->
                 "a string map or a Kubernetes type",
             )
     if node.get("type") == "array" and "items" not in node:
-        raise SchemaDocError(where, line, f"expected an item type for the array {path} (overlay: schemas)")
+        raise SchemaDocError(
+            where, line, f"expected an item type for the array {path} (overlay: schemas)"
+        )
     for name, child in node.get("properties", {}).items():
         _check_shapes(child, f"{path}.{name}" if path else name, lines, where)
     if "items" in node:
@@ -179,7 +192,7 @@ def _check_shapes(node: Schema, path: str, lines: dict[str, int], where: str) ->
 
 
 def _add_titles(node: Schema, kind: str, path: str) -> None:
-    if node.get("type") == "object" and ("properties" in node or not path) or "enum" in node:
+    if (node.get("type") == "object" and ("properties" in node or not path)) or "enum" in node:
         node["title"] = _title(kind, path)
     for name, child in node.get("properties", {}).items():
         _add_titles(child, kind, f"{path}.{name}" if path else name)
@@ -224,7 +237,10 @@ def model_view(schema: Schema) -> Schema:
 
     def visit(node: Schema) -> None:
         if node.get("x-kubernetes-int-or-string") and "pattern" in node:
-            node["anyOf"] = [{"type": "integer"}, {"type": "string", "pattern": node.pop("pattern")}]
+            node["anyOf"] = [
+                {"type": "integer"},
+                {"type": "string", "pattern": node.pop("pattern")},
+            ]
 
     _walk(out, visit)
     return out

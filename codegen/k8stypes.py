@@ -19,7 +19,10 @@ _STRING_MAP: dict[str, Any] = {"type": "object", "additionalProperties": _STRING
 # resource.Quantity: an integer or a string such as `500m` or `2Gi`.
 QUANTITY: dict[str, Any] = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+    "pattern": (
+        r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\."
+        r"[0-9]*)?)|(\.[0-9]+))))?$"
+    ),
     "x-kubernetes-int-or-string": True,
 }
 
@@ -32,16 +35,26 @@ LABEL_SELECTOR: dict[str, Any] = {
                 "type": "object",
                 "required": ["key", "operator"],
                 "properties": {
-                    "key": {"type": "string", "description": "key is the label key that the selector applies to."},
+                    "key": {
+                        "type": "string",
+                        "description": "key is the label key that the selector applies to.",
+                    },
                     "operator": {
                         "type": "string",
-                        "description": "operator represents a key's relationship to a set of values. Valid operators are In, NotIn, Exists and DoesNotExist.",
+                        "description": (
+                            "operator represents a key's relationship to a set of values. Valid "
+                            "operators are In, NotIn, Exists and DoesNotExist."
+                        ),
                     },
                     "values": {
                         "type": "array",
                         "items": _STRING,
                         "x-kubernetes-list-type": "atomic",
-                        "description": "values is an array of string values. If the operator is In or NotIn, the values array must be non-empty. If the operator is Exists or DoesNotExist, the values array must be empty.",
+                        "description": (
+                            "values is an array of string values. If the operator is In or "
+                            "NotIn, the values array must be non-empty. If the operator is "
+                            "Exists or DoesNotExist, the values array must be empty."
+                        ),
                     },
                 },
             },
@@ -98,7 +111,10 @@ CONDITION: dict[str, Any] = {
         "type": {
             "type": "string",
             "maxLength": 316,
-            "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            "pattern": (
+                r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9"
+                r"][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+            ),
         },
     },
 }
@@ -115,11 +131,21 @@ KUBERNETES_TYPES: dict[str, dict[str, Any]] = {
 ROOT_FIELDS: dict[str, dict[str, Any]] = {
     "apiVersion": {
         "type": "string",
-        "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+        "description": (
+            "APIVersion defines the versioned schema of this representation of an object. "
+            "Servers should convert recognized schemas to the latest internal value, and may "
+            "reject unrecognized values. More info: "
+            "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+        ),
     },
     "kind": {
         "type": "string",
-        "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+        "description": (
+            "Kind is a string value representing the REST resource this object represents. "
+            "Servers may infer this from the endpoint the client submits requests to. Cannot be "
+            "updated. In CamelCase. More info: "
+            "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+        ),
     },
     "metadata": {"type": "object"},
 }

@@ -96,7 +96,8 @@ def _attribute(pending: _Pending, text: str, where: str, n: int) -> None:
         attrs["enum"] = tuple(v.strip() for v in text.removeprefix("Allowed values: ").split(","))
     elif text.startswith("Default: "):
         raw = text.removeprefix("Default: ").strip()
-        raw = "" if raw in ("‘’", "''", '""', "“”") else raw
+        # The empty string, however the document quoted it (typographic quotes included).
+        raw = "" if raw in ("\u2018\u2019", "''", '""', "\u201c\u201d") else raw
         attrs["default"] = typed_default(raw, pending.type, where, n)
     else:
         pending.text.append(text)
@@ -149,7 +150,9 @@ def _read_kind(lines: list[str], start: int, end: int, where: str) -> KindDoc:
             if type_text not in _TYPES:
                 known = ", ".join(_TYPES)
                 raise SchemaDocError(
-                    where, type_line + 1, f"expected the type of {path} ({known}), found {type_text!r}"
+                    where,
+                    type_line + 1,
+                    f"expected the type of {path} ({known}), found {type_text!r}",
                 )
             type_, items = _TYPES[type_text]
             if type_ == "array":
@@ -204,7 +207,10 @@ def parse(text: str, where: str) -> ParseResult:
     starts = [n for n in range(len(lines)) if _kind_starts(lines, n)]
     if not starts:
         raise SchemaDocError(where, 1, "expected a kind name followed by a 'Scope:' line")
-    docs = [_read_kind(lines, start, end, where) for start, end in zip(starts, [*starts[1:], len(lines)], strict=True)]
+    docs = [
+        _read_kind(lines, start, end, where)
+        for start, end in zip(starts, [*starts[1:], len(lines)], strict=True)
+    ]
     # A kind without an example shares the group that every other kind of the file shows.
     groups = {doc.group for doc in docs if doc.group}
     result = ParseResult()

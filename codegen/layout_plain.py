@@ -30,7 +30,9 @@ def _enum(cell: str) -> tuple[str, ...] | None:
 
 
 # `(default: True)`, `(default: 4)`, and the empty string written as two backquotes.
-STYLE = CellStyle(path=_path, enum=_enum, default=re.compile(r"\s*\(default: (?:``|([^)`]*))\)\s*$"))
+STYLE = CellStyle(
+    path=_path, enum=_enum, default=re.compile(r"\s*\(default: (?:``|([^)`]*))\)\s*$")
+)
 
 
 def looks_like(text: str) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from datamodel_code_generator import DataModelType, InputFileType, PythonVersion, generate
+from datamodel_code_generator import InputFileType, PythonVersion, generate
+from datamodel_code_generator.enums import DataModelType
 
 from codegen.jsonschema import Schema, model_view
 

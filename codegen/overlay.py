@@ -57,7 +57,7 @@ class Overlay:
 
 
 def plural_of(kind: str) -> str:
-    """The kubebuilder rule: lower-case, then `y` -> `ies`, `s`/`x`/`ch`/`sh` -> `+es`, else `+s`."""
+    """The kubebuilder rule: lower-case; `y` -> `ies`; `s`, `x`, `ch`, `sh` -> `+es`; else `+s`."""
     lower = kind.lower()
     if lower.endswith("y") and lower[-2:-1] not in "aeiou":
         return lower[:-1] + "ies"
@@ -72,7 +72,9 @@ def _build(cls: type[Any], raw: Any, where: str) -> Any:
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise OverlayError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise OverlayError(
+            f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     return cls(**values)
 

@@ -6,11 +6,10 @@ mapping that `make crds` writes, and nothing is written unless everything succee
 
 from __future__ import annotations
 
+import pprint
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pprint
 
 import yaml
 
@@ -42,7 +41,9 @@ class Generated:
 
 
 def dump_yaml(document: Any) -> str:
-    return yaml.safe_dump(document, sort_keys=True, allow_unicode=True, width=100, default_flow_style=False)
+    return yaml.safe_dump(
+        document, sort_keys=True, allow_unicode=True, width=100, default_flow_style=False
+    )
 
 
 def module_name(kind: str) -> str:
@@ -69,8 +70,9 @@ def _openapi_module(crds: dict[str, dict[str, Any]]) -> str:
     body = pprint.pformat(schemas, width=100, sort_dicts=True)
     return (
         f"# {_COMMENT.format(sources=CRDS_DIR + '/')}\n"
-        '"""Each kind\'s openAPIV3Schema as its CRD carries it (defaults and CEL rules included).\n\n'
-        'Data, not I/O: `api.schema.openapi_schema(kind)` reads it for the webhook and the reconciler.\n"""\n\n'
+        '"""Each kind\'s openAPIV3Schema as its CRD carries it, defaults and CEL rules.\n\n'
+        "Data, not I/O: `api.schema.openapi_schema(kind)` reads it for the webhook and the\n"
+        'reconciler.\n"""\n\n'
         "from typing import Any\n\n"
         '__all__ = ["OPENAPI_SCHEMAS"]\n\n'
         f"OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {body}\n"
@@ -107,7 +109,9 @@ def generate(root: Path, parts: tuple[str, ...] = PARTS) -> Generated:
     out = Generated(notices=list(parsed.notices))
     known = {doc.kind for doc in parsed.kinds}
     for kind in sorted(set(overlay.kinds) - known):
-        raise OverlayError(f"{SCHEMAS_DIR}/{OVERLAY_FILE}: kinds.{kind}: no document describes {kind}")
+        raise OverlayError(
+            f"{SCHEMAS_DIR}/{OVERLAY_FILE}: kinds.{kind}: no document describes {kind}"
+        )
     for doc in parsed.kinds:
         _kind_files(doc, overlay, out, parts)
     if "models" in parts:
@@ -116,6 +120,8 @@ def generate(root: Path, parts: tuple[str, ...] = PARTS) -> Generated:
             folders.setdefault(overlay.folder(doc.file), []).append(doc)
         for folder, docs in folders.items():
             sources = f"{SCHEMAS_DIR}/"
-            out.files[_join(MODELS_DIR, folder, "__init__.py")] = _init_module(folder, docs, sources)
+            out.files[_join(MODELS_DIR, folder, "__init__.py")] = _init_module(
+                folder, docs, sources
+            )
         out.files[_join(MODELS_DIR, "openapi.py")] = _openapi_module(out.crds)
     return out

@@ -18,8 +18,14 @@ Schema = dict[str, Any]
 
 _FORBIDDEN = ("$ref", "$defs", "definitions", "title", "nullable", "oneOf", "allOf", "not")
 _IN_JUNCTOR = ("type", "description", "default", "additionalProperties", "nullable", "title")
-_PYTHONIC = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
-             "object": dict, "array": list}
+_PYTHONIC: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
 
 
 def _default_problems(node: Schema, value: Any, path: str) -> Iterator[str]:
@@ -29,7 +35,11 @@ def _default_problems(node: Schema, value: Any, path: str) -> Iterator[str]:
             yield f"{path}: default {value!r} is neither integer nor string"
         return
     expected = _PYTHONIC.get(type_ or "")
-    if expected is None or not isinstance(value, expected) or (type_ != "boolean" and isinstance(value, bool)):
+    if (
+        expected is None
+        or not isinstance(value, expected)
+        or (type_ != "boolean" and isinstance(value, bool))
+    ):
         yield f"{path}: default {value!r} is not of type {type_}"
         return
     if "enum" in node and value not in node["enum"]:
@@ -39,9 +49,12 @@ def _default_problems(node: Schema, value: Any, path: str) -> Iterator[str]:
             yield f"{path}: default {value!r} does not match {node['pattern']}"
         if len(value) < node.get("minLength", 0) or len(value) > node.get("maxLength", len(value)):
             yield f"{path}: default {value!r} breaks the length bounds"
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < node.get("minimum", value) or value > node.get("maximum", value):
-            yield f"{path}: default {value!r} is out of bounds"
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (value < node.get("minimum", value) or value > node.get("maximum", value))
+    ):
+        yield f"{path}: default {value!r} is out of bounds"
     if isinstance(value, dict):
         for name, child in value.items():
             sub = node.get("properties", {}).get(name) or node.get("additionalProperties")
@@ -53,11 +66,15 @@ def _junctor_problems(node: Schema, path: str) -> Iterator[str]:
     branches = node.get("anyOf")
     if branches is None:
         return
-    if node.get("x-kubernetes-int-or-string") and branches == [{"type": "integer"}, {"type": "string"}]:
+    if node.get("x-kubernetes-int-or-string") and branches == [
+        {"type": "integer"},
+        {"type": "string"},
+    ]:
         return
     for i, branch in enumerate(branches):
         if any(key in branch for key in _IN_JUNCTOR):
-            yield f"{path}.anyOf[{i}]: may not set {', '.join(k for k in _IN_JUNCTOR if k in branch)}"
+            listed = ", ".join(k for k in _IN_JUNCTOR if k in branch)
+            yield f"{path}.anyOf[{i}]: may not set {listed}"
         if branch.get("type") == "null":
             yield f"{path}.anyOf[{i}]: null is not a type in a structural schema"
 
@@ -78,7 +95,9 @@ def check_schema(node: Schema, path: str = "<root>", root: bool = True) -> list[
         problems.append(f"{path}: properties and additionalProperties are mutually exclusive")
     if node.get("type") == "array" and not isinstance(node.get("items"), dict):
         problems.append(f"{path}: an array needs a single items schema")
-    if node.get("type") not in (None, "object") and ("properties" in node or "additionalProperties" in node):
+    if node.get("type") not in (None, "object") and (
+        "properties" in node or "additionalProperties" in node
+    ):
         problems.append(f"{path}: only objects may have properties")
     problems.extend(_junctor_problems(node, path))
     if "default" in node:

@@ -99,8 +99,14 @@ def parse_table_document(text: str, where: str, style: CellStyle) -> KindDoc:
         elif not doc.description:
             doc.description = stripped
         else:
-            raise SchemaDocError(where, n, f"expected a section (Spec, Status) or a table header, found {stripped[:40]!r}")
+            raise SchemaDocError(
+                where,
+                n,
+                f"expected a section (Spec, Status) or a table header, found {stripped[:40]!r}",
+            )
     if not doc.group:
         line = numbered[1][0] if len(numbered) > 1 else numbered[0][0]
-        raise SchemaDocError(where, line, "expected a group/version line such as example.dev/v1alpha1")
+        raise SchemaDocError(
+            where, line, "expected a group/version line such as example.dev/v1alpha1"
+        )
     return doc

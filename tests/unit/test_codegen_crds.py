@@ -49,12 +49,21 @@ def test_every_generated_crd_is_structural(kind: str) -> None:
         ({"type": "object", "properties": {"a": {"$ref": "#/x"}}}, "a: $ref is not allowed"),
         ({"type": "object", "title": "T"}, "<root>: title is not allowed"),
         (
-            {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}},
+            {
+                "type": "object",
+                "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            },
             "a.anyOf[0]: may not set type",
         ),
-        ({"type": "object", "properties": {"a": {"type": "integer", "default": "4"}}}, "not of type"),
         (
-            {"type": "object", "properties": {"a": {"type": "string", "enum": ["A"], "default": "B"}}},
+            {"type": "object", "properties": {"a": {"type": "integer", "default": "4"}}},
+            "not of type",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "string", "enum": ["A"], "default": "B"}},
+            },
             "is not one of",
         ),
         ({"type": "object", "properties": {"a": {"type": "array"}}}, "a single items schema"),
@@ -208,5 +217,5 @@ def test_skipped_documents_are_reported() -> None:
 
 def test_overlay_typo_is_an_error_naming_the_key(tmp_path: Path) -> None:
     (tmp_path / "overlay.yaml").write_text("kinds:\n  ExporterSet:\n    shortname: [x]\n")
-    with pytest.raises(OverlayError, match="kinds.ExporterSet: unknown key 'shortname'"):
+    with pytest.raises(OverlayError, match=r"kinds\.ExporterSet: unknown key 'shortname'"):
         load_overlay(tmp_path / "overlay.yaml")

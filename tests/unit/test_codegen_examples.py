@@ -22,7 +22,11 @@ from api.rules import RULES, Rule
 from codegen.jsonschema import split_path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-MODELS = {"ExporterSet": ExporterSet, "VirtualTargetClass": VirtualTargetClass, "Exporter": Exporter}
+MODELS = {
+    "ExporterSet": ExporterSet,
+    "VirtualTargetClass": VirtualTargetClass,
+    "Exporter": Exporter,
+}
 VALID = sorted(EXAMPLES.glob("*.yaml"))
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 

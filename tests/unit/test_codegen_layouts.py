@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import layout_backquoted, layout_bullets, layout_plain, layout_prose
+from codegen import layout_backquoted, layout_bullets, layout_prose
 from codegen.fieldtree import Field, SchemaDocError
 from codegen.sources import parse_document, read_sources
 
@@ -116,7 +116,11 @@ TABLE = "Thing\n\nexample.dev/v1alpha1\n\nThing is a thing.\n\nSpec\n\nField\tTy
         (TABLE + "spec.a\tbanana\tA.\n", 10, "expected a type"),
         (TABLE + "spec.a\tinteger\tA. (default: many)\n", 10, "expected an integer default"),
         (TABLE + "spec.a.b\tstring\tB.\n", 10, "expected spec.a before spec.a.b"),
-        ("Thing\n\nno group here\n\nSpec\n\nField\tType\tDescription\nspec.a\tstring\tA.\n", 3, "group/version"),
+        (
+            "Thing\n\nno group here\n\nSpec\n\nField\tType\tDescription\nspec.a\tstring\tA.\n",
+            3,
+            "group/version",
+        ),
         (
             "Disk\n\nScope: Cluster\nVersion: v1\n\napiVersion: x.dev/v1\n\n• spec\n\n  objec\n",
             10,

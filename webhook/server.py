@@ -1,0 +1,66 @@
+"""Serving the app over TLS with uvicorn, certificates reloaded on rotation.
+
+The socket is bound here, before uvicorn starts, so a port in use is a one-line error
+rather than uvicorn's exit; the TLS context comes from `certs.reload.serving_context`, so
+a rotated `tls.crt`/`tls.key` is served to new connections without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from certs.reload import serving_context
+
+__all__ = ["bind", "serve", "tls_context"]
+
+
+def tls_context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """The reloading server context; OSError/ssl.SSLError name what could not be loaded."""
+    for name in ("tls.crt", "tls.key"):
+        if not (cert_dir / name).is_file():
+            raise FileNotFoundError(
+                f"{cert_dir / name}: no such file (expected tls.crt and tls.key)"
+            )
+    return serving_context(cert_dir, client_ca)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(
+    app: FastAPI,
+    sock: socket.socket,
+    context: ssl.SSLContext,
+    on_started: Callable[[], None] = lambda: None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; `on_started` runs once the server accepts connections."""
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    config.load()
+    config.ssl = context
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        on_started()
+    await task

@@ -3,14 +3,14 @@
 One instance is one QEMU virtual machine driven by the Jumpstarter QEMU driver in a Pod
 next to the exporter. What such a target needs, all optional with the defaults below:
 
-- `architecture`: `x86_64` (default), `aarch64` or `riscv64`; the guest CPU
-  architecture, which selects `qemu-system-<architecture>`.
+- `arch`: `x86_64` (default), `aarch64` or `riscv64`; the guest CPU architecture,
+  which selects `qemu-system-<arch>`.
 - `cpus`: integer 1-64, default 2; virtual CPUs.
 - `memory`: quantity 128Mi-256Gi, default `2Gi`; guest RAM.
-- `diskSize`: quantity 1Gi-2Ti, default `10Gi`; the root disk of each instance.
 - `machine`: QEMU machine type (`q35`, `virt`, ...); default per architecture.
 - `firmware`: `uefi` (default) or `bios`; `bios` only on x86_64.
-- `diskImage`: URL or OCI reference of the boot image the driver flashes; optional.
+- `disk.image`: URL or OCI reference of the boot image; optional.
+- `disk.size`: quantity 1Gi-2Ti, default `10Gi`; the root disk of each instance.
 
 Unknown keys are refused: a misspelt parameter would otherwise be silently ignored by
 the provisioner. The webhook checks the deep merge of class and set parameters against
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from api.quantity import format_bytes, parse_quantity
 
-__all__ = ["PROVISIONER", "Architecture", "Firmware", "QemuParameters"]
+__all__ = ["PROVISIONER", "Architecture", "Firmware", "QemuDisk", "QemuParameters"]
 
 PROVISIONER = "qemu.jumpstarter.dev"
 
@@ -57,41 +57,50 @@ def _bytes_within(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
     return str(value)
 
 
+_STRICT = ConfigDict(extra="forbid", use_enum_values=True, validate_default=True)
+
+
+class QemuDisk(BaseModel):
+    """The root disk of each instance."""
+
+    model_config = _STRICT
+
+    image: Annotated[str, Field(min_length=1)] | None = None
+    size: str = "10Gi"
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> str:
+        return _bytes_within(value, _DISK_RANGE)
+
+    @property
+    def size_bytes(self) -> int:
+        return int(parse_quantity(self.size))
+
+
 class QemuParameters(BaseModel):
     """Merged `parameters` of a class and set whose provisioner is qemu.jumpstarter.dev."""
 
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, use_enum_values=True, validate_default=True
-    )
+    model_config = _STRICT
 
-    architecture: Architecture = Architecture.X86_64
+    arch: Architecture = Architecture.X86_64
     cpus: Annotated[int, Field(ge=1, le=64, strict=True)] = 2
     memory: str = "2Gi"
-    disk_size: str = Field(default="10Gi", alias="diskSize")
     machine: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9.-]*$")] | None = None
     firmware: Firmware = Firmware.UEFI
-    disk_image: Annotated[str, Field(min_length=1)] | None = Field(default=None, alias="diskImage")
+    disk: QemuDisk = QemuDisk()
 
     @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, value: Any) -> str:
         return _bytes_within(value, _MEMORY_RANGE)
 
-    @field_validator("disk_size", mode="before")
-    @classmethod
-    def _disk_size(cls, value: Any) -> str:
-        return _bytes_within(value, _DISK_RANGE)
-
     @model_validator(mode="after")
     def _bios_only_on_x86(self) -> QemuParameters:
-        if self.firmware == Firmware.BIOS.value and self.architecture != Architecture.X86_64.value:
+        if self.firmware == Firmware.BIOS.value and self.arch != Architecture.X86_64.value:
             raise ValueError("firmware bios is only available on x86_64")
         return self
 
     @property
     def memory_bytes(self) -> int:
         return int(parse_quantity(self.memory))
-
-    @property
-    def disk_size_bytes(self) -> int:
-        return int(parse_quantity(self.disk_size))

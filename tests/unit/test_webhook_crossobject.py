@@ -54,7 +54,7 @@ def test_wait_for_first_consumer_contradicts_a_warm_buffer() -> None:
 
 
 def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
-    cls = a_class(parameters={"architecture": "aarch64", "cpus": 4, "memory": "4Gi"})
+    cls = a_class(parameters={"arch": "aarch64", "cpus": 4, "memory": "4Gi"})
     assert validate([cls], a_set(parameters={"cpus": 8})).allowed
     outcome = validate([cls], a_set(parameters={"cpus": 0, "memory": "1k", "typo": 1}))
     texts = [str(e) for e in outcome.errors]
@@ -64,9 +64,9 @@ def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
 
 
 def test_the_set_wins_over_the_class_in_the_merge() -> None:
-    cls = a_class(parameters={"architecture": "sparc"})
+    cls = a_class(parameters={"arch": "sparc"})
     assert not validate([cls], a_set()).allowed
-    assert validate([cls], a_set(parameters={"architecture": "riscv64"})).allowed
+    assert validate([cls], a_set(parameters={"arch": "riscv64"})).allowed
 
 
 def test_unknown_provisioners_parameters_are_not_checked() -> None:

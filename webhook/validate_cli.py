@@ -1,0 +1,136 @@
+"""`virtualtarget validate -f FILE…`: the webhook's defaulting and validation, offline.
+
+For CI pipelines before anything reaches a cluster: each VirtualTargetClass, ExporterSet
+and Exporter in the files is defaulted and validated exactly as the webhook would
+(cross-object checks against the classes in the same files), the defaulted objects are
+printed as YAML, and the errors as `FILE: Kind/name: field error`. Exit 1 on a denial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.admission import Admission
+from webhook.clusterview import StaticView
+from webhook.decode import AdmissionRequest
+from webhook.defaulter import default_object
+from webhook.routes import ENDPOINTS, KINDS, Role
+from webhook.schemas import crd_schema
+
+__all__ = ["configure", "run"]
+
+_VALIDATE = {
+    endpoint.kind.kind: endpoint for endpoint in ENDPOINTS if endpoint.role is Role.VALIDATE
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        type=Path,
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="FILE",
+        help="manifests (YAML, several documents per file)",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default="default",
+        help="namespace of objects that name none (default: default)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only errors and warnings")
+
+
+def _documents(path: Path) -> Iterator[Mapping[str, Any]]:
+    for document in yaml.safe_load_all(path.read_text()):
+        if isinstance(document, Mapping) and document.get("kind") == "List":
+            yield from (item for item in document.get("items") or [] if isinstance(item, Mapping))
+        elif isinstance(document, Mapping):
+            yield document
+
+
+def _load(files: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    loaded = []
+    for path in files:
+        for document in _documents(path):
+            loaded.append((path, dict(document)))
+    return loaded
+
+
+def _request(obj: Mapping[str, Any], namespace: str) -> AdmissionRequest:
+    kind = KINDS[str(obj["kind"])]
+    raw = obj.get("metadata")
+    metadata: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return AdmissionRequest(
+        uid="offline",
+        group=kind.group,
+        version=kind.version,
+        kind=kind.kind,
+        operation="CREATE",
+        namespace=str(metadata.get("namespace") or namespace),
+        name=str(metadata.get("name") or metadata.get("generateName") or ""),
+        object=obj,
+        old_object=None,
+        dry_run=True,
+    )
+
+
+async def _check(objects: list[tuple[Path, dict[str, Any]]], namespace: str, quiet: bool) -> int:
+    defaulted = [(path, obj, obj.get("kind") in KINDS) for path, obj in objects]
+    results: list[tuple[Path, dict[str, Any]]] = []
+    for path, obj, served in defaulted:
+        results.append(
+            (path, default_object(str(obj["kind"]), obj, crd_schema)[0] if served else obj)
+        )
+    admission = Admission(crd_schema, StaticView([obj for _, obj in results], namespace))
+    denied = 0
+    for path, obj in results:
+        if obj.get("kind") not in KINDS:
+            continue
+        request = _request(obj, namespace)
+        outcome = await admission.review(_VALIDATE[request.kind], request, budget=1.0)
+        where = f"{path}: {request.kind}/{request.name}"
+        for warning in outcome.warnings:
+            print(f"{where}: warning: {warning}", file=sys.stderr)
+        if not outcome.allowed:
+            denied += 1
+            for error in outcome.errors:
+                print(f"{where}: {error}", file=sys.stderr)
+            if not outcome.errors:
+                print(f"{where}: {outcome.message}", file=sys.stderr)
+    if not quiet:
+        yaml.safe_dump_all([obj for _, obj in results], sys.stdout, sort_keys=False)
+    if denied:
+        print(f"{denied} object(s) denied", file=sys.stderr)
+    return 1 if denied else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        objects = _load(args.files)
+    except OSError as exc:
+        print(f"virtualtarget validate: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        print(
+            f"virtualtarget validate: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
+            file=sys.stderr,
+        )
+        return 2
+    if not any(obj.get("kind") in KINDS for _, obj in objects):
+        print(f"virtualtarget validate: no {', '.join(KINDS)} in the given files", file=sys.stderr)
+        return 2
+    return asyncio.run(_check(objects, args.namespace, args.quiet))

@@ -196,11 +196,8 @@ def issue(
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False
         )
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
     )
-    if not client or len(names) > 1:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([_san(n) for n in names]), critical=False
-        )
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)
 
 

@@ -99,17 +99,15 @@ def _unique_driver_names(node: Node, path: str) -> list[FieldError]:
 
 def _driver_type_xor_ref(node: Node, path: str) -> list[FieldError]:
     if ("type" in node) == ("ref" in node):
-        return [FieldError.invalid(path, _driver_label(node), "must set exactly one of type and ref")]
+        return [
+            FieldError.invalid(path, _driver_label(node), "must set exactly one of type and ref")
+        ]
     return []
 
 
 def _driver_no_config_with_ref(node: Node, path: str) -> list[FieldError]:
     if "ref" in node and "config" in node:
-        return [
-            FieldError.forbidden(
-                join_path(path, "config"), "may not be set together with ref"
-            )
-        ]
+        return [FieldError.forbidden(join_path(path, "config"), "may not be set together with ref")]
     return []
 
 
@@ -234,12 +232,15 @@ RULES: tuple[Rule, ...] = (
         scope="spec.template.spec",
         field="drivers",
         cel=(
-            "!has(self.drivers) || self.drivers.all(d, !has(d.name) || "
-            "self.drivers.filter(e, has(e.name) && e.name == d.name).size() == 1)"
+            # filter() first: cel-python does not short-circuit `!has(d.name) || …` here.
+            "!has(self.drivers) || self.drivers.filter(d, has(d.name)).all(d, "
+            "self.drivers.exists_one(e, has(e.name) && e.name == d.name))"
         ),
         message="driver names must be unique",
         check=_unique_driver_names,
-        error_type=ErrorType.DUPLICATE,
+        # Not DUPLICATE: kube-apiserver drops a CEL rule's message for FieldValueDuplicate,
+        # and "Duplicate value" alone does not say which rule failed.
+        error_type=ErrorType.INVALID,
     ),
     Rule(
         id="exporterset.driver.type-xor-ref",

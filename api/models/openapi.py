@@ -2000,7 +2000,7 @@ OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {'ClusterVirtualImage': {'propertie
                                                                                                                                       'must '
                                                                                                                                       'be '
                                                                                                                                       'unique',
-                                                                                                                           'reason': 'FieldValueDuplicate',
+                                                                                                                           'reason': 'FieldValueInvalid',
                                                                                                                            'rule': '!has(self.drivers) '
                                                                                                                                    '|| '
                                                                                                                                    'self.drivers.all(d, '

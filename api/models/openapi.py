@@ -2003,17 +2003,14 @@ OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {'ClusterVirtualImage': {'propertie
                                                                                                                            'reason': 'FieldValueInvalid',
                                                                                                                            'rule': '!has(self.drivers) '
                                                                                                                                    '|| '
-                                                                                                                                   'self.drivers.all(d, '
-                                                                                                                                   '!has(d.name) '
-                                                                                                                                   '|| '
-                                                                                                                                   'self.drivers.filter(e, '
+                                                                                                                                   'self.drivers.filter(d, '
+                                                                                                                                   'has(d.name)).all(d, '
+                                                                                                                                   'self.drivers.exists_one(e, '
                                                                                                                                    'has(e.name) '
                                                                                                                                    '&& '
                                                                                                                                    'e.name '
                                                                                                                                    '== '
-                                                                                                                                   'd.name).size() '
-                                                                                                                                   '== '
-                                                                                                                                   '1)'}]}},
+                                                                                                                                   'd.name))'}]}},
                                                                      'type': 'object'},
                                                         'virtualTargetClassName': {'description': 'VirtualTargetClassName '
                                                                                                   'references '

@@ -15,27 +15,40 @@ import pkgutil
 from functools import cache
 from typing import Any
 
-__all__ = ["spec_defaults"]
+__all__ = ["field_default", "spec_defaults"]
 
 
 @cache
-def spec_defaults(kind: str) -> dict[str, Any]:
-    """Defaults of the top-level `spec` fields of `kind`, by their JSON (camelCase) names."""
+def spec_defaults(kind: str, under: str = "spec") -> dict[str, Any]:
+    """Defaults of the fields of the object at dotted path `under` (`spec`,
+    `spec.caBundleConfigMapRef`) of `kind`, by their JSON (camelCase) names."""
     try:
         schema_module = importlib.import_module("api.schema")
     except ImportError:
-        return _from_models(kind)
-    schema = schema_module.openapi_schema(kind)
-    fields = schema["properties"]["spec"]["properties"]
-    return {name: node["default"] for name, node in fields.items() if "default" in node}
+        return _from_models(kind, under)
+    node = schema_module.openapi_schema(kind)
+    for part in under.split("."):
+        node = node["properties"][part]
+    fields = node["properties"]
+    return {name: child["default"] for name, child in fields.items() if "default" in child}
 
 
-def _from_models(kind: str) -> dict[str, Any]:
+def field_default(kind: str, path: str) -> Any:
+    """The default of one field, e.g. `field_default("VirtualTargetClass",
+    "spec.caBundleConfigMapRef.key")`; KeyError when the schema has none."""
+    under, _, name = path.rpartition(".")
+    return spec_defaults(kind, under)[name]
+
+
+def _from_models(kind: str, under: str) -> dict[str, Any]:
     import api.models
 
+    # datamodel-code-generator names nested models by joining the CamelCased path.
+    parts = under.split(".")
+    class_name = kind + "".join(p[:1].upper() + p[1:] for p in parts)
     for info in pkgutil.walk_packages(api.models.__path__, "api.models."):
         module = importlib.import_module(info.name)
-        model = getattr(module, f"{kind}Spec", None)
+        model = getattr(module, class_name, None)
         if model is None:
             continue
         result: dict[str, Any] = {}
@@ -45,4 +58,4 @@ def _from_models(kind: str) -> dict[str, Any]:
             value = field.default
             result[field.alias or name] = getattr(value, "value", value)
         return result
-    raise LookupError(f"no schema defaults for kind {kind!r}")
+    raise LookupError(f"no schema defaults for {kind} {under}")

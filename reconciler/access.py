@@ -1,0 +1,87 @@
+"""Every Kubernetes API call the reconciler makes, in one table.
+
+`ACCESS` is read three ways: the deploy RBAC is generated from it, the runtime builds
+its list-and-watch caches from the entries that grant `watch`, and `reconciler.kube`
+refuses (before sending) any call whose verb the table does not grant, so the table
+cannot drift from the code. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.access import Permission
+
+__all__ = [
+    "ACCESS",
+    "CLASSES",
+    "ELECTION_LEASES",
+    "EXPORTERS",
+    "EXPORTERSETS",
+    "JUMPSTARTER_LEASES",
+    "PODS",
+    "WATCHED",
+    "Resource",
+    "allowed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a resource lives in the API: group ("" for core), version and plural."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+EXPORTERSETS = Resource("virtualtarget.jumpstarter.dev", "v1alpha1", "exportersets", "ExporterSet")
+CLASSES = Resource(
+    "virtualtarget.jumpstarter.dev", "v1alpha1", "virtualtargetclasses", "VirtualTargetClass"
+)
+EXPORTERS = Resource("jumpstarter.dev", "v1alpha1", "exporters", "Exporter")
+JUMPSTARTER_LEASES = Resource("jumpstarter.dev", "v1alpha1", "leases", "Lease")
+PODS = Resource("", "v1", "pods", "Pod")
+ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+
+_READ = ("get", "list", "watch")
+
+ACCESS: tuple[Permission, ...] = (
+    # the pools: read, and the surplus-since annotation
+    Permission(EXPORTERSETS.group, "exportersets", (*_READ, "patch")),
+    Permission(EXPORTERSETS.group, "exportersets/status", ("patch",)),
+    Permission(CLASSES.group, "virtualtargetclasses", _READ),
+    # the instances: created, fenced, annotated, detached (Retain), deleted
+    Permission(EXPORTERS.group, "exporters", (*_READ, "create", "patch", "delete")),
+    # pending Leases scale WaitForFirstConsumer pools; live reads guard every delete
+    Permission(JUMPSTARTER_LEASES.group, "leases", _READ),
+    # the workload of each instance
+    Permission(PODS.group, "pods", (*_READ, "create", "patch", "delete")),
+    # leader election, in the reconciler's own namespace only
+    Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
+)
+
+WATCHED: tuple[Resource, ...] = (EXPORTERSETS, CLASSES, EXPORTERS, JUMPSTARTER_LEASES, PODS)
+
+
+def allowed(resource: Resource, verb: str, sub: str = "") -> bool:
+    plural = f"{resource.plural}/{sub}" if sub else resource.plural
+    return any(
+        p.api_group == resource.group and p.resource == plural and verb in p.verbs for p in ACCESS
+    )

@@ -1,0 +1,248 @@
+"""The runtime loop: caches feed a keyed work queue, each key is planned and executed.
+
+One `sync` is one pass over one ExporterSet: read its objects from the caches (through
+indexes, so a pass costs the size of the pool, not of the cluster), build the
+observation, call the pure planner, let the executor make the writes, and requeue at
+the next cooldown deadline the planner reports. Failures back off per key.
+
+Scope: a set is handled when its class names this process's provisioner, or when its
+class is missing (then only its status is written, saying so; every reconciler writes
+the same words, so several provisioners never flap over it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.access import (
+    CLASSES,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    WATCHED,
+    Resource,
+)
+from reconciler.adapt import (
+    class_view,
+    controller_of,
+    exporter_view,
+    lease_view,
+    pod_view,
+    pool_view,
+)
+from reconciler.cache import Informer, ObjKey
+from reconciler.executor import Executor
+from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.kube import Kube
+from reconciler.observe import Observation
+from reconciler.planner import Plan, plan
+from reconciler.provisioners.base import Provisioner
+from reconciler.render import merged_parameters
+from reconciler.workqueue import WorkQueue
+
+__all__ = ["Controller"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def _meta(obj: Obj) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _family(name: str) -> str:
+    """`pool-12` -> `pool`: the set a planner-made name would belong to."""
+    return name.rsplit("-", 1)[0]
+
+
+def _owner_set(obj: Obj) -> Iterable[ObjKey]:
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == EXPORTERSETS.kind:
+            yield _meta(obj).get("namespace", ""), ref.get("name", "")
+
+
+class Controller:
+    def __init__(
+        self,
+        kube: Kube,
+        provisioner: Provisioner,
+        namespace: str | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        workers: int = 2,
+    ) -> None:
+        self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
+        self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.writes = 0
+        self.informers: dict[Resource, Informer] = {
+            r: Informer(kube, r, namespace, label_selector=SET_LABEL if r is PODS else None)
+            for r in WATCHED
+        }
+        sets, exporters = self.informers[EXPORTERSETS], self.informers[EXPORTERS]
+        sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
+        sets.add_index(
+            "class",
+            lambda o: [
+                (_meta(o).get("namespace"), (o.get("spec") or {}).get("virtualTargetClassName"))
+            ],
+        )
+        exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
+        exporters.add_index(
+            "family", lambda o: [(_meta(o).get("namespace"), _family(_meta(o).get("name", "")))]
+        )
+        self.informers[PODS].add_index(
+            "set",
+            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(SET_LABEL))],
+        )
+        self.informers[JUMPSTARTER_LEASES].add_index(
+            "namespace", lambda o: [_meta(o).get("namespace")]
+        )
+        sets.add_handler(lambda _k, new, old: self.queue.add(_key(new)))
+        exporters.add_handler(self._on_owned)
+        self.informers[PODS].add_handler(self._on_pod)
+        self.informers[JUMPSTARTER_LEASES].add_handler(self._on_lease)
+        self.informers[CLASSES].add_handler(self._on_class)
+
+    # -- event routing -------------------------------------------------------------------
+    def _on_owned(self, _kind: str, new: Obj, old: Obj | None) -> None:
+        for obj in (new, old):
+            if obj is not None:
+                for key in _owner_set(obj):
+                    self.queue.add(key)
+
+    def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
+        for obj in (new, old):
+            name = (_meta(obj).get("labels") or {}).get(SET_LABEL) if obj else None
+            if obj is not None and name:
+                self.queue.add((_meta(obj).get("namespace", ""), name))
+
+    def _on_lease(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        for exporter_set in self.informers[EXPORTERSETS].by_index(
+            "namespace", _meta(new).get("namespace")
+        ):
+            self.queue.add(_key(exporter_set))
+
+    def _on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        key = (_meta(new).get("namespace"), _meta(new).get("name"))
+        for exporter_set in self.informers[EXPORTERSETS].by_index("class", key):
+            self.queue.add(_key(exporter_set))
+
+    # -- one pass --------------------------------------------------------------------------
+    def observe(self, exporter_set: Obj) -> tuple[Observation, Obj | None] | None:
+        """The planner's input for one set, or None when the set is not ours to handle."""
+        meta = _meta(exporter_set)
+        namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
+        class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+        klass = self.informers[CLASSES].get(namespace, class_name)
+        if (
+            klass is not None
+            and (klass.get("spec") or {}).get("provisioner") != self.provisioner.name
+        ):
+            return None
+        pool, problem = pool_view(exporter_set)
+        if klass is None:
+            problem = problem or (
+                "ClassNotFound",
+                f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
+            )
+        elif problem is None:
+            errors = self.provisioner.parameter_errors(merged_parameters(exporter_set, klass))
+            if errors:
+                problem = ("InvalidParameters", "; ".join(errors))
+        owned = self.informers[EXPORTERS].by_index("owner", uid)
+        owned_names = {_meta(o).get("name") for o in owned}
+        family = self.informers[EXPORTERS].by_index("family", (namespace, name))
+        pods = self.informers[PODS].by_index("set", (namespace, name))
+        leases = self.informers[JUMPSTARTER_LEASES].by_index("namespace", namespace)
+        observation = Observation(
+            pool=pool,
+            klass=class_view(klass) if klass is not None else None,
+            exporters=tuple(exporter_view(o) for o in owned),
+            pods=tuple(pod_view(p, _pod_exporter(p)) for p in pods),
+            leases=tuple(lease_view(lease) for lease in leases),
+            taken_names=frozenset(
+                n for o in family if (n := _meta(o).get("name", "")) not in owned_names
+            ),
+            problem=problem,
+        )
+        return observation, klass
+
+    def sync(self, key: ObjKey) -> Plan | None:
+        exporter_set = self.informers[EXPORTERSETS].get(*key)
+        if exporter_set is None or _meta(exporter_set).get("deletionTimestamp"):
+            return None  # owned objects go with the set (garbage collection)
+        observed = self.observe(exporter_set)
+        if observed is None:
+            return None
+        observation, klass = observed
+        now = self.clock()
+        result = plan(observation, now)
+        exporters = self.informers[EXPORTERS]
+        executor = Executor(
+            self.kube,
+            self.provisioner,
+            exporter_set,
+            klass,
+            lambda n: exporters.get(key[0], n),
+            now,
+        )
+        self.writes += executor.run(result.actions)
+        return result
+
+    # -- running -------------------------------------------------------------------------
+    def _worker(self) -> None:
+        while (key := self.queue.get()) is not None:
+            try:
+                result = self.sync(key)
+                self.queue.forget(key)
+                if result is not None and result.requeue_after is not None:
+                    self.queue.add_after(key, result.requeue_after.total_seconds() + 0.5)
+            except Exception as exc:
+                delay = self.queue.add_rate_limited(key)
+                log.warning("%s/%s: %s (retry in %.1fs)", *key, exc, delay)
+            finally:
+                self.queue.done(key)
+
+    def start_caches(self, stop: threading.Event) -> None:
+        for informer in self.informers.values():
+            threading.Thread(
+                target=informer.run, args=(stop,), daemon=True, name=informer.resource.plural
+            ).start()
+
+    def run(self, stop: threading.Event) -> None:
+        """Fill the caches, then reconcile until `stop`; finishes the passes in flight."""
+        self.start_caches(stop)
+        for informer in self.informers.values():
+            while not informer.synced.wait(0.2):
+                if stop.is_set():
+                    return
+        for exporter_set in self.informers[EXPORTERSETS].items():
+            self.queue.add(_key(exporter_set))
+        threads = [
+            threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        log.info("reconciling (%s)", self.provisioner.name)
+        stop.wait()
+        self.queue.close()
+        for thread in threads:
+            thread.join()
+
+
+def _key(obj: Obj) -> ObjKey:
+    meta = _meta(obj)
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _pod_exporter(pod: Obj) -> str:
+    for ref in _meta(pod).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == EXPORTERS.kind:
+            return str(ref.get("name", ""))
+    return str((_meta(pod).get("labels") or {}).get(INSTANCE_LABEL, ""))

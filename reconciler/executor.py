@@ -1,0 +1,204 @@
+"""Carry out a plan's steps against the API, each one idempotent and guarded.
+
+- creates use the planner's deterministic names: "already exists" is success, so a step
+  replayed after a crash or from a lagging cache makes no duplicate;
+- a fence is a merge patch conditioned on the resourceVersion the plan was made from,
+  so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
+- before any delete or detach, the Leases are read live (not from the cache); if one
+  holds the instance, the fence is lifted and nothing is deleted;
+- deletes carry a uid precondition, so a newer object of the same name survives.
+
+Returns the number of API writes made, which the benchmarks and tests count.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from reconciler.actions import (
+    Action,
+    CreateExporter,
+    CreatePod,
+    DeletePod,
+    MarkServed,
+    PatchStatus,
+    Remove,
+    Retain,
+    SetSurplusSince,
+)
+from reconciler.adapt import controller_of, lease_view
+from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
+from reconciler.kube import ApiError, Kube
+from reconciler.provisioners.base import Provisioner
+from reconciler.render import instance_context, render_exporter
+from reconciler.timefmt import format_time
+
+__all__ = ["Executor"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Executor:
+    kube: Kube
+    provisioner: Provisioner
+    exporter_set: Obj
+    klass: Obj | None
+    cached_exporter: Callable[[str], Obj | None]
+    now: datetime
+    writes: int = 0
+
+    @property
+    def namespace(self) -> str:
+        return str(self.exporter_set["metadata"]["namespace"])
+
+    def run(self, actions: Iterable[Action]) -> int:
+        for action in actions:
+            self.step(action)
+        return self.writes
+
+    def step(self, action: Action) -> None:
+        match action:
+            case CreateExporter(name):
+                exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
+                if exporter is not None and controller_of(exporter) == self._set_uid:
+                    self._create_pod(exporter)
+            case CreatePod(name):
+                exporter = self.cached_exporter(name) or self.kube.get(
+                    EXPORTERS, self.namespace, name
+                )
+                if exporter is not None:
+                    self._create_pod(exporter)
+            case DeletePod(name):
+                self._delete_pod_if_stale(name)
+            case Remove(name, fence):
+                if self._fence_and_check(name, fence):
+                    exporter = self.cached_exporter(name) or {}
+                    uid = (exporter.get("metadata") or {}).get("uid")
+                    self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
+                    self._write(lambda: self.kube.delete(PODS, self.namespace, name))
+            case Retain(name):
+                if self._fence_and_check(name, True):
+                    self._detach(name)
+            case MarkServed(name, lease):
+                served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
+                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
+            case SetSurplusSince(since):
+                value = format_time(since) if since is not None else None
+                patch: Obj = {"metadata": {"annotations": {SURPLUS_SINCE: value}}}
+                self._write(
+                    lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch)
+                )
+            case PatchStatus(status):
+                body: Obj = {"status": dict(status)}
+                self._write(
+                    lambda: self.kube.patch(
+                        EXPORTERSETS, self.namespace, self._name, body, sub="status"
+                    )
+                )
+
+    # -- helpers -----------------------------------------------------------------------
+    @property
+    def _name(self) -> str:
+        return str(self.exporter_set["metadata"]["name"])
+
+    @property
+    def _set_uid(self) -> str:
+        return str(self.exporter_set["metadata"].get("uid", ""))
+
+    def _write(self, call: Callable[[], Any]) -> Any:
+        self.writes += 1
+        return call()
+
+    def _create(self, resource: Any, body: Obj) -> Obj | None:
+        """Create, or return the existing object of that name ("already exists")."""
+        try:
+            result: Obj = self._write(lambda: self.kube.create(resource, self.namespace, body))
+            return result
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            return self.kube.get(resource, self.namespace, body["metadata"]["name"])
+
+    def _create_pod(self, exporter: Obj) -> None:
+        if self.klass is None:
+            return
+        ctx = instance_context(
+            self.exporter_set, self.klass, exporter, self.provisioner.default_images
+        )
+        self._create(PODS, self.provisioner.render_pod(ctx))
+
+    def _delete_pod_if_stale(self, name: str) -> None:
+        pod = self.kube.get(PODS, self.namespace, name)
+        if pod is None:
+            return
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        owner_uid = controller_of(pod)
+        exporter = self.kube.get(EXPORTERS, self.namespace, name)
+        orphan = exporter is None or (exporter.get("metadata") or {}).get("uid") != owner_uid
+        if finished or orphan:
+            uid = (pod.get("metadata") or {}).get("uid")
+            self._write(lambda: self.kube.delete(PODS, self.namespace, name, uid))
+
+    def _held_by_lease(self, name: str) -> bool:
+        leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        if any(v.exporter == name and not v.ended for v in map(lease_view, leases)):
+            return True
+        live = self.kube.get(EXPORTERS, self.namespace, name)
+        return bool(live and ((live.get("status") or {}).get("leaseRef") or {}).get("name"))
+
+    def _fence_and_check(self, name: str, fence: bool) -> bool:
+        """Fence (conditionally), then True only if no Lease holds the instance."""
+        exporter = self.cached_exporter(name)
+        if exporter is None:
+            return False
+        if fence:
+            version = (exporter.get("metadata") or {}).get("resourceVersion")
+            patch: Obj = {
+                "metadata": {
+                    "resourceVersion": version,
+                    "annotations": {FENCED_AT: format_time(self.now)},
+                },
+                "spec": {"enabled": False},
+            }
+            try:
+                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+            except ApiError as exc:
+                if exc.status in (404, 409):  # gone, or changed since the plan: re-plan
+                    return False
+                raise
+        if self._held_by_lease(name):
+            log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
+            unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
+            self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
+            return False
+        return True
+
+    def _detach(self, name: str) -> None:
+        """reclaimPolicy Retain: the Pod first, then the Exporter, leave the set."""
+        relabel: Mapping[str, Any] = {
+            "metadata": {
+                "labels": {SET_LABEL: None},
+                "annotations": {RETAINED_FROM: self._name},
+            }
+        }
+        try:
+            self._write(lambda: self.kube.patch(PODS, self.namespace, name, dict(relabel)))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        exporter = self.kube.get(EXPORTERS, self.namespace, name) or {}
+        refs = [
+            r
+            for r in (exporter.get("metadata") or {}).get("ownerReferences") or []
+            if r.get("uid") != self._set_uid
+        ]
+        patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
+        self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))

@@ -1,0 +1,126 @@
+"""A work queue of set keys: de-duplicated, rate-limited, with delayed re-adds.
+
+The semantics of client-go's workqueue, which controllers rely on: a key is queued at
+most once; a key being processed is never handed to a second worker, and if it was
+added meanwhile it is queued again when the worker calls `done`; failures back off
+exponentially per key; `add_after` requeues at a deadline (the next cooldown end).
+The clock is injectable so tests need no sleeping.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        base_delay: float = 0.05,
+        max_delay: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue: list[K] = []
+        self._queued: set[K] = set()
+        self._processing: set[K] = set()
+        self._dirty: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._failures: dict[K, int] = {}
+        self._serial = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self.base_delay, self.max_delay, self.clock = base_delay, max_delay, clock
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def add(self, key: K) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            if key in self._processing:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            self._serial += 1
+            heapq.heappush(self._delayed, (self.clock() + delay, self._serial, key))
+            self._cond.notify()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Requeue after a failure; returns the delay chosen."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = min(self.max_delay, self.base_delay * float(2**failures))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset the backoff of a key after a successful pass."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def _promote_due(self) -> float | None:
+        now = self.clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key in self._processing:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next key to process, or None on timeout or once closed and drained."""
+        deadline = None if timeout is None else self.clock() + timeout
+        with self._cond:
+            while True:
+                wait = self._promote_due()
+                if self._queue:
+                    key = self._queue.pop(0)
+                    self._queued.discard(key)
+                    self._processing.add(key)
+                    return key
+                if self._closed:
+                    return None
+                if deadline is not None:
+                    left = deadline - self.clock()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, key: K) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                if key not in self._queued:
+                    self._queued.add(key)
+                    self._queue.append(key)
+                    self._cond.notify()
+
+    def close(self) -> None:
+        """Stop handing out keys; workers see None and exit."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._queued.clear()
+            self._cond.notify_all()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from reconciler.access import Resource
-from reconciler.kube import Kube, WatchExpired
+from reconciler.kube import ApiError, Kube, WatchExpired
 
 __all__ = ["Informer", "ObjKey", "key_of"]
 
@@ -50,10 +50,12 @@ class Informer:
         label_selector: str | None = None,
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
+        missing_retry: float = 30.0,
     ) -> None:
         self.kube, self.resource = kube, resource
         self.namespace, self.label_selector = namespace, label_selector
         self.watch_timeout, self.retry_delay = watch_timeout, retry_delay
+        self.missing_retry = missing_retry
         self.synced = threading.Event()
         self.resource_version = ""
         self.relists = 0
@@ -168,6 +170,15 @@ class Informer:
             except WatchExpired:
                 log.info("%s: resource version expired, listing again", self.resource.plural)
                 need_list = True
+            except ApiError as exc:
+                if exc.status == 404 and need_list:
+                    # Not installed (yet): an empty cache until the resource appears.
+                    log.warning("%s: not served (%s); retrying", self.resource.plural, exc)
+                    self.synced.set()
+                    stop.wait(self.missing_retry)
+                else:
+                    log.warning("%s: %s; retrying", self.resource.plural, exc)
+                    stop.wait(self.retry_delay)
             except Exception as exc:  # network errors, apiserver restarts
                 log.warning("%s: watch failed (%s); retrying", self.resource.plural, exc)
                 stop.wait(self.retry_delay)

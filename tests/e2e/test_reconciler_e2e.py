@@ -1,0 +1,366 @@
+"""The reconciler against a real kube-apiserver: warm buffer, recycling, cooldown,
+leader election, and a SIGKILL in the middle of a scale-up.
+
+The apiserver runs no controllers, so these tests play the Jumpstarter controller and
+the exporters: they patch Exporter status through the status subresource, as those
+would. Jumpstarter's Lease CRD is not part of this project; a minimal stand-in with the
+fields the reconciler reads is installed here. Waits are bounded polls, not timing
+assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.keys import SET_LABEL
+from virtualtarget.controlplane import ControlPlane
+
+LEASE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "leases.jumpstarter.dev"},
+    "spec": {
+        "group": "jumpstarter.dev",
+        "names": {
+            "kind": "Lease",
+            "plural": "leases",
+            "singular": "lease",
+            "listKind": "LeaseList",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def plane(control_plane: ControlPlane) -> ControlPlane:
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
+    )
+    return control_plane
+
+
+def apply(plane: ControlPlane, obj: dict[str, Any]) -> None:
+    plane.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def get_json(plane: ControlPlane, *args: str) -> Any:
+    return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def make_pool(plane: ControlPlane, ns: str, name: str = "pool", **spec: Any) -> None:
+    apply(
+        plane,
+        {
+            "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+            "kind": "VirtualTargetClass",
+            "metadata": {"name": "qemu", "namespace": ns},
+            "spec": {"provisioner": "qemu.jumpstarter.dev", "parameters": {"cpus": 1}},
+        },
+    )
+    apply(
+        plane,
+        {
+            "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+            "kind": "ExporterSet",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "virtualTargetClassName": "qemu",
+                "selector": {"matchLabels": {"board": name}},
+                "template": {"metadata": {"labels": {"board": name}}},
+                **spec,
+            },
+        },
+    )
+
+
+def exporters(plane: ControlPlane, ns: str, name: str = "pool") -> list[dict[str, Any]]:
+    items = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}={name}")["items"]
+    return [e for e in items if not e["metadata"].get("deletionTimestamp")]
+
+
+def names(plane: ControlPlane, ns: str, name: str = "pool") -> list[str]:
+    return sorted(e["metadata"]["name"] for e in exporters(plane, ns, name))
+
+
+def pods(plane: ControlPlane, ns: str) -> list[str]:
+    items = get_json(plane, "pods", "-n", ns)["items"]
+    return sorted(p["metadata"]["name"] for p in items)
+
+
+def set_status(plane: ControlPlane, ns: str, exporter: str, **status: Any) -> None:
+    """Write Exporter status as the Jumpstarter controller and exporter would."""
+    conditions = [
+        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": NOW}
+        for kind in ("Registered", "Online")
+    ]
+    body = {"status": {"conditions": conditions, "exporterStatus": "Available", **status}}
+    plane.kubectl(
+        "patch",
+        "exporter",
+        exporter,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(body),
+    )
+
+
+def bring_online(plane: ControlPlane, ns: str) -> None:
+    for exporter in exporters(plane, ns):
+        if not exporter.get("status", {}).get("conditions"):
+            set_status(plane, ns, exporter["metadata"]["name"])
+
+
+class Reconciler:
+    """`virtualtarget reconcile` as a child process."""
+
+    def __init__(self, plane: ControlPlane, ns: str, log: Path, *extra: str) -> None:
+        self.log = log
+        args = [
+            sys.executable,
+            "-m",
+            "virtualtarget.cli",
+            "reconcile",
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--namespace",
+            ns,
+            "--leader-election-namespace",
+            ns,
+            "--lease-duration",
+            "4",
+            "--renew-deadline",
+            "3",
+            "--retry-period",
+            "0.5",
+            *extra,
+        ]
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("ab"),
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def start(
+    plane: ControlPlane, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., Reconciler]]:
+    started: list[Reconciler] = []
+
+    def run(*extra: str) -> Reconciler:
+        reconciler = Reconciler(
+            plane, namespace, tmp_path / f"reconciler-{len(started)}.log", *extra
+        )
+        started.append(reconciler)
+        return reconciler
+
+    yield run
+    for reconciler in started:
+        reconciler.stop(signal.SIGKILL)
+
+
+def test_warm_buffer_lease_replacement_recycling_and_cooldown(
+    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+) -> None:
+    ns = namespace
+    make_pool(plane, ns, minAvailableReplicas=2, maxReplicas=4, scaleDownCooldown="2s")
+    reconciler = start()
+    assert wait_for("two instances", lambda: names(plane, ns) == ["pool-0", "pool-1"])
+    assert wait_for("their pods", lambda: pods(plane, ns) == ["pool-0", "pool-1"])
+    pod = get_json(plane, "pod", "pool-0", "-n", ns)
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["exporter", "qemu"]
+    assert pod["spec"]["restartPolicy"] == "Never"
+    owner = get_json(plane, "exporter", "pool-0", "-n", ns)["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "ExporterSet" and owner["controller"] is True
+
+    bring_online(plane, ns)
+    status = wait_for(
+        "two available",
+        lambda: (s := get_json(plane, "exporterset", "pool", "-n", ns).get("status", {})).get(
+            "availableReplicas"
+        )
+        == 2
+        and s,
+    )
+    assert status["selector"] == "board=pool"
+    assert {c["type"] for c in status["conditions"]} == {
+        "Available",
+        "Progressing",
+        "Degraded",
+        "ScalingLimited",
+    }
+
+    # Leased: the Jumpstarter controller writes leaseRef; a replacement keeps the buffer.
+    set_status(plane, ns, "pool-0", leaseRef={"name": "lease-a"}, exporterStatus="LeaseReady")
+    assert wait_for("a replacement", lambda: len(names(plane, ns)) == 3)
+    bring_online(plane, ns)
+
+    # Released under ExitAndReplace: the instance goes, the pool refills to busy + W.
+    plane.kubectl(
+        "patch",
+        "exporter",
+        "pool-0",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps(
+            [
+                {"op": "remove", "path": "/status/leaseRef"},
+                {"op": "replace", "path": "/status/exporterStatus", "value": "Available"},
+            ]
+        ),
+    )
+    assert wait_for("pool-0 recycled", lambda: "pool-0" not in names(plane, ns))
+    assert "pool-0" not in pods(plane, ns)
+
+    # Shrinking the warm buffer: the surplus goes after the (short) cooldown.
+    plane.kubectl(
+        "patch",
+        "exporterset",
+        "pool",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"minAvailableReplicas": 1}}),
+    )
+    bring_online(plane, ns)
+    assert wait_for("scale down to 1", lambda: len(names(plane, ns)) == 1, timeout=90)
+    annotations = get_json(plane, "exporterset", "pool", "-n", ns)["metadata"].get(
+        "annotations", {}
+    )
+    assert wait_for(
+        "surplus memory cleared",
+        lambda: "virtualtarget.jumpstarter.dev/surplus-since"
+        not in get_json(plane, "exporterset", "pool", "-n", ns)["metadata"].get("annotations", {}),
+    ), annotations
+    assert reconciler.stop() == 0, reconciler.text()
+
+
+def test_two_reconcilers_elect_one_leader(
+    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+) -> None:
+    ns = namespace
+    make_pool(plane, ns, minAvailableReplicas=1)
+    first, second = start(), start()
+
+    def leader_lease() -> Any:
+        found = plane.kubectl(
+            "get",
+            "leases.coordination.k8s.io",
+            "exporterset-reconciler",
+            "-n",
+            ns,
+            "-o",
+            "json",
+            check=False,
+        )
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    holder = wait_for("a leader", leader_lease)["spec"]["holderIdentity"]
+    assert wait_for("one instance", lambda: names(plane, ns) == ["pool-0"])
+    leading = [r for r in (first, second) if "reconciling (" in r.text()]
+    assert len(leading) == 1, [r.text() for r in (first, second)]
+    follower = second if leading[0] is first else first
+    assert "waiting for leadership" in follower.text()
+
+    assert leading[0].stop() == 0  # graceful: releases the Lease
+
+    def new_holder() -> bool:
+        spec = get_json(plane, "leases.coordination.k8s.io", "exporterset-reconciler", "-n", ns)[
+            "spec"
+        ]
+        return spec.get("holderIdentity") not in ("", None, holder)
+
+    assert wait_for("the follower takes over", new_holder)
+    assert wait_for("follower reconciles", lambda: "reconciling (" in follower.text())
+
+
+def test_sigkill_mid_scale_leaves_no_duplicates(
+    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+) -> None:
+    ns = namespace
+    make_pool(plane, ns, minReplicas=6, maxReplicas=6)
+    watcher = subprocess.Popen(
+        [
+            str(plane.binaries["kubectl"]),
+            f"--kubeconfig={plane.kubeconfig}",
+            "get",
+            "exporters",
+            "-n",
+            ns,
+            "--watch",
+            "-o",
+            "name",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    first = start("--no-leader-election", "--workers", "1")
+    try:
+        assert watcher.stdout is not None
+        watcher.stdout.readline()  # the first Exporter exists: kill in the middle of the pass
+        first.stop(signal.SIGKILL)
+    finally:
+        watcher.kill()
+        watcher.wait()
+    partial = names(plane, ns)
+    start("--no-leader-election")
+    expected = [f"pool-{i}" for i in range(6)]
+    assert wait_for("six instances", lambda: names(plane, ns) == expected), partial
+    assert wait_for("six pods", lambda: pods(plane, ns) == expected)
+    time.sleep(2)  # a few more passes: still exactly six (no duplicates, no churn)
+    assert names(plane, ns) == expected and pods(plane, ns) == expected

@@ -203,7 +203,7 @@ class ExporterSetSpec(BaseModel):
     """
     Selector defines the label selector for matching exporters owned by this set.
     """
-    template: Annotated[ExporterSetSpecTemplate, Field(title='ExporterSetSpecTemplate')]
+    template: Annotated[ExporterSetSpecTemplate | None, Field(title='ExporterSetSpecTemplate')] = None
     """
     Template defines the exporter template for instances created by this set.
     """

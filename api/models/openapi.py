@@ -2021,9 +2021,7 @@ OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {'ClusterVirtualImage': {'propertie
                                                                                                   'same '
                                                                                                   'namespace.',
                                                                                    'type': 'string'}},
-                                         'required': ['virtualTargetClassName',
-                                                      'selector',
-                                                      'template'],
+                                         'required': ['virtualTargetClassName', 'selector'],
                                          'type': 'object',
                                          'x-kubernetes-validations': [{'fieldPath': '.minReplicas',
                                                                        'message': 'minReplicas '

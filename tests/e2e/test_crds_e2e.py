@@ -52,7 +52,9 @@ def test_schema_defaults_applied_by_apiserver(control_plane: ControlPlane, names
     }
     control_plane.kubectl("create", "-f", "-", input=json.dumps(exporter_set))
     stored = json.loads(
-        control_plane.kubectl("get", "exporterset", "defaults", "-n", namespace, "-o", "json").stdout
+        control_plane.kubectl(
+            "get", "exporterset", "defaults", "-n", namespace, "-o", "json"
+        ).stdout
     )
     expected = _schema_defaults(openapi_schema("ExporterSet")["properties"]["spec"])
     assert expected, "the documented schema should carry ExporterSet defaults"

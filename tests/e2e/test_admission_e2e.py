@@ -1,0 +1,248 @@
+"""Admission through kube-apiserver: the webhook registered from the rendered deploy
+manifests, called over TLS with the CA bundle from `certs/`, as a cluster would call it.
+
+Assertions are on the full text kubectl prints, so a person's view of every denial and
+warning is pinned here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from virtualtarget.controlplane import REPO_ROOT, ControlPlane
+from virtualtarget.stack import WebhookServer, register_webhooks, running_webhook
+
+EXAMPLES = REPO_ROOT / "examples"
+GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookServer]:
+    with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as server:
+        register_webhooks(control_plane, server)
+        _wait_until_called(control_plane)
+        yield server
+    # Later modules share this apiserver: a registered webhook that no longer answers
+    # would fail every request (failurePolicy Fail).
+    control_plane.kubectl(
+        "delete", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "--all"
+    )
+
+
+def _wait_until_called(plane: ControlPlane) -> None:
+    """Registration reaches the apiserver's admission chain asynchronously; wait for it."""
+    probe = _exporter_set("probe", "default", class_name="absent-class")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        result = plane.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False
+        )
+        if "absent-class" in result.stderr:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the apiserver never called the registered webhook")
+
+
+def _exporter_set(name: str, namespace: str, *, class_name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "ExporterSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "virtualTargetClassName": class_name,
+            "selector": {"matchLabels": {"pool": name}},
+            **spec,
+        },
+    }
+
+
+def _class(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "VirtualTargetClass",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"provisioner": "qemu.jumpstarter.dev", **spec},
+    }
+
+
+def _example(path: Path, namespace: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    document["metadata"]["namespace"] = namespace
+    return document
+
+
+def _apply(plane: ControlPlane, *objects: dict[str, Any]) -> Any:
+    items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    return plane.kubectl("apply", "-f", "-", input=json.dumps(items), check=False)
+
+
+def _get(plane: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    out = plane.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+    stored: dict[str, Any] = json.loads(out)
+    return stored
+
+
+def test_examples_defaulted_as_documented(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    vtc = _example(EXAMPLES / "virtualtargetclass-qemu.yaml", namespace)
+    del (
+        vtc["spec"]["bindingMode"],
+        vtc["spec"]["reclaimPolicy"],
+        vtc["spec"]["caBundleConfigMapRef"]["key"],
+    )
+    result = _apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    stored = _get(control_plane, "virtualtargetclass", "qemu-x86", namespace)["spec"]
+    assert stored["bindingMode"] == "Immediate"
+    assert stored["reclaimPolicy"] == "Delete"
+    assert stored["caBundleConfigMapRef"] == {"name": "corporate-ca", "key": "ca-bundle.crt"}
+    # What the file does not say it gets from the documents; what it says it keeps.
+    spec = _get(control_plane, "exporterset", "fedora-x86", namespace)["spec"]
+    assert spec["maxReplicas"] == 8
+    assert spec["scaleDownCooldown"] == "10m"
+    drivers = spec["template"]["spec"]["drivers"]
+    assert [d["name"] for d in drivers] == ["power", "serial", "storage"]
+
+
+def test_template_labels_come_from_the_selector(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    result = _apply(control_plane, _exporter_set("bare", namespace, class_name="not-yet"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f'Warning: VirtualTargetClass "not-yet" not found in namespace "{namespace}"; '
+        "no instances are created until it exists\n"
+    )
+    spec = _get(control_plane, "exporterset", "bare", namespace)["spec"]
+    assert spec["template"]["metadata"]["labels"] == {"pool": "bare"}
+    assert spec["maxReplicas"] == 4
+    assert spec["minReplicas"] == 0
+    assert spec["scaleDownCooldown"] == "5m"
+    assert spec["recycleStrategy"] == "ExitAndReplace"
+
+
+def test_warm_buffer_with_wait_for_first_consumer_is_denied(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    assert (
+        _apply(
+            control_plane, _class("lazy", namespace, bindingMode="WaitForFirstConsumer")
+        ).returncode
+        == 0
+    )
+    result = _apply(
+        control_plane, _exporter_set("warm", namespace, class_name="lazy", minAvailableReplicas=2)
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The ExporterSet "warm" is invalid: spec.minAvailableReplicas: Invalid value: 2: '
+        'must be 0: VirtualTargetClass "lazy" has bindingMode WaitForFirstConsumer, '
+        "which keeps no warm instances\n"
+    )
+
+
+def test_merged_parameters_checked_against_the_provisioner(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    assert (
+        _apply(control_plane, _class("vm", namespace, parameters={"arch": "x86_64"})).returncode
+        == 0
+    )
+    result = _apply(
+        control_plane,
+        _exporter_set(
+            "params", namespace, class_name="vm", parameters={"cpus": 0, "colour": "red"}
+        ),
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The ExporterSet "params" is invalid: \n'
+        "* spec.parameters.cpus: Invalid value: 0: Input should be greater than or equal to 1 "
+        "(qemu.jumpstarter.dev, class and set parameters merged)\n"
+        "* spec.parameters.colour: Forbidden: unknown parameter for qemu.jumpstarter.dev\n"
+    )
+
+
+def test_class_in_use_cannot_be_deleted(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    assert (
+        _apply(
+            control_plane,
+            _class("used", namespace),
+            _exporter_set("user-a", namespace, class_name="used"),
+            _exporter_set("user-b", namespace, class_name="used"),
+        ).returncode
+        == 0
+    )
+    result = control_plane.kubectl(
+        "delete", "virtualtargetclass", "used", "-n", namespace, check=False
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The VirtualTargetClass "used" is invalid: metadata.name: Forbidden: '
+        "VirtualTargetClass is in use by ExporterSets user-a, user-b; delete or move them first\n"
+    )
+    control_plane.kubectl("delete", "exporterset", "user-a", "user-b", "-n", namespace)
+    control_plane.kubectl("delete", "virtualtargetclass", "used", "-n", namespace)
+
+
+def test_selector_and_class_are_immutable(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    assert _apply(control_plane, _exporter_set("fixed", namespace, class_name="a")).returncode == 0
+    moved = _exporter_set("fixed", namespace, class_name="b")
+    moved["spec"]["selector"] = {"matchLabels": {"pool": "other"}}
+    moved["spec"]["template"] = {"metadata": {"labels": {"pool": "other"}}}
+    result = _apply(control_plane, moved)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f'Warning: VirtualTargetClass "b" not found in namespace "{namespace}"; '
+        "no instances are created until it exists\n"
+        'The ExporterSet "fixed" is invalid: \n'
+        '* spec.selector: Invalid value: {"matchLabels":{"pool":"other"}}: field is immutable\n'
+        '* spec.virtualTargetClassName: Invalid value: "b": field is immutable\n'
+    )
+
+
+def test_bad_class_reports_every_field(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    bad = _class(
+        "bad",
+        namespace,
+        provisioner="QEMU provisioner",
+        scheduling={
+            "nodeSelector": {"bad key!": "v"},
+            "resources": {"requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}},
+            "tolerations": [{"key": "k", "operator": "Equal", "effect": "NoRun"}],
+        },
+        caBundleConfigMapRef={"key": "ca.crt"},
+    )
+    result = _apply(control_plane, bad)
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The VirtualTargetClass "bad" is invalid: \n'
+        '* spec.provisioner: Invalid value: "QEMU provisioner": name part must consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character\n"
+        "* spec.caBundleConfigMapRef.name: Required value: the reference must name its ConfigMap\n"
+        '* spec.scheduling.nodeSelector: Invalid value: "bad key!": name part must consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character\n"
+        '* spec.scheduling.resources.requests.memory: Invalid value: "4Gi": must be less than or '
+        "equal to memory limit of 2Gi\n"
+        '* spec.scheduling.tolerations[0].effect: Unsupported value: "NoRun": supported values: '
+        '"NoSchedule", "PreferNoSchedule", "NoExecute"\n'
+    )

@@ -1,0 +1,172 @@
+"""Pure parts of the runtime: work queue semantics, adapter, rendering, ACCESS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.access import ACCESS, EXPORTERS, PODS, WATCHED, allowed
+from reconciler.adapt import exporter_view, lease_view, pool_view
+from reconciler.keys import SET_LABEL, SURPLUS_SINCE
+from reconciler.provisioners import provisioner
+from reconciler.provisioners.qemu import DEFAULT_IMAGES
+from reconciler.render import instance_context, render_exporter, resolve_image
+from reconciler.workqueue import WorkQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_queue_deduplicates_and_requeues_keys_added_while_processing() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    queue.add("a")
+    assert len(queue) == 1
+    assert queue.get(timeout=0) == "a"
+    queue.add("a")  # while processing: not handed out twice
+    assert queue.get(timeout=0) is None
+    queue.done("a")
+    assert queue.get(timeout=0) == "a"
+
+
+def test_queue_backoff_is_exponential_and_forget_resets_it() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(base_delay=1, max_delay=5, clock=clock)
+    assert [queue.add_rate_limited("a") for _ in range(4)] == [1, 2, 4, 5]
+    queue.forget("a")
+    assert queue.add_rate_limited("a") == 1
+
+
+def test_queue_add_after_waits_for_the_deadline() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("a", 10)
+    assert queue.get(timeout=0) is None
+    clock.t = 10
+    assert queue.get(timeout=0) == "a"
+
+
+def test_closed_queue_returns_none() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.close()
+    assert queue.get() is None
+
+
+SET: dict[str, Any] = {
+    "metadata": {
+        "name": "pool",
+        "namespace": "ns",
+        "uid": "u-set",
+        "generation": 3,
+        "annotations": {SURPLUS_SINCE: "2026-01-01T00:00:00Z"},
+    },
+    "spec": {
+        "virtualTargetClassName": "qemu",
+        "selector": {"matchLabels": {"board": "x"}},
+        "template": {"metadata": {"labels": {"board": "x"}, "annotations": {"a": "b"}}},
+        "images": {"runtime": {"image": "example.com/set-runtime:1"}},
+        "parameters": {"cpus": 4},
+    },
+}
+CLASS: dict[str, Any] = {
+    "metadata": {"name": "qemu", "namespace": "ns"},
+    "spec": {
+        "provisioner": "qemu.jumpstarter.dev",
+        "images": {
+            "runtime": {"image": "example.com/class-runtime:1"},
+            "exporter": {"imagePullPolicy": "Always"},
+        },
+        "parameters": {"cpus": 2, "memory": "4Gi"},
+        "scheduling": {
+            "nodeSelector": {"kvm": "yes"},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+        },
+        "caBundleConfigMapRef": {"name": "corp-ca"},
+        "credentialsSecretRef": {"name": "creds"},
+    },
+}
+
+
+def test_pool_view_applies_schema_defaults_and_reads_the_surplus_memory() -> None:
+    view, problem = pool_view(SET)
+    assert problem is None
+    assert (view.max_replicas, view.min_available, view.recycle) == (4, 0, "ExitAndReplace")
+    assert view.cooldown.total_seconds() == 300
+    assert view.surplus_since is not None and view.generation == 3
+
+
+def test_bad_cooldown_is_a_problem_not_a_crash() -> None:
+    bad = {**SET, "spec": {**SET["spec"], "scaleDownCooldown": "soon"}}
+    assert pool_view(bad)[1] is not None and pool_view(bad)[1][0] == "InvalidSpec"  # type: ignore[index]
+
+
+def test_exporter_and_lease_views() -> None:
+    exporter = exporter_view(
+        {
+            "metadata": {"name": "pool-0", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"enabled": False},
+            "status": {
+                "conditions": [{"type": "Online", "status": "True"}],
+                "leaseHooks": {"leaseRef": {"name": "l"}, "beforeLease": {"phase": "Succeeded"}},
+                "recordsLeaseHooks": True,
+            },
+        }
+    )
+    assert not exporter.enabled and exporter.online and not exporter.registered
+    assert exporter.hooks is not None and exporter.hooks.after_phase is None
+    lease = lease_view({"metadata": {"name": "l"}, "status": {"exporterRef": {"name": "pool-0"}}})
+    assert lease.exporter == "pool-0" and not lease.ended
+
+
+def test_render_exporter_names_labels_and_owner() -> None:
+    exporter = render_exporter(SET, "pool-0")
+    meta = exporter["metadata"]
+    assert meta["labels"] == {"board": "x", SET_LABEL: "pool"}
+    assert meta["annotations"] == {"a": "b"}
+    assert meta["ownerReferences"][0]["uid"] == "u-set"
+    assert meta["ownerReferences"][0]["controller"] is True
+
+
+def test_images_set_over_class_over_default() -> None:
+    assert resolve_image("runtime", SET, CLASS, DEFAULT_IMAGES["runtime"]).image == (
+        "example.com/set-runtime:1"
+    )
+    exporter = resolve_image("exporter", SET, CLASS, DEFAULT_IMAGES["exporter"])
+    assert exporter.image == DEFAULT_IMAGES["exporter"].image
+    assert exporter.pull_policy == "Always"
+
+
+def test_qemu_pod_has_exporter_and_runtime_with_class_scheduling_ca_and_credentials() -> None:
+    plugin = provisioner("qemu.jumpstarter.dev")
+    exporter = {**render_exporter(SET, "pool-0")}
+    exporter["metadata"]["uid"] = "u-exp"
+    pod = plugin.render_pod(instance_context(SET, CLASS, exporter, plugin.default_images))
+    spec = pod["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["exporter", "qemu"]
+    assert spec["containers"][1]["image"] == "example.com/set-runtime:1"
+    assert "--cpus=4" in spec["containers"][1]["args"]  # set parameters over class
+    assert "--memory=4Gi" in spec["containers"][1]["args"]
+    assert spec["nodeSelector"] == {"kvm": "yes"} and spec["tolerations"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["ca-bundle"]["configMap"]["items"][0]["key"] == "ca-bundle.crt"
+    assert volumes["credentials"]["secret"]["secretName"] == "creds"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-exp"
+    assert spec["restartPolicy"] == "Never"
+
+
+def test_qemu_parameter_errors_name_the_field() -> None:
+    errors = provisioner("qemu.jumpstarter.dev").parameter_errors({"cpus": 0, "bogus": 1})
+    assert any(e.startswith("spec.parameters.cpus") for e in errors)
+    assert any("bogus" in e for e in errors)
+
+
+def test_access_covers_every_watched_resource_and_the_writes() -> None:
+    for resource in WATCHED:
+        assert allowed(resource, "list") and allowed(resource, "watch")
+    assert allowed(EXPORTERS, "create") and allowed(PODS, "delete")
+    assert not allowed(EXPORTERS, "update")
+    assert all(p.verbs for p in ACCESS)

@@ -68,9 +68,9 @@ class FieldError:
 
     def __str__(self) -> str:
         parts = [f"{self.field}: {self.type.text}"]
-        if self.type in (ErrorType.INVALID, ErrorType.DUPLICATE, ErrorType.NOT_SUPPORTED):
-            if self.value is not _NO_VALUE:
-                parts.append(format_value(self.value))
+        shows_value = self.type in (ErrorType.INVALID, ErrorType.DUPLICATE, ErrorType.NOT_SUPPORTED)
+        if shows_value and self.value is not _NO_VALUE:
+            parts.append(format_value(self.value))
         if self.detail:
             parts.append(self.detail)
         return ": ".join(parts)

@@ -208,7 +208,10 @@ RULES: tuple[Rule, ...] = (
         kind="ExporterSet",
         scope="spec",
         field="scaleDownCooldown",
-        cel=f"!has(self.scaleDownCooldown) || self.scaleDownCooldown.matches('{GO_DURATION_PATTERN}')",
+        cel=(
+            "!has(self.scaleDownCooldown) || "
+            f"self.scaleDownCooldown.matches('{GO_DURATION_PATTERN}')"
+        ),
         message="scaleDownCooldown must be a non-negative Go duration such as 300s, 5m or 1h30m",
         check=_go_duration("scaleDownCooldown"),
     ),
@@ -265,7 +268,10 @@ RULES: tuple[Rule, ...] = (
         kind="VirtualTargetClass",
         scope="spec.scheduling.tolerations[]",
         field="value",
-        cel="!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+        cel=(
+            "!has(self.operator) || self.operator != 'Exists' || !has(self.value) "
+            "|| self.value == ''"
+        ),
         message="value must be empty when operator is Exists",
         check=_exists_has_no_value,
     ),
@@ -274,7 +280,9 @@ RULES: tuple[Rule, ...] = (
         kind="VirtualTargetClass",
         scope="spec.scheduling.tolerations[]",
         field="operator",
-        cel="(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+        cel=(
+            "(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')"
+        ),
         message="operator must be Exists when key is empty",
         check=_empty_key_needs_exists,
     ),

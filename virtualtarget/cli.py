@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parser_for(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | None]:
+def _parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="virtualtarget", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -34,12 +34,12 @@ def _parser_for(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | Non
         child = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
             importlib.import_module(module).configure(child)
-    return parser, chosen
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser, chosen = _parser_for(args_list)
+    parser = _parser_for(args_list)
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()

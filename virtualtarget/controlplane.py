@@ -283,7 +283,7 @@ class ControlPlane:
         from kubernetes import client, config  # imported here: the CLI does not need it
 
         configuration = client.Configuration()
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(self.kubeconfig), client_configuration=configuration
         )
         return client.ApiClient(configuration)

@@ -64,18 +64,20 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     try:
-        with running_control_plane(workdir / "control-plane") as plane:
-            with running_webhook(plane, workdir) as webhook:
-                register_webhooks(plane, webhook)
-                if args.no_reconciler:
+        with (
+            running_control_plane(workdir / "control-plane") as plane,
+            running_webhook(plane, workdir) as webhook,
+        ):
+            register_webhooks(plane, webhook)
+            if args.no_reconciler:
+                print(_usage(plane.kubeconfig, workdir), flush=True)
+                stop.wait()
+            else:
+                with running_reconciler(plane, workdir) as reconciler:
                     print(_usage(plane.kubeconfig, workdir), flush=True)
-                    stop.wait()
-                else:
-                    with running_reconciler(plane, workdir) as reconciler:
-                        print(_usage(plane.kubeconfig, workdir), flush=True)
-                        while not stop.wait(1.0):
-                            reconciler.check_alive()
-                print("stopping", flush=True)
+                    while not stop.wait(1.0):
+                        reconciler.check_alive()
+            print("stopping", flush=True)
     except ControlPlaneError as error:
         print(f"virtualtarget dev: {error}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ A node that is absent or of the wrong type is skipped, as CEL is never evaluated
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
 from api.fielderrors import FieldError
@@ -38,10 +39,15 @@ def nodes_at(obj: Any, scope: str) -> Iterator[tuple[Mapping[str, Any], str]]:
             yield node, path
 
 
+@cache
+def _rules(kind: str) -> tuple[Rule, ...]:
+    return rules_for(kind)  # the table is immutable: filter it once per kind
+
+
 def run_rules(kind: str, obj: Any, rules: tuple[Rule, ...] | None = None) -> list[FieldError]:
     """Every error the rule table finds in `obj`, in table order."""
     errors: list[FieldError] = []
-    for rule in rules_for(kind) if rules is None else rules:
+    for rule in _rules(kind) if rules is None else rules:
         for node, path in nodes_at(obj, rule.scope):
             errors += rule.check(node, path)
     return errors

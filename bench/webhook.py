@@ -1,0 +1,204 @@
+"""Admission webhook throughput and latency over TLS, against a bare echo endpoint.
+
+wrk (Debian package `wrk`) drives, on loopback, the validate and mutate ExporterSet
+endpoints and a bare FastAPI endpoint that only parses the review and answers `allowed`,
+all served by one uvicorn process with the webhook's own TLS and server settings, at
+1, 10 and 50 connections, 5 s per point, interleaved so all three see the same machine.
+Targets at 10 connections: throughput at least 0.8 of the echo's, p99 under 5 ms.
+
+    python -m bench webhook
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request, Response
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTIONS = (1, 10, 50)
+SECONDS = 5
+ECHO = "/bench-echo"
+VALIDATE = "/validate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
+MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
+TARGET_RATIO, TARGET_P99_MS = 0.8, 5.0
+
+
+def _review(defaulted: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "virtualTargetClassName": "qemu-x86",
+        "selector": {"matchLabels": {"jumpstarter.dev/pool": "fedora-x86"}},
+        "template": {
+            "metadata": {"labels": {"jumpstarter.dev/pool": "fedora-x86", "board": "qemu"}},
+            "spec": {
+                "drivers": [
+                    {"name": "power", "type": "jumpstarter_driver_qemu.driver.QemuPower"},
+                    {"name": "serial", "type": "jumpstarter_driver_pyserial.driver.PySerial"},
+                ]
+            },
+        },
+        "images": {"exporter": {"image": "quay.io/jumpstarter-dev/jumpstarter:0.7.1"}},
+        "parameters": {"memory": "4Gi"},
+    }
+    if defaulted:
+        spec.update(
+            minReplicas=1,
+            maxReplicas=8,
+            minAvailableReplicas=2,
+            scaleDownCooldown="10m",
+            recycleStrategy="ExitAndReplace",
+        )
+    obj = {
+        "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+        "kind": "ExporterSet",
+        "metadata": {"name": "fedora-x86", "namespace": "default", "uid": "0b3c"},
+        "spec": spec,
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {
+                "group": "virtualtarget.jumpstarter.dev",
+                "version": "v1alpha1",
+                "kind": "ExporterSet",
+            },
+            "resource": {
+                "group": "virtualtarget.jumpstarter.dev",
+                "version": "v1alpha1",
+                "resource": "exportersets",
+            },
+            "operation": "CREATE",
+            "namespace": "default",
+            "name": "fedora-x86",
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+        },
+    }
+
+
+def serve(cert_dir: Path, port: int) -> None:
+    """The server under test: the webhook app plus the echo route, same uvicorn settings."""
+    from webhook.admission import Admission
+    from webhook.app import create_app
+    from webhook.schemas import crd_schema
+    from webhook.server import bind, tls_context
+    from webhook.server import serve as serve_app
+
+    app = create_app(Admission(crd_schema, None))
+
+    async def echo(request: Request) -> Response:
+        review = json.loads(await request.body())
+        answer = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+        return Response(json.dumps(answer), media_type="application/json")
+
+    app.add_api_route(ECHO, echo, methods=["POST"])
+    asyncio.run(
+        serve_app(
+            app, bind("127.0.0.1", port), tls_context(cert_dir), lambda: print("ready", flush=True)
+        )
+    )
+
+
+def _wrk(url: str, body_file: Path, connections: int) -> tuple[float, float]:
+    script = body_file.with_suffix(".lua")
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.body = io.open({json.dumps(str(body_file))}):read("*a")\n'
+    )
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{SECONDS}s", "--latency", "-s", str(script), url],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    if re.search(r"Non-2xx or 3xx responses", out):
+        raise RuntimeError(f"{url}: errors\n{out}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+    p99_ms = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    return rps, p99_ms
+
+
+def main() -> str:
+    if shutil.which("wrk") is None:
+        return "webhook: wrk not found; install it with `apt-get install -y wrk`"
+    from certs.authority import ensure_certificates
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        certs = ensure_certificates(work / "certs", "bench", "bench", ("127.0.0.1",))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen(
+            [sys.executable, "-m", "bench.webhook", str(certs.directory), str(port)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+            bodies = {}
+            for name, review in (
+                ("echo", _review(True)),
+                ("validate", _review(True)),
+                ("mutate", _review(False)),
+            ):
+                bodies[name] = work / f"{name}.json"
+                bodies[name].write_text(json.dumps(review))
+            paths = {"echo": ECHO, "validate": VALIDATE, "mutate": MUTATE}
+            base = f"https://127.0.0.1:{port}"
+            results: dict[tuple[str, int], tuple[float, float]] = {}
+            for connections in CONNECTIONS:
+                for name, path in paths.items():
+                    results[(name, connections)] = _wrk(base + path, bodies[name], connections)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    return _table(results)
+
+
+def _table(results: dict[tuple[str, int], tuple[float, float]]) -> str:
+    lines = [
+        f"## webhook (`python -m bench webhook`), wrk over TLS on loopback, {SECONDS} s per point",
+        "",
+        "| connections | endpoint | req/s | p99 ms | req/s vs echo |",
+        "| ---: | --- | ---: | ---: | ---: |",
+    ]
+    verdicts = []
+    for connections in CONNECTIONS:
+        echo_rps = results[("echo", connections)][0]
+        for name in ("echo", "validate", "mutate"):
+            rps, p99 = results[(name, connections)]
+            lines.append(
+                f"| {connections} | {name} | {rps:.0f} | {p99:.2f} | {rps / echo_rps:.2f} |"
+            )
+            if connections == 10 and name != "echo":
+                ok = rps / echo_rps >= TARGET_RATIO and p99 < TARGET_P99_MS
+                verdicts.append(
+                    f"{name} at 10 connections: {rps / echo_rps:.2f} of echo, p99 {p99:.2f} ms: "
+                    f"{'meets' if ok else 'MISSES'} the target "
+                    f"(>= {TARGET_RATIO}, < {TARGET_P99_MS} ms)"
+                )
+    return "\n".join([*lines, "", *verdicts])
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), int(sys.argv[2]))

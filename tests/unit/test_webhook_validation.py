@@ -82,9 +82,9 @@ def test_selector_required_non_empty_and_well_formed() -> None:
         for e in errors
     )
     assert (
-        "spec.selector.matchExpressions[1].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
-        in errors
-    )
+        "spec.selector.matchExpressions[1].values: Required value: must be specified when "
+        "`operator` is 'In' or 'NotIn'"
+    ) in errors
     assert any(e.startswith("spec.selector.matchExpressions[2].values: Forbidden") for e in errors)
 
 
@@ -125,7 +125,10 @@ def test_class_name_required() -> None:
     obj = a_set()
     del obj["spec"]["virtualTargetClassName"]
     assert errors_of("ExporterSet", obj) == [
-        "spec.virtualTargetClassName: Required value: an ExporterSet must name its VirtualTargetClass"
+        (
+            "spec.virtualTargetClassName: Required value: an ExporterSet must name its "
+            "VirtualTargetClass"
+        )
     ]
     assert set_errors(virtualTargetClassName="Not_A_Name")[0].startswith(
         'spec.virtualTargetClassName: Invalid value: "Not_A_Name"'
@@ -239,7 +242,10 @@ def test_class_provisioner_present_and_qualified() -> None:
 def test_class_enums() -> None:
     errors = class_errors(bindingMode="Later", reclaimPolicy="Keep")
     assert errors == [
-        'spec.bindingMode: Unsupported value: "Later": supported values: "Immediate", "WaitForFirstConsumer"',
+        (
+            'spec.bindingMode: Unsupported value: "Later": supported values: "Immediate", '
+            '"WaitForFirstConsumer"'
+        ),
         'spec.reclaimPolicy: Unsupported value: "Keep": supported values: "Delete", "Retain"',
     ]
 
@@ -268,10 +274,22 @@ def test_tolerations() -> None:
     ]
     errors = class_errors(scheduling={"tolerations": tolerations})
     assert errors == [
-        'spec.scheduling.tolerations[0].value: Invalid value: "yes": must be empty when operator is Exists',
-        'spec.scheduling.tolerations[1].operator: Invalid value: "Equal": must be Exists when key is empty (a toleration that matches every taint)',
-        'spec.scheduling.tolerations[2].effect: Unsupported value: "NoWay": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
-        'spec.scheduling.tolerations[3].operator: Unsupported value: "Maybe": supported values: "Exists", "Equal"',
+        (
+            'spec.scheduling.tolerations[0].value: Invalid value: "yes": must be empty when '
+            "operator is Exists"
+        ),
+        (
+            'spec.scheduling.tolerations[1].operator: Invalid value: "Equal": must be Exists when '
+            "key is empty (a toleration that matches every taint)"
+        ),
+        (
+            'spec.scheduling.tolerations[2].effect: Unsupported value: "NoWay": supported values: '
+            '"NoSchedule", "PreferNoSchedule", "NoExecute"'
+        ),
+        (
+            'spec.scheduling.tolerations[3].operator: Unsupported value: "Maybe": supported '
+            'values: "Exists", "Equal"'
+        ),
     ]
 
 
@@ -309,9 +327,9 @@ def test_resource_quantities_parse_and_requests_within_limits() -> None:
     assert errors[0].startswith(
         'spec.scheduling.resources.requests.ephemeral-storage: Invalid value: "lots"'
     )
-    assert (
-        errors[1]
-        == 'spec.scheduling.resources.requests.cpu: Invalid value: "2": must be less than or equal to cpu limit of 1500m'
+    assert errors[1] == (
+        'spec.scheduling.resources.requests.cpu: Invalid value: "2": must be less than or '
+        "equal to cpu limit of 1500m"
     )
     assert (
         class_errors(

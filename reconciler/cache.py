@@ -19,7 +19,7 @@ from typing import Any
 from reconciler.access import Resource
 from reconciler.kube import ApiError, Kube, WatchExpired
 
-__all__ = ["Informer", "ObjKey", "key_of"]
+__all__ = ["Informer", "ObjKey", "keep_only", "key_of"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ Obj = dict[str, Any]
 ObjKey = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj, Obj | None], None]
 IndexFn = Callable[[Obj], Iterable[Any]]
+Transform = Callable[[Obj], Obj]
+Derive = Callable[[Obj], Any]
 
 
 def key_of(obj: Obj) -> ObjKey:
@@ -41,6 +43,27 @@ def _slim(obj: Obj) -> Obj:
     return obj
 
 
+def keep_only(*paths: str) -> Transform:
+    """A transform keeping `metadata` and the dotted `paths` (`status.phase`), nothing else."""
+    split = [p.split(".") for p in paths]
+
+    def transform(obj: Obj) -> Obj:
+        obj = _slim(obj)
+        kept: Obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+        for parts in split:
+            node: Any = obj
+            for part in parts:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                target = kept
+                for part in parts[:-1]:
+                    target = target.setdefault(part, {})
+                target[parts[-1]] = node
+        return kept
+
+    return transform
+
+
 class Informer:
     def __init__(
         self,
@@ -51,7 +74,11 @@ class Informer:
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
         missing_retry: float = 30.0,
+        transform: Transform | None = None,
+        derive: Derive | None = None,
     ) -> None:
+        """`transform` trims what is stored; `derive` computes, once per event, a value
+        kept beside each object (the planner's view), so a pass does not recompute it."""
         self.kube, self.resource = kube, resource
         self.namespace, self.label_selector = namespace, label_selector
         self.watch_timeout, self.retry_delay = watch_timeout, retry_delay
@@ -59,7 +86,9 @@ class Informer:
         self.synced = threading.Event()
         self.resource_version = ""
         self.relists = 0
+        self.transform, self.derive = transform, derive
         self._objects: dict[ObjKey, Obj] = {}
+        self._derived: dict[ObjKey, Any] = {}
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, defaultdict[Any, set[ObjKey]]] = {}
         self._handlers: list[Handler] = []
@@ -86,6 +115,12 @@ class Informer:
             keys = self._indexes[name].get(value, ())
             return [self._objects[k] for k in keys]
 
+    def derived_by_index(self, name: str, value: Any) -> list[Any]:
+        """The derived values of the objects under one index key."""
+        with self._lock:
+            keys = self._indexes[name].get(value, ())
+            return [self._derived[k] for k in keys]
+
     def items(self) -> list[Obj]:
         with self._lock:
             return list(self._objects.values())
@@ -103,7 +138,7 @@ class Informer:
                     if not bucket:
                         del self._indexes[name][value]
 
-    def _store(self, kind: str, obj: Obj) -> tuple[Obj | None, Obj]:
+    def _store(self, kind: str, obj: Obj, derived: Any) -> tuple[Obj | None, Obj]:
         key = key_of(obj)
         with self._lock:
             old = self._objects.get(key)
@@ -111,8 +146,11 @@ class Informer:
                 self._unindex(key, old)
             if kind == "DELETED":
                 self._objects.pop(key, None)
+                self._derived.pop(key, None)
             else:
                 self._objects[key] = obj
+                if self.derive is not None:
+                    self._derived[key] = derived
                 for name, fn in self._index_fns.items():
                     for value in fn(obj):
                         self._indexes[name][value].add(key)
@@ -120,8 +158,10 @@ class Informer:
 
     def apply(self, kind: str, obj: Obj) -> None:
         """Apply one event (also used by tests and benchmarks to fill a cache)."""
-        obj = _slim(obj)
-        old, new = self._store(kind, obj)
+        # Derive from the whole object, then store only what the transform keeps.
+        derived = self.derive(obj) if self.derive is not None and kind != "DELETED" else None
+        obj = self.transform(obj) if self.transform is not None else _slim(obj)
+        old, new = self._store(kind, obj, derived)
         for handler in self._handlers:
             handler(kind, new, old)
 

@@ -35,7 +35,7 @@ from reconciler.adapt import (
     pod_view,
     pool_view,
 )
-from reconciler.cache import Informer, ObjKey
+from reconciler.cache import Informer, ObjKey, keep_only
 from reconciler.executor import Executor
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
 from reconciler.kube import Kube
@@ -80,9 +80,20 @@ class Controller:
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
+        # What each cache derives and keeps: the planner's view, computed once per event
+        # from the whole object; of the object itself only what the executor reads
+        # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
+        shape: dict[Resource, dict[str, Any]] = {
+            EXPORTERS: {"transform": keep_only("spec.enabled"), "derive": exporter_view},
+            PODS: {
+                "transform": keep_only("status.phase"),
+                "derive": lambda p: pod_view(p, _pod_exporter(p)),
+                "label_selector": SET_LABEL,
+            },
+            JUMPSTARTER_LEASES: {"derive": lease_view},
+        }
         self.informers: dict[Resource, Informer] = {
-            r: Informer(kube, r, namespace, label_selector=SET_LABEL if r is PODS else None)
-            for r in WATCHED
+            r: Informer(kube, r, namespace, **shape.get(r, {})) for r in WATCHED
         }
         sets, exporters = self.informers[EXPORTERSETS], self.informers[EXPORTERS]
         sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
@@ -155,20 +166,19 @@ class Controller:
             errors = self.provisioner.parameter_errors(merged_parameters(exporter_set, klass))
             if errors:
                 problem = ("InvalidParameters", "; ".join(errors))
-        owned = self.informers[EXPORTERS].by_index("owner", uid)
-        owned_names = {_meta(o).get("name") for o in owned}
-        family = self.informers[EXPORTERS].by_index("family", (namespace, name))
-        pods = self.informers[PODS].by_index("set", (namespace, name))
-        leases = self.informers[JUMPSTARTER_LEASES].by_index("namespace", namespace)
+        exporters = self.informers[EXPORTERS]
+        owned = tuple(exporters.derived_by_index("owner", uid))
+        owned_names = {e.name for e in owned}
+        family = exporters.derived_by_index("family", (namespace, name))
         observation = Observation(
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
-            exporters=tuple(exporter_view(o) for o in owned),
-            pods=tuple(pod_view(p, _pod_exporter(p)) for p in pods),
-            leases=tuple(lease_view(lease) for lease in leases),
-            taken_names=frozenset(
-                n for o in family if (n := _meta(o).get("name", "")) not in owned_names
+            exporters=owned,
+            pods=tuple(self.informers[PODS].derived_by_index("set", (namespace, name))),
+            leases=tuple(
+                self.informers[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
             ),
+            taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
         )
         return observation, klass

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             ElectionConfig(
                 namespace=args.leader_election_namespace,
                 name=args.leader_election_id,
+                identity=os.environ.get("POD_NAME", ""),
                 lease_duration=args.lease_duration,
                 renew_deadline=args.renew_deadline,
                 retry_period=args.retry_period,

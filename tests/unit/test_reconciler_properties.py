@@ -38,6 +38,7 @@ events = st.one_of(
     st.tuples(st.just("tick"), st.integers(1, 15)),
     st.tuples(st.just("crash"), st.integers(0, 3)),
     st.tuples(st.just("restart"), st.just(0)),
+    st.tuples(st.just("break"), st.booleans()),
 )
 
 worlds = st.builds(
@@ -70,6 +71,9 @@ class Checker:
 
     def check(self, world: World, before: dict[str, bool], result: Plan, now: Any) -> None:
         owned, ceiling = len(before), world.pool.max_replicas
+        if world.problem is not None:
+            scaling = (CreateExporter, Remove, Retain)
+            assert not [a for a in result.actions if isinstance(a, scaling)], "scaled while broken"
         creates = [a for a in result.actions if isinstance(a, CreateExporter)]
         if creates and ceiling:
             assert owned + len(creates) <= ceiling, "a create would exceed maxReplicas"
@@ -122,6 +126,10 @@ def apply_event(world: World, event: tuple[Any, ...], now: Any, serial: int) -> 
         world.pool = replace(world.pool, cooldown=event[1] * MINUTE)
     elif kind == "tick":
         now += event[1] * MINUTE
+    elif kind == "break":  # class deleted / parameters made invalid, or repaired
+        world.problem = (
+            ("InvalidParameters", "spec.parameters.cpus: too many") if event[1] else None
+        )
     return now
 
 
@@ -143,7 +151,8 @@ def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[
         if crash is None:
             checker.check(world, before, result, now)
 
-    # No more demand: leases run out, instances boot, cooldowns pass.
+    # No more demand: leases run out, instances boot, cooldowns pass, the class is repaired.
+    world.problem = None
     for request in list(world.requests.values()):
         if not request.ended:
             world.release(request.name)

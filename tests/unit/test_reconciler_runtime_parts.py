@@ -170,3 +170,13 @@ def test_access_covers_every_watched_resource_and_the_writes() -> None:
     assert allowed(EXPORTERS, "create") and allowed(PODS, "delete")
     assert not allowed(EXPORTERS, "update")
     assert all(p.verbs for p in ACCESS)
+
+
+def test_reconcile_cli_errors_are_one_line(tmp_path: Any, capsys: Any) -> None:
+    from virtualtarget.cli import main
+
+    assert main(["reconcile", "--kubeconfig", str(tmp_path / "missing")]) == 2
+    assert main(["reconcile", "--provisioner", "nope.example.com"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("reconcile: ") for line in lines)
+    assert "no such file" in lines[0] and "unknown provisioner" in lines[1]

@@ -62,10 +62,10 @@ class Kube:
         if stream and 200 <= response.status < 300:
             return response.response
         data = response.read()  # type: ignore[no-untyped-call]
-        parsed = json.loads(data) if data else {}
         if not 200 <= response.status < 300:
-            raise ApiError(response.status, parsed.get("reason", ""), parsed.get("message", ""))
-        return parsed
+            status = _status_body(data)
+            raise ApiError(response.status, status.get("reason", ""), status.get("message", ""))
+        return json.loads(data) if data else {}
 
     @staticmethod
     def _check(resource: Resource, verb: str, sub: str = "") -> None:
@@ -171,3 +171,15 @@ class Kube:
                 return False
             raise
         return True
+
+
+def _status_body(data: bytes) -> dict[str, Any]:
+    """The Status object of an error answer; a resource that is not served answers with
+    plain text ("404 page not found"), which becomes the message."""
+    try:
+        parsed = json.loads(data) if data else {}
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    return {"message": data.decode(errors="replace").strip()}

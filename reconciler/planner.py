@@ -26,7 +26,8 @@ longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. reclaimPo
 Retain overrides both: a released instance is fenced and detached from the set, so it
 stays for debugging outside the pool's count. A missing class, a class of another
 provisioner or invalid merged parameters (`Observation.problem`) stop scaling: no
-create, no fence, no delete; only the status says why.
+create, no fence, no delete; only the status says why, and the surplus memory is
+cleared so the cooldown starts afresh after the repair.
 
 Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
 lagging cache or after a crash hits "already exists" instead of making a duplicate.
@@ -201,6 +202,10 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 )
         elif pool.surplus_since is not None:
             actions.append(SetSurplusSince(None))
+    elif pool.surplus_since is not None:
+        # While broken nothing scales; after the repair the cooldown starts afresh, so
+        # fixing a class never triggers an immediate scale-down.
+        actions.append(SetSurplusSince(None))
 
     status = build_status(
         _counters(obs, members, leased_by),

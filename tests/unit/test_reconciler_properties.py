@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.actions import CreateExporter, Remove, Retain
@@ -139,6 +139,16 @@ def busy_map(world: World) -> dict[str, bool]:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=worlds, script=st.lists(events, max_size=40))
+# Once found at random: a surplus that lasted through a broken class must not let the
+# pool scale down the moment the class is repaired.
+@example(
+    world=World(
+        pool=pool(min_replicas=0, max_replicas=0, min_available=1, cooldown=MINUTE),
+        klass=klass("Immediate", "Delete"),
+        boot=timedelta(minutes=2),
+    ),
+    script=[("request", 1), ("edit", 0, 0, 0), ("break", True)],
+)
 def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[Any]) -> None:
     checker = Checker()
     now = T0

@@ -208,9 +208,7 @@ def test_problem_stops_scaling_without_deleting() -> None:
         problem=("ClassNotFound", 'VirtualTargetClass "qemu" not found'),
     )
     # Only the status and forgetting the surplus (the cooldown restarts after a repair).
-    assert [a for a in result.actions if not isinstance(a, PatchStatus)] == [
-        SetSurplusSince(None)
-    ]
+    assert [a for a in result.actions if not isinstance(a, PatchStatus)] == [SetSurplusSince(None)]
     assert condition(result, "Degraded")["reason"] == "ClassNotFound"
     assert condition(result, "ScalingLimited")["status"] == "True"
 

@@ -32,6 +32,10 @@ def model_source(schema: Schema, header: str) -> str:
         set_default_enum_member=True,
         use_standard_collections=True,
         use_union_operator=True,
+        # Identical shapes (the image settings of exporter and runtime) become one model.
+        reuse_model=True,
+        # A round trip through a model must never drop fields it does not know.
+        extra_fields="allow",
         disable_timestamp=True,
         custom_file_header=header,
         formatters=[],

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 class ExporterSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     enabled: bool | None = True
@@ -29,6 +30,7 @@ class ExporterStatusConditionsItemStatus(StrEnum):
 
 class ExporterStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[AwareDatetime, Field(alias='lastTransitionTime')]
@@ -59,6 +61,7 @@ class ExporterStatusConditionsItem(BaseModel):
 
 class ExporterStatusCredential(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str | None = ''
@@ -69,6 +72,7 @@ class ExporterStatusCredential(BaseModel):
 
 class ExporterStatusDevicesItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     labels: dict[str, str] | None = None
@@ -111,6 +115,7 @@ class ExporterStatusLeaseHooksAfterLeasePhase(StrEnum):
 
 class ExporterStatusLeaseHooksAfterLease(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     attempts: int | None = None
@@ -135,21 +140,9 @@ class ExporterStatusLeaseHooksAfterLease(BaseModel):
     """
 
 
-class ExporterStatusLeaseHooksBeforeLeaseOnFailure(StrEnum):
-    warn = 'warn'
-    end_lease = 'endLease'
-    exit = 'exit'
-
-
-class ExporterStatusLeaseHooksBeforeLeasePhase(StrEnum):
-    running = 'Running'
-    succeeded = 'Succeeded'
-    failed = 'Failed'
-    skipped = 'Skipped'
-
-
 class ExporterStatusLeaseHooksBeforeLease(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     attempts: int | None = None
@@ -164,28 +157,23 @@ class ExporterStatusLeaseHooksBeforeLease(BaseModel):
     """
     Message is the failure or skip reason, if any.
     """
-    on_failure: Annotated[ExporterStatusLeaseHooksBeforeLeaseOnFailure | None, Field(alias='onFailure', title='ExporterStatusLeaseHooksBeforeLeaseOnFailure')] = None
+    on_failure: Annotated[ExporterStatusLeaseHooksAfterLeaseOnFailure | None, Field(alias='onFailure', title='ExporterStatusLeaseHooksBeforeLeaseOnFailure')] = None
     """
     OnFailure is the hook’s configured failure action when it ran.
     """
-    phase: Annotated[ExporterStatusLeaseHooksBeforeLeasePhase | None, Field(title='ExporterStatusLeaseHooksBeforeLeasePhase')] = None
+    phase: Annotated[ExporterStatusLeaseHooksAfterLeasePhase | None, Field(title='ExporterStatusLeaseHooksBeforeLeasePhase')] = None
     """
     Phase of the hook. Running also covers a hook cut off by an exporter restart.
     """
 
 
-class ExporterStatusLeaseHooksLeaseRef(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    name: str | None = ''
-    """
-    Name of the referent. This field is effectively required, but due to backwards compatibility is allowed to be empty. Instances of this type with an empty value here are almost certainly wrong. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#names
-    """
+class ExporterStatusLeaseHooksLeaseRef(ExporterStatusCredential):
+    pass
 
 
 class ExporterStatusLeaseHooks(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     after_lease: Annotated[ExporterStatusLeaseHooksAfterLease | None, Field(alias='afterLease', title='ExporterStatusLeaseHooksAfterLease')] = None
@@ -210,18 +198,13 @@ class ExporterStatusLeaseHooks(BaseModel):
     """
 
 
-class ExporterStatusLeaseRef(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    name: str | None = ''
-    """
-    Name of the referent. This field is effectively required, but due to backwards compatibility is allowed to be empty. Instances of this type with an empty value here are almost certainly wrong. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#names
-    """
+class ExporterStatusLeaseRef(ExporterStatusCredential):
+    pass
 
 
 class ExporterStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     conditions: list[ExporterStatusConditionsItem] | None = None
@@ -272,6 +255,7 @@ class ExporterStatus(BaseModel):
 
 class Exporter(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

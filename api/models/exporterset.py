@@ -16,6 +16,7 @@ class ExporterSetSpecImagesExporterImagePullPolicy(StrEnum):
 
 class ExporterSetSpecImagesExporter(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     image: str | None = None
@@ -28,21 +29,16 @@ class ExporterSetSpecImagesExporter(BaseModel):
     """
 
 
-class ExporterSetSpecImagesRuntimeImagePullPolicy(StrEnum):
-    always = 'Always'
-    never = 'Never'
-    if_not_present = 'IfNotPresent'
-
-
 class ExporterSetSpecImagesRuntime(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     image: str | None = None
     """
     Image is the container image reference (e.g. “quay.io/org/repo:tag”).
     """
-    image_pull_policy: Annotated[ExporterSetSpecImagesRuntimeImagePullPolicy | None, Field(alias='imagePullPolicy', title='ExporterSetSpecImagesRuntimeImagePullPolicy')] = None
+    image_pull_policy: Annotated[ExporterSetSpecImagesExporterImagePullPolicy | None, Field(alias='imagePullPolicy', title='ExporterSetSpecImagesRuntimeImagePullPolicy')] = None
     """
     ImagePullPolicy defines the pull policy for the container image.
     """
@@ -50,6 +46,7 @@ class ExporterSetSpecImagesRuntime(BaseModel):
 
 class ExporterSetSpecImages(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     exporter: Annotated[ExporterSetSpecImagesExporter | None, Field(title='ExporterSetSpecImagesExporter')] = None
@@ -69,6 +66,7 @@ class ExporterSetSpecRecycleStrategy(StrEnum):
 
 class ExporterSetSpecSelectorMatchExpressionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     key: str
@@ -91,6 +89,7 @@ MatchLabelsAdditionalProperty = TypeAliasType("MatchLabelsAdditionalProperty", A
 
 class ExporterSetSpecSelector(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     match_expressions: Annotated[list[ExporterSetSpecSelectorMatchExpressionsItem] | None, Field(alias='matchExpressions')] = None
@@ -104,11 +103,12 @@ class ExporterSetSpecSelector(BaseModel):
 
 
 
-LabelsAdditionalProperty = TypeAliasType("LabelsAdditionalProperty", Annotated[str, Field(max_length=63)])
+LabelsAdditionalProperty = TypeAliasType("LabelsAdditionalProperty", MatchLabelsAdditionalProperty)
 
 
 class ExporterSetSpecTemplateMetadata(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     annotations: dict[str, str] | None = None
@@ -123,6 +123,7 @@ class ExporterSetSpecTemplateMetadata(BaseModel):
 
 class ExporterSetSpecTemplateSpecDriversItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     config: dict[str, Any] | None = None
@@ -145,6 +146,7 @@ class ExporterSetSpecTemplateSpecDriversItem(BaseModel):
 
 class ExporterSetSpecTemplateSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     drivers: Annotated[list[ExporterSetSpecTemplateSpecDriversItem] | None, Field(max_length=64)] = None
@@ -155,6 +157,7 @@ class ExporterSetSpecTemplateSpec(BaseModel):
 
 class ExporterSetSpecTemplate(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     metadata: Annotated[ExporterSetSpecTemplateMetadata | None, Field(title='ExporterSetSpecTemplateMetadata')] = None
@@ -169,6 +172,7 @@ class ExporterSetSpecTemplate(BaseModel):
 
 class ExporterSetSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     images: Annotated[ExporterSetSpecImages | None, Field(title='ExporterSetSpecImages')] = None
@@ -221,6 +225,7 @@ class ExporterSetStatusConditionsItemStatus(StrEnum):
 
 class ExporterSetStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[AwareDatetime, Field(alias='lastTransitionTime')]
@@ -251,6 +256,7 @@ class ExporterSetStatusConditionsItem(BaseModel):
 
 class ExporterSetStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     available_replicas: Annotated[int | None, Field(alias='availableReplicas')] = None
@@ -317,6 +323,7 @@ class ExporterSetStatus(BaseModel):
 
 class ExporterSet(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

@@ -14,6 +14,7 @@ class VirtualTargetClassSpecBindingMode(StrEnum):
 
 class VirtualTargetClassSpecCaBundleConfigMapRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     key: str | None = 'ca-bundle.crt'
@@ -28,6 +29,7 @@ class VirtualTargetClassSpecCaBundleConfigMapRef(BaseModel):
 
 class VirtualTargetClassSpecCredentialsSecretRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str | None = ''
@@ -44,6 +46,7 @@ class VirtualTargetClassSpecImagesExporterImagePullPolicy(StrEnum):
 
 class VirtualTargetClassSpecImagesExporter(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     image: str | None = None
@@ -56,21 +59,16 @@ class VirtualTargetClassSpecImagesExporter(BaseModel):
     """
 
 
-class VirtualTargetClassSpecImagesRuntimeImagePullPolicy(StrEnum):
-    always = 'Always'
-    never = 'Never'
-    if_not_present = 'IfNotPresent'
-
-
 class VirtualTargetClassSpecImagesRuntime(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     image: str | None = None
     """
     Image is the container image reference (e.g. “quay.io/org/repo:tag”).
     """
-    image_pull_policy: Annotated[VirtualTargetClassSpecImagesRuntimeImagePullPolicy | None, Field(alias='imagePullPolicy', title='VirtualTargetClassSpecImagesRuntimeImagePullPolicy')] = None
+    image_pull_policy: Annotated[VirtualTargetClassSpecImagesExporterImagePullPolicy | None, Field(alias='imagePullPolicy', title='VirtualTargetClassSpecImagesRuntimeImagePullPolicy')] = None
     """
     ImagePullPolicy defines the pull policy for the container image.
     """
@@ -78,6 +76,7 @@ class VirtualTargetClassSpecImagesRuntime(BaseModel):
 
 class VirtualTargetClassSpecImages(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     exporter: Annotated[VirtualTargetClassSpecImagesExporter | None, Field(title='VirtualTargetClassSpecImagesExporter')] = None
@@ -97,6 +96,7 @@ class VirtualTargetClassSpecReclaimPolicy(StrEnum):
 
 class VirtualTargetClassSpecSchedulingResourcesClaimsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str
@@ -107,12 +107,13 @@ class Limits(RootModel[str]):
     root: Annotated[str, Field(pattern='^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$')]
 
 
-class Requests(RootModel[str]):
-    root: Annotated[str, Field(pattern='^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$')]
+class Requests(Limits):
+    pass
 
 
 class VirtualTargetClassSpecSchedulingResources(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     claims: list[VirtualTargetClassSpecSchedulingResourcesClaimsItem] | None = None
@@ -122,6 +123,7 @@ class VirtualTargetClassSpecSchedulingResources(BaseModel):
 
 class VirtualTargetClassSpecSchedulingTolerationsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     effect: str | None = None
@@ -148,6 +150,7 @@ class VirtualTargetClassSpecSchedulingTolerationsItem(BaseModel):
 
 class VirtualTargetClassSpecScheduling(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     node_selector: Annotated[dict[str, str] | None, Field(alias='nodeSelector')] = None
@@ -166,6 +169,7 @@ class VirtualTargetClassSpecScheduling(BaseModel):
 
 class VirtualTargetClassSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     binding_mode: Annotated[VirtualTargetClassSpecBindingMode | None, Field(alias='bindingMode', title='VirtualTargetClassSpecBindingMode')] = VirtualTargetClassSpecBindingMode.immediate
@@ -204,6 +208,7 @@ class VirtualTargetClassSpec(BaseModel):
 
 class VirtualTargetClass(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

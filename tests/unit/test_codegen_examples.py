@@ -98,3 +98,23 @@ def test_invalid_example_breaks_its_rule_in_check_and_cel(path: Path) -> None:
 def test_every_rule_has_an_invalid_example() -> None:
     covered = {_violates(path) for path in INVALID}
     assert {rule.id for rule in RULES} <= covered
+
+
+def test_models_keep_fields_they_do_not_know() -> None:
+    """A round trip through a generated model never drops data (extra="allow")."""
+    from api.models.exporterset import ExporterSet
+
+    sent = {
+        "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+        "kind": "ExporterSet",
+        "metadata": {"name": "p"},
+        "spec": {
+            "virtualTargetClassName": "qemu",
+            "selector": {"matchLabels": {"a": "b"}},
+            "futureField": {"x": 1},
+            "images": {"exporter": {"image": "i", "digest": "sha256:0"}},
+        },
+    }
+    back = ExporterSet.model_validate(sent).model_dump(by_alias=True, exclude_unset=True)
+    assert back["spec"]["futureField"] == {"x": 1}
+    assert back["spec"]["images"]["exporter"]["digest"] == "sha256:0"

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class ClusterVirtualImageSpecDataSourceContainerImageImagePullSecret(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str | None = None
@@ -23,6 +24,7 @@ class ClusterVirtualImageSpecDataSourceContainerImageImagePullSecret(BaseModel):
 
 class ClusterVirtualImageSpecDataSourceContainerImage(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -38,6 +40,7 @@ class ClusterVirtualImageSpecDataSourceContainerImage(BaseModel):
 
 class ClusterVirtualImageSpecDataSourceHttpChecksum(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     md5: Annotated[str | None, Field(max_length=32, min_length=32, pattern='^[0-9a-fA-F]{32}$')] = None
@@ -46,6 +49,7 @@ class ClusterVirtualImageSpecDataSourceHttpChecksum(BaseModel):
 
 class ClusterVirtualImageSpecDataSourceHttp(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -78,6 +82,7 @@ class ClusterVirtualImageSpecDataSourceObjectRefKind(StrEnum):
 
 class ClusterVirtualImageSpecDataSourceObjectRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     kind: Annotated[ClusterVirtualImageSpecDataSourceObjectRefKind, Field(title='ClusterVirtualImageSpecDataSourceObjectRefKind')]
@@ -103,6 +108,7 @@ class ClusterVirtualImageSpecDataSourceType(StrEnum):
 
 class ClusterVirtualImageSpecDataSource(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     container_image: Annotated[ClusterVirtualImageSpecDataSourceContainerImage | None, Field(alias='containerImage', title='ClusterVirtualImageSpecDataSourceContainerImage')] = None
@@ -132,6 +138,7 @@ class ClusterVirtualImageSpecDataSource(BaseModel):
 
 class ClusterVirtualImageSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     data_source: Annotated[ClusterVirtualImageSpecDataSource, Field(alias='dataSource', title='ClusterVirtualImageSpecDataSource')]
@@ -148,6 +155,7 @@ class ClusterVirtualImageStatusConditionsItemStatus(StrEnum):
 
 class ClusterVirtualImageStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -178,6 +186,7 @@ class ClusterVirtualImageStatusConditionsItem(BaseModel):
 
 class ClusterVirtualImageStatusDownloadSpeed(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     avg: str | None = None
@@ -200,6 +209,7 @@ class ClusterVirtualImageStatusDownloadSpeed(BaseModel):
 
 class ClusterVirtualImageStatusImageUploadURLs(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     external: str | None = None
@@ -224,6 +234,7 @@ class ClusterVirtualImageStatusPhase(StrEnum):
 
 class ClusterVirtualImageStatusSize(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     stored: str | None = None
@@ -246,6 +257,7 @@ class ClusterVirtualImageStatusSize(BaseModel):
 
 class ClusterVirtualImageStatusTarget(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     registry_url: Annotated[str | None, Field(alias='registryURL')] = None
@@ -256,6 +268,7 @@ class ClusterVirtualImageStatusTarget(BaseModel):
 
 class ClusterVirtualImageStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     cdrom: bool | None = None
@@ -315,6 +328,7 @@ class ClusterVirtualImageStatus(BaseModel):
 
 class ClusterVirtualImage(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class NodeUSBDeviceSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     assigned_namespace: Annotated[str | None, Field(alias='assignedNamespace')] = ''
@@ -19,6 +20,7 @@ class NodeUSBDeviceSpec(BaseModel):
 
 class NodeUSBDeviceStatusAttributes(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     bcd: str | None = None
@@ -87,6 +89,7 @@ class NodeUSBDeviceStatusConditionsItemStatus(StrEnum):
 
 class NodeUSBDeviceStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -117,6 +120,7 @@ class NodeUSBDeviceStatusConditionsItem(BaseModel):
 
 class NodeUSBDeviceStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     attributes: Annotated[NodeUSBDeviceStatusAttributes | None, Field(title='NodeUSBDeviceStatusAttributes')] = None
@@ -139,6 +143,7 @@ class NodeUSBDeviceStatus(BaseModel):
 
 class NodeUSBDevice(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

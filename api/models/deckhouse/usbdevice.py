@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class USBDeviceStatusAttributes(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     bcd: str | None = None
@@ -77,6 +78,7 @@ class USBDeviceStatusConditionsItemStatus(StrEnum):
 
 class USBDeviceStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -107,6 +109,7 @@ class USBDeviceStatusConditionsItem(BaseModel):
 
 class USBDeviceStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     attributes: Annotated[USBDeviceStatusAttributes | None, Field(title='USBDeviceStatusAttributes')] = None
@@ -129,6 +132,7 @@ class USBDeviceStatus(BaseModel):
 
 class USBDevice(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class VirtualDiskSpecDataSourceContainerImageImagePullSecret(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str | None = None
@@ -19,6 +20,7 @@ class VirtualDiskSpecDataSourceContainerImageImagePullSecret(BaseModel):
 
 class VirtualDiskSpecDataSourceContainerImage(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -34,6 +36,7 @@ class VirtualDiskSpecDataSourceContainerImage(BaseModel):
 
 class VirtualDiskSpecDataSourceHttpChecksum(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     md5: Annotated[str | None, Field(max_length=32, min_length=32, pattern='^[0-9a-fA-F]{32}$')] = None
@@ -42,6 +45,7 @@ class VirtualDiskSpecDataSourceHttpChecksum(BaseModel):
 
 class VirtualDiskSpecDataSourceHttp(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -73,6 +77,7 @@ class VirtualDiskSpecDataSourceObjectRefKind(StrEnum):
 
 class VirtualDiskSpecDataSourceObjectRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     kind: Annotated[VirtualDiskSpecDataSourceObjectRefKind, Field(title='VirtualDiskSpecDataSourceObjectRefKind')]
@@ -94,6 +99,7 @@ class VirtualDiskSpecDataSourceType(StrEnum):
 
 class VirtualDiskSpecDataSource(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     container_image: Annotated[VirtualDiskSpecDataSourceContainerImage | None, Field(alias='containerImage', title='VirtualDiskSpecDataSourceContainerImage')] = None
@@ -131,6 +137,7 @@ class Size(RootModel[str]):
 
 class VirtualDiskSpecPersistentVolumeClaim(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     size: int | Size | None = None
@@ -159,6 +166,7 @@ class VirtualDiskSpecPersistentVolumeClaim(BaseModel):
 
 class VirtualDiskSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     data_source: Annotated[VirtualDiskSpecDataSource | None, Field(alias='dataSource', title='VirtualDiskSpecDataSource')] = None
@@ -170,6 +178,7 @@ class VirtualDiskSpec(BaseModel):
 
 class VirtualDiskStatusAttachedToVirtualMachinesItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     mounted: bool | None = None
@@ -190,6 +199,7 @@ class VirtualDiskStatusConditionsItemStatus(StrEnum):
 
 class VirtualDiskStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -220,6 +230,7 @@ class VirtualDiskStatusConditionsItem(BaseModel):
 
 class VirtualDiskStatusDownloadSpeed(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     avg: str | None = None
@@ -242,6 +253,7 @@ class VirtualDiskStatusDownloadSpeed(BaseModel):
 
 class VirtualDiskStatusImageUploadURLs(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     external: str | None = None
@@ -261,6 +273,7 @@ class VirtualDiskStatusMigrationStateResult(StrEnum):
 
 class VirtualDiskStatusMigrationState(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     end_timestamp: Annotated[str | None, Field(alias='endTimestamp')] = None
@@ -296,6 +309,7 @@ class VirtualDiskStatusPhase(StrEnum):
 
 class VirtualDiskStatusStatsCreationDuration(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     dvcr_provisioning: Annotated[str | None, Field(alias='dvcrProvisioning')] = None
@@ -318,6 +332,7 @@ class VirtualDiskStatusStatsCreationDuration(BaseModel):
 
 class VirtualDiskStatusStats(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     creation_duration: Annotated[VirtualDiskStatusStatsCreationDuration | None, Field(alias='creationDuration', title='VirtualDiskStatusStatsCreationDuration')] = None
@@ -328,6 +343,7 @@ class VirtualDiskStatusStats(BaseModel):
 
 class VirtualDiskStatusTarget(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     persistent_volume_claim_name: Annotated[str | None, Field(alias='persistentVolumeClaimName')] = None
@@ -338,6 +354,7 @@ class VirtualDiskStatusTarget(BaseModel):
 
 class VirtualDiskStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     attached_to_virtual_machines: Annotated[list[VirtualDiskStatusAttachedToVirtualMachinesItem] | None, Field(alias='attachedToVirtualMachines')] = None
@@ -405,6 +422,7 @@ class VirtualDiskStatus(BaseModel):
 
 class VirtualDisk(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

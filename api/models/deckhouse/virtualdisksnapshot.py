@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class VirtualDiskSnapshotSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     required_consistency: Annotated[bool | None, Field(alias='requiredConsistency')] = True
@@ -33,6 +34,7 @@ class VirtualDiskSnapshotStatusConditionsItemStatus(StrEnum):
 
 class VirtualDiskSnapshotStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -71,6 +73,7 @@ class VirtualDiskSnapshotStatusPhase(StrEnum):
 
 class VirtualDiskSnapshotStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     conditions: list[VirtualDiskSnapshotStatusConditionsItem] | None = None
@@ -102,6 +105,7 @@ class VirtualDiskSnapshotStatus(BaseModel):
 
 class VirtualDiskSnapshot(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

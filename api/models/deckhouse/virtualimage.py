@@ -9,6 +9,7 @@ from enum import StrEnum
 
 class VirtualImageSpecDataSourceContainerImageImagePullSecret(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     name: str | None = None
@@ -19,6 +20,7 @@ class VirtualImageSpecDataSourceContainerImageImagePullSecret(BaseModel):
 
 class VirtualImageSpecDataSourceContainerImage(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -34,6 +36,7 @@ class VirtualImageSpecDataSourceContainerImage(BaseModel):
 
 class VirtualImageSpecDataSourceHttpChecksum(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     md5: Annotated[str | None, Field(max_length=32, min_length=32, pattern='^[0-9a-fA-F]{32}$')] = None
@@ -42,6 +45,7 @@ class VirtualImageSpecDataSourceHttpChecksum(BaseModel):
 
 class VirtualImageSpecDataSourceHttp(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     ca_bundle: Annotated[str | None, Field(alias='caBundle')] = None
@@ -74,6 +78,7 @@ class VirtualImageSpecDataSourceObjectRefKind(StrEnum):
 
 class VirtualImageSpecDataSourceObjectRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     kind: Annotated[VirtualImageSpecDataSourceObjectRefKind, Field(title='VirtualImageSpecDataSourceObjectRefKind')]
@@ -95,6 +100,7 @@ class VirtualImageSpecDataSourceType(StrEnum):
 
 class VirtualImageSpecDataSource(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     container_image: Annotated[VirtualImageSpecDataSourceContainerImage | None, Field(alias='containerImage', title='VirtualImageSpecDataSourceContainerImage')] = None
@@ -124,6 +130,7 @@ class VirtualImageSpecDataSource(BaseModel):
 
 class VirtualImageSpecPersistentVolumeClaim(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     storage_class_name: Annotated[str | None, Field(alias='storageClassName')] = None
@@ -141,6 +148,7 @@ class VirtualImageSpecStorage(StrEnum):
 
 class VirtualImageSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     data_source: Annotated[VirtualImageSpecDataSource, Field(alias='dataSource', title='VirtualImageSpecDataSource')]
@@ -165,6 +173,7 @@ class VirtualImageStatusConditionsItemStatus(StrEnum):
 
 class VirtualImageStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -195,6 +204,7 @@ class VirtualImageStatusConditionsItem(BaseModel):
 
 class VirtualImageStatusDownloadSpeed(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     avg: str | None = None
@@ -217,6 +227,7 @@ class VirtualImageStatusDownloadSpeed(BaseModel):
 
 class VirtualImageStatusImageUploadURLs(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     external: str | None = None
@@ -242,6 +253,7 @@ class VirtualImageStatusPhase(StrEnum):
 
 class VirtualImageStatusSize(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     stored: str | None = None
@@ -264,6 +276,7 @@ class VirtualImageStatusSize(BaseModel):
 
 class VirtualImageStatusTarget(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     persistent_volume_claim_name: Annotated[str | None, Field(alias='persistentVolumeClaimName')] = None
@@ -278,6 +291,7 @@ class VirtualImageStatusTarget(BaseModel):
 
 class VirtualImageStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     cdrom: bool | None = None
@@ -338,6 +352,7 @@ class VirtualImageStatus(BaseModel):
 
 class VirtualImage(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

@@ -15,6 +15,7 @@ class VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRefKind(StrEnum):
 
 class VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRef(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     kind: Annotated[VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRefKind | None, Field(title='VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRefKind')] = None
@@ -32,6 +33,7 @@ class VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRef(BaseModel):
 
 class VirtualMachineBlockDeviceAttachmentSpec(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     block_device_ref: Annotated[VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRef, Field(alias='blockDeviceRef', title='VirtualMachineBlockDeviceAttachmentSpecBlockDeviceRef')]
@@ -52,6 +54,7 @@ class VirtualMachineBlockDeviceAttachmentStatusConditionsItemStatus(StrEnum):
 
 class VirtualMachineBlockDeviceAttachmentStatusConditionsItem(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     last_transition_time: Annotated[str | None, Field(alias='lastTransitionTime')] = None
@@ -90,6 +93,7 @@ class VirtualMachineBlockDeviceAttachmentStatusPhase(StrEnum):
 
 class VirtualMachineBlockDeviceAttachmentStatus(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     conditions: list[VirtualMachineBlockDeviceAttachmentStatusConditionsItem] | None = None
@@ -117,6 +121,7 @@ class VirtualMachineBlockDeviceAttachmentStatus(BaseModel):
 
 class VirtualMachineBlockDeviceAttachment(BaseModel):
     model_config = ConfigDict(
+        extra='allow',
         populate_by_name=True,
     )
     api_version: Annotated[str | None, Field(alias='apiVersion')] = None

@@ -25,7 +25,7 @@ def nodes_at(obj: Any, scope: str) -> Iterator[tuple[Mapping[str, Any], str]]:
         name = segment.removesuffix("[]")
         following: list[tuple[Any, str]] = []
         for node, path in found:
-            if not isinstance(node, Mapping) or name not in node:
+            if not _is_object(node) or name not in node:
                 continue
             child, child_path = node[name], f"{path}.{name}" if path else name
             if each:
@@ -35,8 +35,13 @@ def nodes_at(obj: Any, scope: str) -> Iterator[tuple[Mapping[str, Any], str]]:
                 following.append((child, child_path))
         found = following
     for node, path in found:
-        if isinstance(node, Mapping):
+        if _is_object(node):
             yield node, path
+
+
+def _is_object(node: Any) -> bool:
+    # Decoded JSON objects are dicts: test that first, the ABC check is much slower.
+    return type(node) is dict or isinstance(node, Mapping)
 
 
 @cache
@@ -47,7 +52,11 @@ def _rules(kind: str) -> tuple[Rule, ...]:
 def run_rules(kind: str, obj: Any, rules: tuple[Rule, ...] | None = None) -> list[FieldError]:
     """Every error the rule table finds in `obj`, in table order."""
     errors: list[FieldError] = []
+    found: dict[str, list[tuple[Mapping[str, Any], str]]] = {}  # several rules share a scope
     for rule in _rules(kind) if rules is None else rules:
-        for node, path in nodes_at(obj, rule.scope):
+        nodes = found.get(rule.scope)
+        if nodes is None:
+            nodes = found[rule.scope] = list(nodes_at(obj, rule.scope))
+        for node, path in nodes:
             errors += rule.check(node, path)
     return errors

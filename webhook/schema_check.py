@@ -46,14 +46,26 @@ def schema_errors(node: Any, schema: Mapping[str, Any], path: str = "") -> list[
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         for name, value in node.items():
-            if name in properties:
-                errors += schema_errors(value, properties[name], join_path(path, name))
-            elif isinstance(additional, Mapping):
-                errors += schema_errors(value, additional, join_path(path, str(name)))
+            child = properties.get(name)
+            if child is None and isinstance(additional, Mapping):
+                child = additional
+            if child is not None and not _plainly_valid(value, child):
+                errors += schema_errors(value, child, join_path(path, str(name)))
     elif isinstance(node, list) and isinstance(schema.get("items"), Mapping):
         for index, item in enumerate(node):
-            errors += schema_errors(item, schema["items"], join_path(path, index))
+            if not _plainly_valid(item, schema["items"]):
+                errors += schema_errors(item, schema["items"], join_path(path, index))
     return errors
+
+
+# Leaves that need no walk: most of an object. Skipping them also skips building their
+# field paths, which only an error needs.
+_PLAIN_LEAVES = {"string": str, "integer": int, "boolean": bool}
+
+
+def _plainly_valid(node: Any, schema: Mapping[str, Any]) -> bool:
+    leaf = _PLAIN_LEAVES.get(schema.get("type", ""))
+    return leaf is not None and type(node) is leaf and "enum" not in schema
 
 
 def _type_error(node: Any, schema: Mapping[str, Any], path: str) -> FieldError:

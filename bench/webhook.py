@@ -11,11 +11,11 @@ Targets at 10 connections: throughput at least 0.8 of the echo's, p99 under 5 ms
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +26,10 @@ from fastapi import Request, Response
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTIONS = (1, 10, 50)
-SECONDS = 5
+SECONDS = 2
+# Short points in interleaved rounds: each ratio compares endpoints measured seconds apart,
+# so a noisy neighbour slows both sides of it; the table reports medians over rounds.
+ROUNDS = 5
 ECHO = "/bench-echo"
 VALIDATE = "/validate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
 MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
@@ -93,8 +96,7 @@ def serve(cert_dir: Path, port: int) -> None:
     from webhook.admission import Admission
     from webhook.app import create_app
     from webhook.schemas import crd_schema
-    from webhook.server import bind, tls_context
-    from webhook.server import serve as serve_app
+    from webhook.server import bind, run, tls_context
 
     app = create_app(Admission(crd_schema, None))
 
@@ -107,12 +109,8 @@ def serve(cert_dir: Path, port: int) -> None:
         }
         return Response(json.dumps(answer), media_type="application/json")
 
-    app.add_api_route(ECHO, echo, methods=["POST"])
-    asyncio.run(
-        serve_app(
-            app, bind("127.0.0.1", port), tls_context(cert_dir), lambda: print("ready", flush=True)
-        )
-    )
+    app.router.add_route(ECHO, echo, methods=["POST"])  # mounted as the admission paths are
+    run(app, bind("127.0.0.1", port), tls_context(cert_dir), lambda: print("ready", flush=True))
 
 
 def _wrk(url: str, body_file: Path, connections: int) -> tuple[float, float]:
@@ -165,35 +163,46 @@ def main() -> str:
                 bodies[name].write_text(json.dumps(review))
             paths = {"echo": ECHO, "validate": VALIDATE, "mutate": MUTATE}
             base = f"https://127.0.0.1:{port}"
-            results: dict[tuple[str, int], tuple[float, float]] = {}
-            for connections in CONNECTIONS:
-                for name, path in paths.items():
-                    results[(name, connections)] = _wrk(base + path, bodies[name], connections)
+            rounds: list[dict[tuple[str, int], tuple[float, float]]] = []
+            for _ in range(ROUNDS):
+                rounds.append(
+                    {
+                        (name, connections): _wrk(base + path, bodies[name], connections)
+                        for connections in CONNECTIONS
+                        for name, path in paths.items()
+                    }
+                )
         finally:
             server.terminate()
             server.wait(timeout=10)
-    return _table(results)
+    return _table(rounds)
 
 
-def _table(results: dict[tuple[str, int], tuple[float, float]]) -> str:
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _table(rounds: list[dict[tuple[str, int], tuple[float, float]]]) -> str:
     lines = [
-        f"## webhook (`python -m bench webhook`), wrk over TLS on loopback, {SECONDS} s per point",
+        f"## webhook (`python -m bench webhook`), wrk over TLS on loopback, "
+        f"{ROUNDS} interleaved rounds of {SECONDS} s per point, medians",
         "",
-        "| connections | endpoint | req/s | p99 ms | req/s vs echo |",
+        "| connections | endpoint | req/s | p99 ms | req/s vs echo (same round) |",
         "| ---: | --- | ---: | ---: | ---: |",
     ]
     verdicts = []
     for connections in CONNECTIONS:
-        echo_rps = results[("echo", connections)][0]
         for name in ("echo", "validate", "mutate"):
-            rps, p99 = results[(name, connections)]
-            lines.append(
-                f"| {connections} | {name} | {rps:.0f} | {p99:.2f} | {rps / echo_rps:.2f} |"
+            rps = _median([r[(name, connections)][0] for r in rounds])
+            p99 = _median([r[(name, connections)][1] for r in rounds])
+            ratio = _median(
+                [r[(name, connections)][0] / r[("echo", connections)][0] for r in rounds]
             )
+            lines.append(f"| {connections} | {name} | {rps:.0f} | {p99:.2f} | {ratio:.2f} |")
             if connections == 10 and name != "echo":
-                ok = rps / echo_rps >= TARGET_RATIO and p99 < TARGET_P99_MS
+                ok = ratio >= TARGET_RATIO and p99 < TARGET_P99_MS
                 verdicts.append(
-                    f"{name} at 10 connections: {rps / echo_rps:.2f} of echo, p99 {p99:.2f} ms: "
+                    f"{name} at 10 connections: {ratio:.2f} of echo, p99 {p99:.2f} ms: "
                     f"{'meets' if ok else 'MISSES'} the target "
                     f"(>= {TARGET_RATIO}, < {TARGET_P99_MS} ms)"
                 )

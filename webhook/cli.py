@@ -8,7 +8,6 @@ carries one warning that the cross-object checks were skipped.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import ssl
@@ -20,7 +19,8 @@ from webhook.app import create_app
 from webhook.cache import ClusterCache
 from webhook.clusterview import ClusterView
 from webhook.schemas import crd_schema
-from webhook.server import bind, serve, tls_context
+from webhook.server import bind, tls_context
+from webhook.server import run as run_server
 
 __all__ = ["configure", "run"]
 
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"virtualtarget webhook: serving https://{host}:{port} ({mode})", flush=True)
 
     try:
-        asyncio.run(serve(app, sock, context, started))
+        run_server(app, sock, context, started)
     except KeyboardInterrupt:
         pass
     finally:

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 
 from certs.reload import serving_context
 
-__all__ = ["bind", "serve", "tls_context"]
+__all__ = ["bind", "run", "serve", "tls_context"]
 
 
 def tls_context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext:
@@ -54,8 +55,15 @@ async def serve(
 ) -> None:
     """Serve until SIGINT/SIGTERM; `on_started` runs once the server accepts connections."""
     host, port = sock.getsockname()[:2]
+    # httptools parses HTTP in C: about half of a request's server time went to h11.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        app,
+        host=host,
+        port=port,
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
     )
     config.load()
     config.ssl = context
@@ -66,3 +74,13 @@ async def serve(
     if server.started:
         on_started()
     await task
+
+
+def run(
+    app: FastAPI,
+    sock: socket.socket,
+    context: ssl.SSLContext,
+    on_started: Callable[[], None] = lambda: None,
+) -> None:
+    """`serve` on a uvloop event loop (libuv: cheaper socket and TLS handling)."""
+    uvloop.run(serve(app, sock, context, on_started))

@@ -60,11 +60,24 @@ def _documents(path: Path) -> Iterator[Mapping[str, Any]]:
             yield document
 
 
+class ManifestError(Exception):
+    """A file that cannot be read as manifests; the message names file and line."""
+
+
 def _load(files: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     loaded = []
     for path in files:
-        for document in _documents(path):
-            loaded.append((path, dict(document)))
+        try:
+            for document in _documents(path):
+                loaded.append((path, dict(document)))
+        except OSError as exc:
+            raise ManifestError(f"{path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            raise ManifestError(
+                f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}"
+            ) from None
     return loaded
 
 
@@ -109,7 +122,7 @@ async def _check(objects: list[tuple[Path, dict[str, Any]]], namespace: str, qui
                 print(f"{where}: {error}", file=sys.stderr)
             if not outcome.errors:
                 print(f"{where}: {outcome.message}", file=sys.stderr)
-    if not quiet:
+    if not quiet and not denied:  # all or nothing, as an apply would be
         yaml.safe_dump_all([obj for _, obj in results], sys.stdout, sort_keys=False)
     if denied:
         print(f"{denied} object(s) denied", file=sys.stderr)
@@ -119,16 +132,8 @@ async def _check(objects: list[tuple[Path, dict[str, Any]]], namespace: str, qui
 def run(args: argparse.Namespace) -> int:
     try:
         objects = _load(args.files)
-    except OSError as exc:
-        print(f"virtualtarget validate: {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        print(
-            f"virtualtarget validate: not valid YAML{where}: {getattr(exc, 'problem', exc)}",
-            file=sys.stderr,
-        )
+    except ManifestError as exc:
+        print(f"virtualtarget validate: {exc}", file=sys.stderr)
         return 2
     if not any(obj.get("kind") in KINDS for _, obj in objects):
         print(f"virtualtarget validate: no {', '.join(KINDS)} in the given files", file=sys.stderr)

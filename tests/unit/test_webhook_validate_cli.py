@@ -59,3 +59,22 @@ def test_unreadable_input_is_one_line_and_exit_2(
     assert main(["validate", "-f", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("virtualtarget validate: ") for line in err)
+    assert err[0].startswith(f"virtualtarget validate: {tmp_path / 'missing.yaml'}: ")
+    assert err[1].startswith(f"virtualtarget validate: {bad}:2: not valid YAML: ")
+
+
+def test_denied_manifests_print_no_defaulted_objects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    invalid = EXAMPLES / "invalid" / "exporterset-min-replicas-above-max.yaml"
+    assert (
+        main(["validate", "-f", str(EXAMPLES / "virtualtargetclass-qemu.yaml"), "-f", str(invalid)])
+        == 1
+    )
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        f"{invalid}: ExporterSet/exporterset-min-replicas-above-max: spec.minReplicas: "
+        "Invalid value: 5: must be less than or equal to spec.maxReplicas (4)",
+        "1 object(s) denied",
+    ]

@@ -212,7 +212,11 @@ class ControlPlane:
         )
 
     def _write_kubeconfig(self) -> None:
-        self.kubeconfig.write_text(
+        self.write_kubeconfig(self.kubeconfig, ADMIN_USER, self.token)
+
+    def write_kubeconfig(self, path: Path, user: str, token: str) -> Path:
+        """A kubeconfig for this apiserver that authenticates `user` with a bearer token."""
+        path.write_text(
             "apiVersion: v1\n"
             "kind: Config\n"
             "clusters:\n"
@@ -221,17 +225,26 @@ class ControlPlane:
             f"    server: {self.server}\n"
             f"    certificate-authority: {self.ca_file}\n"
             "users:\n"
-            f"- name: {ADMIN_USER}\n"
+            f"- name: {user}\n"
             "  user:\n"
-            f"    token: {self.token}\n"
+            f"    token: {token}\n"
             "contexts:\n"
             "- name: loopback\n"
             "  context:\n"
             "    cluster: loopback\n"
-            f"    user: {ADMIN_USER}\n"
+            f"    user: {user}\n"
             "current-context: loopback\n"
         )
-        self.kubeconfig.chmod(0o600)
+        path.chmod(0o600)
+        return path
+
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path) -> Path:
+        """A kubeconfig acting as a ServiceAccount, with a token from the TokenRequest API,
+        so a test runs the product with exactly the permissions its RBAC grants."""
+        token = self.kubectl("create", "token", name, "-n", namespace, "--duration=1h")
+        return self.write_kubeconfig(
+            path, f"system:serviceaccount:{namespace}:{name}", token.stdout.strip()
+        )
 
     def stop(self) -> None:
         """Stop both processes by their ids (apiserver first), then close the logs."""

@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     def request_stop(signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with (
             running_control_plane(workdir / "control-plane") as plane,
@@ -81,4 +80,7 @@ def run(args: argparse.Namespace) -> int:
     except ControlPlaneError as error:
         print(f"virtualtarget dev: {error}", file=sys.stderr)
         return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0

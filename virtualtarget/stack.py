@@ -25,17 +25,22 @@ from typing import IO
 
 from certs.authority import CertificateSet, ensure_certificates
 from virtualtarget.controlplane import ControlPlane, ControlPlaneError, free_port
+from virtualtarget.deploy_render import (
+    WEBHOOK_CONFIGURATION_KINDS,
+    WEBHOOK_NAMESPACE,
+    WEBHOOK_SERVICE,
+    render_overlay,
+)
 
 __all__ = [
-    "WEBHOOK_CONFIGURATION_KINDS",
     "ChildProcess",
     "WebhookServer",
     "register_webhooks",
     "running_reconciler",
     "running_webhook",
+    "unregister_webhooks",
 ]
 
-WEBHOOK_CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 START_TIMEOUT_S = 30.0
 
@@ -108,10 +113,11 @@ def _wait_healthy(server: WebhookServer) -> None:
 
 
 @contextlib.contextmanager
-def running_webhook(plane: ControlPlane, workdir: Path) -> Iterator[WebhookServer]:
-    """Serve the webhook on a free loopback port with certificates kept in `workdir`."""
-    from virtualtarget.deploy_render import WEBHOOK_NAMESPACE, WEBHOOK_SERVICE
-
+def running_webhook(
+    plane: ControlPlane, workdir: Path, *, kubeconfig: Path | None = None
+) -> Iterator[WebhookServer]:
+    """Serve the webhook on a free loopback port with certificates kept in `workdir`,
+    acting as the admin unless another `kubeconfig` is given."""
     certificates = ensure_certificates(
         workdir / "certs", WEBHOOK_SERVICE, WEBHOOK_NAMESPACE, LOOPBACK_HOSTS
     )
@@ -123,7 +129,7 @@ def running_webhook(plane: ControlPlane, workdir: Path) -> Iterator[WebhookServe
             f"--cert-dir={certificates.directory}",
             "--host=127.0.0.1",
             f"--port={port}",
-            f"--kubeconfig={plane.kubeconfig}",
+            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
         ],
         workdir,
     )
@@ -137,8 +143,6 @@ def running_webhook(plane: ControlPlane, workdir: Path) -> Iterator[WebhookServe
 
 def register_webhooks(plane: ControlPlane, server: WebhookServer) -> None:
     """Apply the rendered webhook configurations, pointed at the loopback server."""
-    from virtualtarget.deploy_render import render_overlay
-
     objects = render_overlay(
         "self-signed", webhook_url=server.url, ca_bundle=server.certificates.ca_pem
     )
@@ -150,18 +154,62 @@ def register_webhooks(plane: ControlPlane, server: WebhookServer) -> None:
         )
     document = {"apiVersion": "v1", "kind": "List", "items": configurations}
     plane.kubectl("apply", "-f", "-", input=json.dumps(document))
+    _wait_until_called(plane)
+
+
+def _wait_until_called(plane: ControlPlane) -> None:
+    """Registration reaches the apiserver's admission chain asynchronously: wait until a
+    dry-run create comes back with the webhook's warning about a class that is absent."""
+    probe = {
+        "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+        "kind": "ExporterSet",
+        "metadata": {"name": "registration-probe", "namespace": "default"},
+        "spec": {
+            "virtualTargetClassName": "registration-probe-absent-class",
+            "selector": {"matchLabels": {"probe": "registration"}},
+        },
+    }
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        result = plane.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False
+        )
+        if "registration-probe-absent-class" in result.stderr:
+            return
+        time.sleep(0.2)
+    raise ControlPlaneError(
+        f"the apiserver did not call the registered webhook within {START_TIMEOUT_S:.0f}s"
+    )
+
+
+def unregister_webhooks(plane: ControlPlane) -> None:
+    """Remove the webhook configurations: a registered webhook that no longer answers
+    would fail every later request (failurePolicy Fail)."""
+    plane.kubectl(
+        "delete",
+        "mutatingwebhookconfigurations,validatingwebhookconfigurations",
+        "-l",
+        "app.kubernetes.io/part-of=virtualtarget",
+        "--ignore-not-found",
+    )
 
 
 @contextlib.contextmanager
 def running_reconciler(
-    plane: ControlPlane, workdir: Path, *, name: str = "reconciler", extra: Sequence[str] = ()
+    plane: ControlPlane,
+    workdir: Path,
+    *,
+    name: str = "reconciler",
+    kubeconfig: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[ChildProcess]:
-    """Run `virtualtarget reconcile` against the loopback control plane."""
+    """Run `virtualtarget reconcile` against the loopback control plane (as the admin
+    unless another `kubeconfig` is given)."""
     process = ChildProcess.start(
         name,
         [
             "reconcile",
-            f"--kubeconfig={plane.kubeconfig}",
+            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
             "--provisioner=qemu.jumpstarter.dev",
             *extra,
         ],

@@ -8,7 +8,6 @@ warning is pinned here.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,12 @@ import pytest
 import yaml
 
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane
-from virtualtarget.stack import WebhookServer, register_webhooks, running_webhook
+from virtualtarget.stack import (
+    WebhookServer,
+    register_webhooks,
+    running_webhook,
+    unregister_webhooks,
+)
 
 EXAMPLES = REPO_ROOT / "examples"
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
@@ -29,27 +33,8 @@ def webhook(
 ) -> Iterator[WebhookServer]:
     with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as server:
         register_webhooks(control_plane, server)
-        _wait_until_called(control_plane)
         yield server
-    # Later modules share this apiserver: a registered webhook that no longer answers
-    # would fail every request (failurePolicy Fail).
-    control_plane.kubectl(
-        "delete", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "--all"
-    )
-
-
-def _wait_until_called(plane: ControlPlane) -> None:
-    """Registration reaches the apiserver's admission chain asynchronously; wait for it."""
-    probe = _exporter_set("probe", "default", class_name="absent-class")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        result = plane.kubectl(
-            "create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False
-        )
-        if "absent-class" in result.stderr:
-            return
-        time.sleep(0.2)
-    raise AssertionError("the apiserver never called the registered webhook")
+        unregister_webhooks(control_plane)
 
 
 def _exporter_set(name: str, namespace: str, *, class_name: str, **spec: Any) -> dict[str, Any]:

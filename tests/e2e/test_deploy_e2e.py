@@ -1,0 +1,139 @@
+"""The rendered install meets kube-apiserver, and each component does its job with exactly
+the permissions its generated RBAC grants.
+
+The webhook and the reconciler run here with ServiceAccount tokens (TokenRequest API) of
+the accounts in `deploy/`, not as the admin: a call missing from an `ACCESS` table, and so
+from the generated ClusterRoles, fails these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from virtualtarget.controlplane import ControlPlane
+from virtualtarget.deploy_render import (
+    WEBHOOK_CONFIGURATION_KINDS,
+    WEBHOOK_NAMESPACE,
+    render_overlay,
+)
+from virtualtarget.stack import (
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+    unregister_webhooks,
+)
+
+GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """Everything the self-signed overlay installs, but the webhook configurations (their
+    Service has no endpoints here) which are only dry-run; no controller runs the
+    Deployments."""
+    objects = render_overlay("self-signed")
+    configurations = [o for o in objects if o["kind"] in WEBHOOK_CONFIGURATION_KINDS]
+    rest = [o for o in objects if o["kind"] not in WEBHOOK_CONFIGURATION_KINDS]
+    apply = ("apply", "--server-side", "--force-conflicts", "-f", "-")
+    control_plane.kubectl(*apply, input=_as_list(rest))
+    dry_run = control_plane.kubectl(
+        *apply, "--dry-run=server", input=_as_list(configurations), check=False
+    )
+    assert dry_run.returncode == 0, dry_run.stderr
+    yield control_plane
+
+
+def _as_list(objects: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+
+def _wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _apply(plane: ControlPlane, *objects: dict[str, Any]) -> None:
+    plane.kubectl("apply", "-f", "-", input=_as_list(list(objects)))
+
+
+def _pool(namespace: str, name: str, **spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    vtc = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "VirtualTargetClass",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"provisioner": "qemu.jumpstarter.dev"},
+    }
+    exs = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "ExporterSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "virtualTargetClassName": name,
+            "selector": {"matchLabels": {"pool": name}},
+            "template": {"metadata": {"labels": {"pool": name}}},
+            **spec,
+        },
+    }
+    return vtc, exs
+
+
+def test_reconciler_works_with_its_service_account(
+    installed: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = installed.service_account_kubeconfig(
+        WEBHOOK_NAMESPACE, "virtualtarget-reconciler", tmp_path / "reconciler.kubeconfig"
+    )
+    _apply(installed, *_pool(namespace, "rbac", minReplicas=2, minAvailableReplicas=1))
+    with running_reconciler(
+        installed,
+        tmp_path,
+        kubeconfig=kubeconfig,
+        extra=[f"--leader-election-namespace={WEBHOOK_NAMESPACE}"],
+    ) as reconciler:
+
+        def status() -> Any:
+            reconciler.check_alive()
+            out = installed.kubectl("get", "exporterset", "rbac", "-n", namespace, "-o", "json")
+            return json.loads(out.stdout).get("status", {}).get("replicas") == 2
+
+        _wait_for("the pool's status", status)
+        exporters = json.loads(
+            installed.kubectl("get", "exporters,pods", "-n", namespace, "-o", "json").stdout
+        )["items"]
+        assert sorted(o["kind"] for o in exporters) == ["Exporter", "Exporter", "Pod", "Pod"]
+        log = reconciler.log_tail(200)
+    assert "forbidden" not in log.lower(), log
+
+
+def test_webhook_works_with_its_service_account(
+    installed: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = installed.service_account_kubeconfig(
+        WEBHOOK_NAMESPACE, "virtualtarget-webhook", tmp_path / "webhook.kubeconfig"
+    )
+    _apply(installed, *_pool(namespace, "guarded"))
+    with running_webhook(installed, tmp_path, kubeconfig=kubeconfig) as server:
+        register_webhooks(installed, server)
+        try:
+            result = installed.kubectl(
+                "delete", "virtualtargetclass", "guarded", "-n", namespace, check=False
+            )
+        finally:
+            unregister_webhooks(installed)
+        log = server.process.log_tail(200)
+    assert result.stderr == (
+        'The VirtualTargetClass "guarded" is invalid: metadata.name: Forbidden: '
+        "VirtualTargetClass is in use by ExporterSets guarded; delete or move them first\n"
+    )
+    assert "forbidden" not in log.lower(), log

@@ -16,6 +16,7 @@ __all__ = [
     "ACCESS",
     "CLASSES",
     "ELECTION_LEASES",
+    "EVENTS",
     "EXPORTERS",
     "EXPORTERSETS",
     "JUMPSTARTER_LEASES",
@@ -59,6 +60,7 @@ EXPORTERS = Resource("jumpstarter.dev", "v1alpha1", "exporters", "Exporter")
 JUMPSTARTER_LEASES = Resource("jumpstarter.dev", "v1alpha1", "leases", "Lease")
 PODS = Resource("", "v1", "pods", "Pod")
 ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 
 _READ = ("get", "list", "watch")
 
@@ -73,6 +75,8 @@ ACCESS: tuple[Permission, ...] = (
     Permission(JUMPSTARTER_LEASES.group, "leases", _READ),
     # the workload of each instance
     Permission(PODS.group, "pods", (*_READ, "create", "patch", "delete")),
+    # what it did to a pool, for `kubectl describe`
+    Permission(EVENTS.group, "events", ("create",)),
     # leader election, in the reconciler's own namespace only
     Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
 )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from reconciler.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
 from reconciler.actions import (
     Action,
     CreateExporter,
@@ -32,6 +32,7 @@ from reconciler.actions import (
     SetSurplusSince,
 )
 from reconciler.adapt import controller_of, lease_view
+from reconciler.events import build_event
 from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
 from reconciler.kube import ApiError, Kube
 from reconciler.provisioners.base import Provisioner
@@ -70,6 +71,7 @@ class Executor:
                 exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
                 if exporter is not None and controller_of(exporter) == self._set_uid:
                     self._create_pod(exporter)
+                    self._event("InstanceCreated", "Create", f"created Exporter {name}", exporter)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
@@ -84,9 +86,17 @@ class Executor:
                     uid = (exporter.get("metadata") or {}).get("uid")
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
                     self._write(lambda: self.kube.delete(PODS, self.namespace, name))
+                    self._event("InstanceRemoved", "Delete", f"removed Exporter {name}", exporter)
             case Retain(name):
                 if self._fence_and_check(name, True):
                     self._detach(name)
+                    self._event(
+                        "InstanceRetained",
+                        "Retain",
+                        f"detached Exporter {name} from the pool for debugging "
+                        "(reclaimPolicy Retain)",
+                        self.cached_exporter(name),
+                    )
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
@@ -116,6 +126,21 @@ class Executor:
     def _write(self, call: Callable[[], Any]) -> Any:
         self.writes += 1
         return call()
+
+    def _event(self, reason: str, action: str, note: str, related: Obj | None) -> None:
+        """Best effort: a pool's step is done whether or not its Event could be written."""
+        event = build_event(
+            self.exporter_set,
+            reason=reason,
+            action=action,
+            note=note,
+            now=self.now,
+            related=related or None,
+        )
+        try:
+            self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
+        except Exception as exc:  # an event must never fail a reconcile
+            log.warning("%s/%s: event %s not written: %s", self.namespace, self._name, reason, exc)
 
     def _create(self, resource: Any, body: Obj) -> Obj | None:
         """Create, or return the existing object of that name ("already exists")."""
@@ -178,6 +203,9 @@ class Executor:
             log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
             unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
             self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
+            self._event(
+                "FenceLifted", "Keep", f"kept Exporter {name}: a Lease took it first", exporter
+            )
             return False
         return True
 

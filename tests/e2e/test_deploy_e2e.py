@@ -112,6 +112,15 @@ def test_reconciler_works_with_its_service_account(
             installed.kubectl("get", "exporters,pods", "-n", namespace, "-o", "json").stdout
         )["items"]
         assert sorted(o["kind"] for o in exporters) == ["Exporter", "Exporter", "Pod", "Pod"]
+        events = json.loads(
+            installed.kubectl("get", "events.events.k8s.io", "-n", namespace, "-o", "json").stdout
+        )["items"]
+        created = sorted(
+            e["related"]["name"]
+            for e in events
+            if e["reason"] == "InstanceCreated" and e["regarding"]["name"] == "rbac"
+        )
+        assert created == ["rbac-0", "rbac-1"]
         log = reconciler.log_tail(200)
     assert "forbidden" not in log.lower(), log
 

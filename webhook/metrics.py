@@ -16,6 +16,7 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 class Metrics:
     def __init__(self) -> None:
+        self._by_labels: dict[tuple[str, str, str], tuple[Counter, Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "virtualtarget_webhook_requests_total",
@@ -46,10 +47,25 @@ class Metrics:
     def record(
         self, kind: str, operation: str, endpoint: str, allowed: bool, seconds: float
     ) -> None:
-        self.requests.labels(kind, operation, endpoint).inc()
+        requests, denials, latency = self._children(kind, operation, endpoint)
+        requests.inc()
         if not allowed:
-            self.denials.labels(kind, operation, endpoint).inc()
-        self.latency.labels(kind, operation, endpoint).observe(seconds)
+            denials.inc()
+        latency.observe(seconds)
+
+    def _children(
+        self, kind: str, operation: str, endpoint: str
+    ) -> tuple[Counter, Counter, Histogram]:
+        # labels() takes a lock and builds a key on every call; the label sets are few.
+        key = (kind, operation, endpoint)
+        children = self._by_labels.get(key)
+        if children is None:
+            children = self._by_labels[key] = (
+                self.requests.labels(*key),
+                self.denials.labels(*key),
+                self.latency.labels(*key),
+            )
+        return children
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

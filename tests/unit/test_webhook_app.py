@@ -237,3 +237,12 @@ def test_malformed_reviews_never_produce_a_500(body: Any, path: str) -> None:
 @given(body=JSON, path=st.sampled_from([e.path for e in ENDPOINTS]))
 def test_arbitrary_json_bodies_are_answered_400(body: Any, path: str) -> None:
     assert call(path, body).status_code == 400
+
+
+def test_timeout_is_read_from_the_raw_query() -> None:
+    from webhook.app import _timeout
+
+    assert _timeout(b"timeout=10s") == "10s"
+    assert _timeout(b"dryRun=All&timeout=2s") == "2s"
+    assert _timeout(b"timeouts=1s") is None
+    assert _timeout(b"") is None

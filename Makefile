@@ -38,13 +38,24 @@ docs: $(STAMP)
 ## kube-apiserver, etcd and kubectl, built from Go modules into $(BIN) (first build: minutes).
 control-plane: $(CP_BINARIES)
 
+CP_PACKAGES := ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+CP_LOG      := $(BIN)/build.log
+
+# go build -v names each package as it compiles: every 200th is shown as progress, the
+# whole output goes to $(CP_LOG), and a failure shows its last lines and the command.
 $(CP_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see README)"; exit 1; }
-	@echo "control-plane: building kube-apiserver, etcd and kubectl from Go modules into $(BIN)/ (the first build takes 10-20 minutes on 2 cores)"
+	@echo "control-plane: building kube-apiserver, etcd and kubectl from Go modules into $(BIN)/ (first build: about 7 minutes on 2 cores)"
 	@mkdir -p $(BIN)
-	cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl 2>&1 \
-		| awk '{ n++ } n % 200 == 0 { printf "control-plane: %d packages compiled (last: %s)\n", n, $$0; fflush() } END { printf "control-plane: %d packages compiled\n", n }'
-	@for b in $(CP_BINARIES); do test -x $$b || { echo "control-plane: build failed, $$b missing; run: cd $(CP_MODULE) && go build -o $(abspath $(BIN))/ ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl"; exit 1; }; done
+	@cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ $(CP_PACKAGES) > $(abspath $(CP_LOG)) 2>&1 & \
+	pid=$$!; i=0; while kill -0 $$pid 2>/dev/null; do sleep 2; i=$$((i + 1)); \
+		if [ $$((i % 15)) -eq 0 ]; then echo "control-plane: $$(wc -l < $(CP_LOG)) packages compiled so far"; fi; done; \
+	if ! wait $$pid; then \
+		tail -n 20 $(CP_LOG); \
+		echo "control-plane: build failed (full log: $(CP_LOG)); run: cd $(CP_MODULE) && go build -o $(abspath $(BIN))/ $(CP_PACKAGES)"; \
+		rm -f $(CP_BINARIES); exit 1; \
+	fi
+	@touch $(CP_BINARIES)
 	@echo "control-plane: ready in $(BIN)/"
 
 ## Unit, property and end-to-end tests.

@@ -91,7 +91,7 @@ def _review(defaulted: bool) -> dict[str, Any]:
     }
 
 
-def serve(cert_dir: Path, port: int) -> None:
+def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
     """The server under test: the webhook app plus the echo route, same uvicorn settings."""
     from webhook.admission import Admission
     from webhook.app import create_app
@@ -110,7 +110,13 @@ def serve(cert_dir: Path, port: int) -> None:
         return Response(json.dumps(answer), media_type="application/json")
 
     app.router.add_route(ECHO, echo, methods=["POST"])  # mounted as the admission paths are
-    run(app, bind("127.0.0.1", port), tls_context(cert_dir), lambda: print("ready", flush=True))
+    run(
+        app,
+        bind("127.0.0.1", port),
+        tls_context(cert_dir),
+        lambda: print("ready", flush=True),
+        fast=fast,
+    )
 
 
 def _wrk(url: str, body_file: Path, connections: int) -> tuple[float, float]:
@@ -134,57 +140,68 @@ def _wrk(url: str, body_file: Path, connections: int) -> tuple[float, float]:
     return rps, p99_ms
 
 
+# The product's server, and uvicorn's pure-Python defaults for comparison.
+STACKS = {"httptools on uvloop": [], "h11 on asyncio": ["h11"]}
+
+
 def main() -> str:
     if shutil.which("wrk") is None:
         return "webhook: wrk not found; install it with `apt-get install -y wrk`"
     from certs.authority import ensure_certificates
 
+    tables = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         certs = ensure_certificates(work / "certs", "bench", "bench", ("127.0.0.1",))
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        server = subprocess.Popen(
-            [sys.executable, "-m", "bench.webhook", str(certs.directory), str(port)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-            bodies = {}
-            for name, review in (
-                ("echo", _review(True)),
-                ("validate", _review(True)),
-                ("mutate", _review(False)),
-            ):
-                bodies[name] = work / f"{name}.json"
-                bodies[name].write_text(json.dumps(review))
-            paths = {"echo": ECHO, "validate": VALIDATE, "mutate": MUTATE}
-            base = f"https://127.0.0.1:{port}"
-            rounds: list[dict[tuple[str, int], tuple[float, float]]] = []
-            for _ in range(ROUNDS):
-                rounds.append(
-                    {
-                        (name, connections): _wrk(base + path, bodies[name], connections)
-                        for connections in CONNECTIONS
-                        for name, path in paths.items()
-                    }
-                )
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-    return _table(rounds)
+        bodies = {}
+        for name, review in (
+            ("echo", _review(True)),
+            ("validate", _review(True)),
+            ("mutate", _review(False)),
+        ):
+            bodies[name] = work / f"{name}.json"
+            bodies[name].write_text(json.dumps(review))
+        for stack, extra in STACKS.items():
+            tables.append(_table(stack, _measure(certs.directory, bodies, extra)))
+    return "\n\n".join(tables)
+
+
+def _measure(
+    cert_dir: Path, bodies: dict[str, Path], extra: list[str]
+) -> list[dict[tuple[str, int], tuple[float, float]]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.webhook", str(cert_dir), str(port), *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        paths = {"echo": ECHO, "validate": VALIDATE, "mutate": MUTATE}
+        base = f"https://127.0.0.1:{port}"
+        return [
+            {
+                (name, connections): _wrk(base + path, bodies[name], connections)
+                for connections in CONNECTIONS
+                for name, path in paths.items()
+            }
+            for _ in range(ROUNDS)
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def _table(rounds: list[dict[tuple[str, int], tuple[float, float]]]) -> str:
+def _table(stack: str, rounds: list[dict[tuple[str, int], tuple[float, float]]]) -> str:
     lines = [
-        f"## webhook (`python -m bench webhook`), wrk over TLS on loopback, "
+        f"## webhook (`python -m bench webhook`), {stack}: wrk over TLS on loopback, "
         f"{ROUNDS} interleaved rounds of {SECONDS} s per point, medians",
         "",
         "| connections | endpoint | req/s | p99 ms | req/s vs echo (same round) |",
@@ -210,4 +227,4 @@ def _table(rounds: list[dict[tuple[str, int], tuple[float, float]]]) -> str:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), int(sys.argv[2]))
+    serve(Path(sys.argv[1]), int(sys.argv[2]), fast=sys.argv[3:] != ["h11"])

@@ -52,15 +52,17 @@ async def serve(
     sock: socket.socket,
     context: ssl.SSLContext,
     on_started: Callable[[], None] = lambda: None,
+    http: str = "httptools",
 ) -> None:
     """Serve until SIGINT/SIGTERM; `on_started` runs once the server accepts connections."""
     host, port = sock.getsockname()[:2]
-    # httptools parses HTTP in C: about half of a request's server time went to h11.
+    # httptools parses HTTP in C: about half of a request's server time went to h11
+    # (which the benchmark can still select, to compare).
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
-        http="httptools",
+        http=http,
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -81,6 +83,12 @@ def run(
     sock: socket.socket,
     context: ssl.SSLContext,
     on_started: Callable[[], None] = lambda: None,
+    *,
+    fast: bool = True,
 ) -> None:
-    """`serve` on a uvloop event loop (libuv: cheaper socket and TLS handling)."""
-    uvloop.run(serve(app, sock, context, on_started))
+    """`serve` with httptools on a uvloop event loop (libuv: cheaper socket and TLS
+    handling); `fast=False` is uvicorn's pure-Python h11 on asyncio, for comparison."""
+    if fast:
+        uvloop.run(serve(app, sock, context, on_started))
+    else:
+        asyncio.run(serve(app, sock, context, on_started, http="h11"))

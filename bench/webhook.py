@@ -93,12 +93,11 @@ def _review(defaulted: bool) -> dict[str, Any]:
 
 def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
     """The server under test: the webhook app plus the echo route, same uvicorn settings."""
-    from webhook.admission import Admission
     from webhook.app import create_app
-    from webhook.schemas import crd_schema
+    from webhook.cli import server_admission
     from webhook.server import bind, run, tls_context
 
-    app = create_app(Admission(crd_schema, None))
+    app = create_app(server_admission(None))  # as `virtualtarget webhook` builds it
 
     async def echo(request: Request) -> Response:
         review = json.loads(await request.body())

@@ -22,7 +22,7 @@ from webhook.schemas import crd_schema
 from webhook.server import bind, tls_context
 from webhook.server import run as run_server
 
-__all__ = ["configure", "run"]
+__all__ = ["configure", "run", "server_admission"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,12 @@ def _fail(message: str) -> int:
     return 2
 
 
+def server_admission(view: ClusterView | None) -> Admission:
+    """The admission the server runs: behind kube-apiserver, which has checked the CRD
+    schema's types before any validating webhook is called."""
+    return Admission(crd_schema, view, types_checked_upstream=True)
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -97,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     view: ClusterView | None = cache
     if cache is not None:
         cache.start()
-    app = create_app(Admission(crd_schema, view), ready=cache.synced if cache else lambda: True)
+    app = create_app(server_admission(view), ready=cache.synced if cache else lambda: True)
     mode = (
         "cross-object checks via the cluster"
         if cache

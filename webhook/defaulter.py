@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.patch import Edit
@@ -26,9 +27,12 @@ SchemaSource = Callable[[str], Mapping[str, Any]]
 Defaulted = tuple[dict[str, Any], list[Edit]]
 
 
-def default_object(kind: str, obj: Mapping[str, Any], schema_source: SchemaSource) -> Defaulted:
-    """A defaulted deep copy of `obj` and the edits that produced it (empty when complete)."""
-    result: dict[str, Any] = copy.deepcopy(dict(obj))
+def default_object(
+    kind: str, obj: Mapping[str, Any], schema_source: SchemaSource, *, in_place: bool = False
+) -> Defaulted:
+    """A defaulted deep copy of `obj` (or `obj` itself, `in_place`, when the caller owns
+    it) and the edits that produced it (empty when complete)."""
+    result: dict[str, Any] = obj if in_place and isinstance(obj, dict) else copy.deepcopy(dict(obj))
     edits = schema_edits(result, schema_source(kind))
     if kind == "ExporterSet":
         edits += template_label_edits(result)
@@ -38,34 +42,81 @@ def default_object(kind: str, obj: Mapping[str, Any], schema_source: SchemaSourc
 def schema_edits(obj: dict[str, Any], schema: Mapping[str, Any]) -> list[Edit]:
     """Fill schema defaults into `obj` in place; return one edit per filled field."""
     edits: list[Edit] = []
-    _walk(obj, schema, (), edits)
+    plan = _plan(schema)
+    if plan is not None:
+        _walk(obj, plan, (), edits)
     return edits
 
 
-def _walk(
-    node: Any, schema: Mapping[str, Any], path: tuple[str | int, ...], edits: list[Edit] | None
-) -> None:
+@dataclass(frozen=True)
+class _Plan:
+    """The part of a schema node that defaulting needs: its defaulted properties and the
+    children under which some default lives. Subtrees without defaults are never walked."""
+
+    schema: Mapping[str, Any]
+    defaults: tuple[tuple[str, Any, bool], ...]  # (name, default, nullable)
+    properties: dict[str, _Plan]
+    additional: _Plan | None
+    items: _Plan | None
+
+
+# id -> (schema, plan). Keeping the schema alive keeps its id from being reused.
+_PLANS: dict[int, tuple[Mapping[str, Any], _Plan | None]] = {}
+
+
+def _plan(schema: Mapping[str, Any]) -> _Plan | None:
+    """The defaulting plan of `schema`, or None when nothing below it has a default.
+    Cached by identity: the CRD schemas are loaded once and never change."""
+    cached = _PLANS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _PLANS[id(schema)] = (schema, _build_plan(schema))
+    return cached[1]
+
+
+def _build_plan(schema: Mapping[str, Any]) -> _Plan | None:
+    properties = schema.get("properties") or {}
+    children = {name: _plan(child) for name, child in properties.items()}
+    additional = schema.get("additionalProperties")
+    items = schema.get("items")
+    plan = _Plan(
+        schema=schema,
+        defaults=tuple(
+            (name, child["default"], bool(child.get("nullable", False)))
+            for name, child in properties.items()
+            if "default" in child
+        ),
+        properties={name: child for name, child in children.items() if child is not None},
+        additional=_plan(additional) if isinstance(additional, Mapping) else None,
+        items=_plan(items) if isinstance(items, Mapping) else None,
+    )
+    if plan.defaults or plan.properties or plan.additional or plan.items:
+        return plan
+    return None
+
+
+def _walk(node: Any, plan: _Plan, path: tuple[str | int, ...], edits: list[Edit] | None) -> None:
     """Default inside `node`; `edits` is None inside a value that is itself a new edit."""
     if isinstance(node, dict):
-        properties = schema.get("properties") or {}
-        for name, child in properties.items():
-            if "default" not in child:
-                continue
+        for name, default, nullable in plan.defaults:
             absent = name not in node
-            if absent or (node[name] is None and not child.get("nullable", False)):
-                node[name] = copy.deepcopy(child["default"])
+            if absent or (node[name] is None and not nullable):
+                node[name] = copy.deepcopy(default)
                 if edits is not None:
                     edits.append(Edit((*path, name), node[name], replace=not absent))
-                _walk(node[name], child, (*path, name), None)
-        additional = schema.get("additionalProperties")
-        for name, value in node.items():
-            if name in properties:
-                _walk(value, properties[name], (*path, name), edits)
-            elif isinstance(additional, Mapping):
-                _walk(value, additional, (*path, name), edits)
-    elif isinstance(node, list) and isinstance(schema.get("items"), Mapping):
+                child = plan.properties.get(name)
+                if child is not None:
+                    _walk(node[name], child, (*path, name), None)
+        for name, child in plan.properties.items():
+            if name in node:
+                _walk(node[name], child, (*path, name), edits)
+        if plan.additional is not None:
+            known = plan.schema.get("properties") or {}
+            for name, value in node.items():
+                if name not in known:
+                    _walk(value, plan.additional, (*path, name), edits)
+    elif isinstance(node, list) and plan.items is not None:
         for index, item in enumerate(node):
-            _walk(item, schema["items"], (*path, index), edits)
+            _walk(item, plan.items, (*path, index), edits)
 
 
 def template_label_edits(obj: dict[str, Any]) -> list[Edit]:

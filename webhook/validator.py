@@ -33,9 +33,12 @@ def validate_object(
     obj: Mapping[str, Any],
     schema_source: SchemaSource,
     old: Mapping[str, Any] | None = None,
+    *,
+    check_types: bool = True,
 ) -> Verdict:
-    """Every single-object error and warning of `obj` (and of the change from `old`)."""
-    verdict = Verdict(schema_errors(obj, schema_source(kind)))
+    """Every single-object error and warning of `obj` (and of the change from `old`);
+    `check_types=False` when the schema's types are already known to hold."""
+    verdict = Verdict(schema_errors(obj, schema_source(kind)) if check_types else [])
     # A wrong type was reported above; a check that trips over it adds nothing more.
     verdict.errors += _guarded(lambda: run_rules(kind, obj), kind, "rules")
     checks = _KIND_CHECKS.get(kind)

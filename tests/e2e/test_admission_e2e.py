@@ -231,3 +231,17 @@ def test_bad_class_reports_every_field(
         '* spec.scheduling.tolerations[0].effect: Unsupported value: "NoRun": supported values: '
         '"NoSchedule", "PreferNoSchedule", "NoExecute"\n'
     )
+
+
+def test_exporter_enabled_defaults_to_true_and_an_explicit_false_stays(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    fenced = _example(EXAMPLES / "exporter.yaml", namespace)
+    fresh = _example(EXAMPLES / "exporter.yaml", namespace)
+    fresh["metadata"]["name"] = "fresh"
+    del fresh["spec"]["enabled"]
+    result = _apply(control_plane, fenced, fresh)
+    assert result.returncode == 0, result.stderr
+    assert _get(control_plane, "exporter", "fresh", namespace)["spec"]["enabled"] is True
+    name = fenced["metadata"]["name"]
+    assert _get(control_plane, "exporter", name, namespace)["spec"]["enabled"] is False

@@ -39,10 +39,11 @@ def object_name(request: AdmissionRequest) -> str:
 class Admission:
     schema_source: SchemaSource
     view: ClusterView | None = None
-    # kube-apiserver validates an object against its CRD schema (types, enums, CEL) before
-    # it calls validating webhooks; behind it, walking the schema again is work done
-    # twice. Offline validation has no apiserver in front and keeps the walk.
-    types_checked_upstream: bool = False
+    # kube-apiserver validates an object against its CRD schema (types, enums, and the
+    # rule table as CEL) before it calls validating webhooks; behind it, checking those
+    # again is work done twice. Offline validation has no apiserver in front: it keeps
+    # both.
+    schema_enforced_upstream: bool = False
 
     async def review(self, endpoint: Endpoint, request: AdmissionRequest, budget: float) -> Outcome:
         served = endpoint.kind
@@ -92,7 +93,7 @@ class Admission:
             request.object,
             self.schema_source,
             old,
-            check_types=not self.types_checked_upstream,
+            check_schema=not self.schema_enforced_upstream,
         )
         if kind != "ExporterSet":
             return Outcome(verdict.errors, verdict.warnings)

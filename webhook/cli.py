@@ -78,8 +78,8 @@ def _fail(message: str) -> int:
 
 def server_admission(view: ClusterView | None) -> Admission:
     """The admission the server runs: behind kube-apiserver, which has checked the CRD
-    schema's types before any validating webhook is called."""
-    return Admission(crd_schema, view, types_checked_upstream=True)
+    schema (types and the rule table's CEL) before any validating webhook is called."""
+    return Admission(crd_schema, view, schema_enforced_upstream=True)
 
 
 def run(args: argparse.Namespace) -> int:

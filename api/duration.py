@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 __all__ = ["UNIT_NANOSECONDS", "parse_go_duration", "parse_go_duration_ns"]
 
@@ -27,6 +28,7 @@ _TERM = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _MAX_NS = 2**63 - 1
 
 
+@lru_cache(maxsize=4096)  # names and labels repeat across reviews
 def parse_go_duration_ns(text: str) -> int:
     """Nanoseconds of a Go duration; ValueError with the reason when it is not one."""
     rest = text

@@ -7,6 +7,7 @@ of a pool; the webhook refuses it at admission instead. No I/O.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["PULL_POLICIES", "image_reference_errors"]
 
@@ -24,20 +25,21 @@ _REFERENCE = re.compile(
 _NAME_MAX = 255
 
 
-def image_reference_errors(reference: str) -> list[str]:
+@lru_cache(maxsize=4096)  # names and labels repeat across reviews
+def image_reference_errors(reference: str) -> tuple[str, ...]:
     """Why `reference` is not a valid image reference; empty when it is one."""
     if not reference:
-        return ["must not be empty"]
+        return ("must not be empty",)
     if reference != reference.strip():
-        return ["must not contain leading or trailing whitespace"]
+        return ("must not contain leading or trailing whitespace",)
     if not _REFERENCE.match(reference):
-        return [
+        return (
             "must be an image reference such as quay.io/org/repo:tag or "
-            "registry.example.com:5000/repo@sha256:<digest> (lowercase repository path)"
-        ]
+            "registry.example.com:5000/repo@sha256:<digest> (lowercase repository path)",
+        )
     name = reference.split("@", 1)[0]
     if ":" in name.rsplit("/", 1)[-1]:
         name = name.rsplit(":", 1)[0]
     if len(name) > _NAME_MAX:
-        return ["repository name must be no more than 255 characters"]
-    return []
+        return ("repository name must be no more than 255 characters",)
+    return ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from api.fielderrors import FieldError, join_path
@@ -33,11 +34,12 @@ _PREFIX_MAX = 253
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def qualified_name_errors(value: str) -> list[str]:
+@lru_cache(maxsize=4096)  # names and labels repeat across reviews
+def qualified_name_errors(value: str) -> tuple[str, ...]:
     """Why `value` is not a qualified name (`[prefix/]name`); empty when it is one."""
     parts = value.split("/")
     if len(parts) > 2:
-        return ["a qualified name must consist of an optional DNS subdomain prefix and a name"]
+        return ("a qualified name must consist of an optional DNS subdomain prefix and a name",)
     reasons: list[str] = []
     if len(parts) == 2:
         prefix, name = parts
@@ -58,33 +60,35 @@ def qualified_name_errors(value: str) -> list[str]:
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"
         )
-    return reasons
+    return tuple(reasons)
 
 
-def dns_subdomain_errors(value: str) -> list[str]:
+@lru_cache(maxsize=4096)  # names and labels repeat across reviews
+def dns_subdomain_errors(value: str) -> tuple[str, ...]:
     """Why `value` is not an object name (a lowercase RFC 1123 subdomain); empty when it is."""
     if len(value) > _PREFIX_MAX:
-        return ["must be no more than 253 characters"]
+        return ("must be no more than 253 characters",)
     if not _DNS_SUBDOMAIN.match(value):
-        return [
+        return (
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character"
-        ]
-    return []
+            "'-' or '.', and must start and end with an alphanumeric character",
+        )
+    return ()
 
 
-def label_value_errors(value: str) -> list[str]:
+@lru_cache(maxsize=4096)  # names and labels repeat across reviews
+def label_value_errors(value: str) -> tuple[str, ...]:
     """Why `value` is not a valid label value; empty when it is one."""
     if value == "":
-        return []
+        return ()
     if len(value) > _NAME_MAX:
-        return ["must be no more than 63 characters"]
+        return ("must be no more than 63 characters",)
     if not _NAME.match(value):
-        return [
+        return (
             "a valid label must be an empty string or consist of alphanumeric characters, "
-            "'-', '_' or '.', and must start and end with an alphanumeric character"
-        ]
-    return []
+            "'-', '_' or '.', and must start and end with an alphanumeric character",
+        )
+    return ()
 
 
 def labels_errors(labels: Any, path: str) -> list[FieldError]:

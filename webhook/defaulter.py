@@ -100,7 +100,8 @@ def _walk(node: Any, plan: _Plan, path: tuple[str | int, ...], edits: list[Edit]
         for name, default, nullable in plan.defaults:
             absent = name not in node
             if absent or (node[name] is None and not nullable):
-                node[name] = copy.deepcopy(default)
+                # Scalars are shared safely; only objects and lists need their own copy.
+                node[name] = copy.deepcopy(default) if isinstance(default, dict | list) else default
                 if edits is not None:
                     edits.append(Edit((*path, name), node[name], replace=not absent))
                 child = plan.properties.get(name)

@@ -31,7 +31,10 @@ class Edit:
 
 def escape_token(token: str | int) -> str:
     """RFC 6901: `~` becomes `~0` first, then `/` becomes `~1`."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    text = str(token)
+    if "~" in text or "/" in text:
+        return text.replace("~", "~0").replace("/", "~1")
+    return text
 
 
 def pointer(path: Sequence[str | int]) -> str:

@@ -7,7 +7,6 @@ warning is pinned here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.objects import exporter_set, get_json, try_apply, virtual_target_class
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane
 from virtualtarget.stack import (
     WebhookServer,
@@ -24,7 +24,6 @@ from virtualtarget.stack import (
 )
 
 EXAMPLES = REPO_ROOT / "examples"
-GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 
 
 @pytest.fixture(scope="module")
@@ -37,43 +36,10 @@ def webhook(
         unregister_webhooks(control_plane)
 
 
-def _exporter_set(name: str, namespace: str, *, class_name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP_VERSION,
-        "kind": "ExporterSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "virtualTargetClassName": class_name,
-            "selector": {"matchLabels": {"pool": name}},
-            **spec,
-        },
-    }
-
-
-def _class(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP_VERSION,
-        "kind": "VirtualTargetClass",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"provisioner": "qemu.jumpstarter.dev", **spec},
-    }
-
-
 def _example(path: Path, namespace: str) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load(path.read_text())
     document["metadata"]["namespace"] = namespace
     return document
-
-
-def _apply(plane: ControlPlane, *objects: dict[str, Any]) -> Any:
-    items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-    return plane.kubectl("apply", "-f", "-", input=json.dumps(items), check=False)
-
-
-def _get(plane: ControlPlane, kind: str, name: str, namespace: str) -> dict[str, Any]:
-    out = plane.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
-    stored: dict[str, Any] = json.loads(out)
-    return stored
 
 
 def test_examples_defaulted_as_documented(
@@ -85,15 +51,15 @@ def test_examples_defaulted_as_documented(
         vtc["spec"]["reclaimPolicy"],
         vtc["spec"]["caBundleConfigMapRef"]["key"],
     )
-    result = _apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
+    result = try_apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    stored = _get(control_plane, "virtualtargetclass", "qemu-x86", namespace)["spec"]
+    stored = get_json(control_plane, "virtualtargetclass", "qemu-x86", "-n", namespace)["spec"]
     assert stored["bindingMode"] == "Immediate"
     assert stored["reclaimPolicy"] == "Delete"
     assert stored["caBundleConfigMapRef"] == {"name": "corporate-ca", "key": "ca-bundle.crt"}
     # What the file does not say it gets from the documents; what it says it keeps.
-    spec = _get(control_plane, "exporterset", "fedora-x86", namespace)["spec"]
+    spec = get_json(control_plane, "exporterset", "fedora-x86", "-n", namespace)["spec"]
     assert spec["maxReplicas"] == 8
     assert spec["scaleDownCooldown"] == "10m"
     drivers = spec["template"]["spec"]["drivers"]
@@ -103,13 +69,13 @@ def test_examples_defaulted_as_documented(
 def test_template_labels_come_from_the_selector(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    result = _apply(control_plane, _exporter_set("bare", namespace, class_name="not-yet"))
+    result = try_apply(control_plane, exporter_set("bare", namespace, class_name="not-yet"))
     assert result.returncode == 0, result.stderr
     assert result.stderr == (
         f'Warning: VirtualTargetClass "not-yet" not found in namespace "{namespace}"; '
         "no instances are created until it exists\n"
     )
-    spec = _get(control_plane, "exporterset", "bare", namespace)["spec"]
+    spec = get_json(control_plane, "exporterset", "bare", "-n", namespace)["spec"]
     assert spec["template"]["metadata"]["labels"] == {"pool": "bare"}
     assert spec["maxReplicas"] == 4
     assert spec["minReplicas"] == 0
@@ -121,13 +87,14 @@ def test_warm_buffer_with_wait_for_first_consumer_is_denied(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     assert (
-        _apply(
-            control_plane, _class("lazy", namespace, bindingMode="WaitForFirstConsumer")
+        try_apply(
+            control_plane,
+            virtual_target_class("lazy", namespace, bindingMode="WaitForFirstConsumer"),
         ).returncode
         == 0
     )
-    result = _apply(
-        control_plane, _exporter_set("warm", namespace, class_name="lazy", minAvailableReplicas=2)
+    result = try_apply(
+        control_plane, exporter_set("warm", namespace, class_name="lazy", minAvailableReplicas=2)
     )
     assert result.returncode == 1
     assert result.stderr == (
@@ -141,14 +108,14 @@ def test_merged_parameters_checked_against_the_provisioner(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     assert (
-        _apply(control_plane, _class("vm", namespace, parameters={"arch": "x86_64"})).returncode
+        try_apply(
+            control_plane, virtual_target_class("vm", namespace, parameters={"arch": "x86_64"})
+        ).returncode
         == 0
     )
-    result = _apply(
+    result = try_apply(
         control_plane,
-        _exporter_set(
-            "params", namespace, class_name="vm", parameters={"cpus": 0, "colour": "red"}
-        ),
+        exporter_set("params", namespace, class_name="vm", parameters={"cpus": 0, "colour": "red"}),
     )
     assert result.returncode == 1
     assert result.stderr == (
@@ -163,11 +130,11 @@ def test_class_in_use_cannot_be_deleted(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     assert (
-        _apply(
+        try_apply(
             control_plane,
-            _class("used", namespace),
-            _exporter_set("user-a", namespace, class_name="used"),
-            _exporter_set("user-b", namespace, class_name="used"),
+            virtual_target_class("used", namespace),
+            exporter_set("user-a", namespace, class_name="used"),
+            exporter_set("user-b", namespace, class_name="used"),
         ).returncode
         == 0
     )
@@ -186,11 +153,13 @@ def test_class_in_use_cannot_be_deleted(
 def test_selector_and_class_are_immutable(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    assert _apply(control_plane, _exporter_set("fixed", namespace, class_name="a")).returncode == 0
-    moved = _exporter_set("fixed", namespace, class_name="b")
+    assert (
+        try_apply(control_plane, exporter_set("fixed", namespace, class_name="a")).returncode == 0
+    )
+    moved = exporter_set("fixed", namespace, class_name="b")
     moved["spec"]["selector"] = {"matchLabels": {"pool": "other"}}
     moved["spec"]["template"] = {"metadata": {"labels": {"pool": "other"}}}
-    result = _apply(control_plane, moved)
+    result = try_apply(control_plane, moved)
     assert result.returncode == 1
     assert result.stderr == (
         f'Warning: VirtualTargetClass "b" not found in namespace "{namespace}"; '
@@ -204,7 +173,7 @@ def test_selector_and_class_are_immutable(
 def test_bad_class_reports_every_field(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    bad = _class(
+    bad = virtual_target_class(
         "bad",
         namespace,
         provisioner="QEMU provisioner",
@@ -215,7 +184,7 @@ def test_bad_class_reports_every_field(
         },
         caBundleConfigMapRef={"key": "ca.crt"},
     )
-    result = _apply(control_plane, bad)
+    result = try_apply(control_plane, bad)
     assert result.returncode == 1
     assert result.stderr == (
         'The VirtualTargetClass "bad" is invalid: \n'
@@ -240,8 +209,8 @@ def test_exporter_enabled_defaults_to_true_and_an_explicit_false_stays(
     fresh = _example(EXAMPLES / "exporter.yaml", namespace)
     fresh["metadata"]["name"] = "fresh"
     del fresh["spec"]["enabled"]
-    result = _apply(control_plane, fenced, fresh)
+    result = try_apply(control_plane, fenced, fresh)
     assert result.returncode == 0, result.stderr
-    assert _get(control_plane, "exporter", "fresh", namespace)["spec"]["enabled"] is True
+    assert get_json(control_plane, "exporter", "fresh", "-n", namespace)["spec"]["enabled"] is True
     name = fenced["metadata"]["name"]
-    assert _get(control_plane, "exporter", name, namespace)["spec"]["enabled"] is False
+    assert get_json(control_plane, "exporter", name, "-n", namespace)["spec"]["enabled"] is False

@@ -9,13 +9,13 @@ from the generated ClusterRoles, fails these tests.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.deploy_render import (
     WEBHOOK_CONFIGURATION_KINDS,
@@ -28,8 +28,6 @@ from virtualtarget.stack import (
     running_webhook,
     unregister_webhooks,
 )
-
-GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 
 
 @pytest.fixture(scope="module")
@@ -53,48 +51,24 @@ def _as_list(objects: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 
 
-def _wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _apply(plane: ControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl("apply", "-f", "-", input=_as_list(list(objects)))
-
-
-def _pool(namespace: str, name: str, **spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    vtc = {
-        "apiVersion": GROUP_VERSION,
-        "kind": "VirtualTargetClass",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"provisioner": "qemu.jumpstarter.dev"},
-    }
-    exs = {
-        "apiVersion": GROUP_VERSION,
-        "kind": "ExporterSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "virtualTargetClassName": name,
-            "selector": {"matchLabels": {"pool": name}},
-            "template": {"metadata": {"labels": {"pool": name}}},
-            **spec,
-        },
-    }
-    return vtc, exs
-
-
 def test_reconciler_works_with_its_service_account(
     installed: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     kubeconfig = installed.service_account_kubeconfig(
         WEBHOOK_NAMESPACE, "virtualtarget-reconciler", tmp_path / "reconciler.kubeconfig"
     )
-    _apply(installed, *_pool(namespace, "rbac", minReplicas=2, minAvailableReplicas=1))
+    apply(
+        installed,
+        virtual_target_class("rbac", namespace),
+        exporter_set(
+            "rbac",
+            namespace,
+            class_name="rbac",
+            with_template=True,
+            minReplicas=2,
+            minAvailableReplicas=1,
+        ),
+    )
     with running_reconciler(
         installed,
         tmp_path,
@@ -104,17 +78,13 @@ def test_reconciler_works_with_its_service_account(
 
         def status() -> Any:
             reconciler.check_alive()
-            out = installed.kubectl("get", "exporterset", "rbac", "-n", namespace, "-o", "json")
-            return json.loads(out.stdout).get("status", {}).get("replicas") == 2
+            pool = get_json(installed, "exporterset", "rbac", "-n", namespace)
+            return pool.get("status", {}).get("replicas") == 2
 
-        _wait_for("the pool's status", status)
-        exporters = json.loads(
-            installed.kubectl("get", "exporters,pods", "-n", namespace, "-o", "json").stdout
-        )["items"]
+        wait_for("the pool's status", status)
+        exporters = get_json(installed, "exporters,pods", "-n", namespace)["items"]
         assert sorted(o["kind"] for o in exporters) == ["Exporter", "Exporter", "Pod", "Pod"]
-        events = json.loads(
-            installed.kubectl("get", "events.events.k8s.io", "-n", namespace, "-o", "json").stdout
-        )["items"]
+        events = get_json(installed, "events.events.k8s.io", "-n", namespace)["items"]
         created = sorted(
             e["related"]["name"]
             for e in events
@@ -131,7 +101,11 @@ def test_webhook_works_with_its_service_account(
     kubeconfig = installed.service_account_kubeconfig(
         WEBHOOK_NAMESPACE, "virtualtarget-webhook", tmp_path / "webhook.kubeconfig"
     )
-    _apply(installed, *_pool(namespace, "guarded"))
+    apply(
+        installed,
+        virtual_target_class("guarded", namespace),
+        exporter_set("guarded", namespace, class_name="guarded", with_template=True),
+    )
     with running_webhook(installed, tmp_path, kubeconfig=kubeconfig) as server:
         register_webhooks(installed, server)
         try:

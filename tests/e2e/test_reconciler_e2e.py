@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from reconciler.keys import SET_LABEL
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 
 LEASE_CRD = {
@@ -67,48 +68,13 @@ def plane(control_plane: ControlPlane) -> ControlPlane:
     return control_plane
 
 
-def apply(plane: ControlPlane, obj: dict[str, Any]) -> None:
-    plane.kubectl("apply", "-f", "-", input=json.dumps(obj))
-
-
-def get_json(plane: ControlPlane, *args: str) -> Any:
-    return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 def make_pool(plane: ControlPlane, ns: str, name: str = "pool", **spec: Any) -> None:
+    apply(plane, virtual_target_class("qemu", ns, parameters={"cpus": 1}))
     apply(
         plane,
-        {
-            "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
-            "kind": "VirtualTargetClass",
-            "metadata": {"name": "qemu", "namespace": ns},
-            "spec": {"provisioner": "qemu.jumpstarter.dev", "parameters": {"cpus": 1}},
-        },
-    )
-    apply(
-        plane,
-        {
-            "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
-            "kind": "ExporterSet",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "virtualTargetClassName": "qemu",
-                "selector": {"matchLabels": {"board": name}},
-                "template": {"metadata": {"labels": {"board": name}}},
-                **spec,
-            },
-        },
+        exporter_set(
+            name, ns, class_name="qemu", labels={"board": name}, with_template=True, **spec
+        ),
     )
 
 

@@ -7,13 +7,14 @@ from typing import Any
 
 import httpx
 
+from tests.unit.test_webhook_support import review
 from virtualtarget.deploy_render import WEBHOOK_CONFIGURATION_KINDS, render_overlay
 from webhook.admission import Admission
 from webhook.app import create_app
 from webhook.schemas import crd_schema
 
 
-def review(rule: dict[str, Any], uid: str) -> dict[str, Any]:
+def review_for(rule: dict[str, Any], uid: str) -> dict[str, Any]:
     """A well-formed AdmissionReview for the first kind the rule matches."""
     group, version, plural = rule["apiGroups"][0], rule["apiVersions"][0], rule["resources"][0]
     kind = {
@@ -27,21 +28,7 @@ def review(rule: dict[str, Any], uid: str) -> dict[str, Any]:
         "metadata": {"name": "probe", "namespace": "default"},
         "spec": {},
     }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": plural},
-            "operation": rule["operations"][0],
-            "namespace": "default",
-            "name": "probe",
-            "object": obj,
-            "userInfo": {"username": "probe"},
-            "dryRun": False,
-        },
-    }
+    return review(obj, operation=rule["operations"][0], uid=uid)
 
 
 async def answers(calls: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
@@ -59,10 +46,10 @@ def test_each_rendered_webhook_path_is_served_with_an_admission_review() -> None
         for hook in obj["webhooks"]
     ]
     calls = [
-        (hook["clientConfig"]["service"]["path"], review(hook["rules"][0], f"uid-{i}"))
+        (hook["clientConfig"]["service"]["path"], review_for(hook["rules"][0], f"uid-{i}"))
         for i, hook in enumerate(hooks)
     ]
-    calls.append(("/validate-nothing-v1-unregistered", review(hooks[0]["rules"][0], "control")))
+    calls.append(("/validate-nothing-v1-unregistered", review_for(hooks[0]["rules"][0], "control")))
     *served, unregistered = asyncio.run(answers(calls))
     assert unregistered.status_code == 404  # the app does not answer any path at all
     for (path, body), response in zip(calls, served, strict=False):

@@ -253,46 +253,14 @@ def test_behind_the_apiserver_the_crd_schema_and_its_cel_are_not_checked_twice()
     validating webhook; the server leaves those to it, offline validation does not."""
     from webhook.cli import server_admission
     from webhook.decode import decode_review
-    from webhook.routes import ENDPOINTS
 
     endpoint = next(
         e for e in ENDPOINTS if e.kind.kind == "ExporterSet" and e.path.startswith("/validate")
     )
-    obj = {
-        "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
-        "kind": "ExporterSet",
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": {
-            "virtualTargetClassName": "c",
-            "selector": {"matchLabels": {"pool": "p"}},
-            "template": {"metadata": {"labels": {"pool": "p"}}},
-            "minReplicas": 5,
-            "maxReplicas": 4,
-        },
-    }
-    review = decode_review(
-        json.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "request": {
-                    "uid": "u",
-                    "kind": {
-                        "group": "virtualtarget.jumpstarter.dev",
-                        "version": "v1alpha1",
-                        "kind": "ExporterSet",
-                    },
-                    "operation": "CREATE",
-                    "namespace": "ns",
-                    "name": "p",
-                    "object": obj,
-                },
-            }
-        ).encode()
-    )
-    offline = asyncio.run(Admission(schema_source).review(endpoint, review, 1.0))
+    request = decode_review(json.dumps(review(a_set(minReplicas=5, maxReplicas=4))).encode())
+    offline = asyncio.run(Admission(schema_source).review(endpoint, request, 1.0))
     assert [str(e) for e in offline.errors] == [
         "spec.minReplicas: Invalid value: 5: must be less than or equal to spec.maxReplicas (4)"
     ]
-    served = asyncio.run(server_admission(None).review(endpoint, review, 1.0))
+    served = asyncio.run(server_admission(None).review(endpoint, request, 1.0))
     assert served.errors == []

@@ -1,0 +1,78 @@
+"""Building, applying and waiting for objects in the end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from virtualtarget.controlplane import ControlPlane
+
+GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
+
+
+def virtual_target_class(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "VirtualTargetClass",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"provisioner": "qemu.jumpstarter.dev", **spec},
+    }
+
+
+def exporter_set(
+    name: str,
+    namespace: str,
+    *,
+    class_name: str,
+    labels: dict[str, str] | None = None,
+    with_template: bool = False,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A set selecting `labels` (default `pool: NAME`); its template carries them only
+    `with_template`, otherwise the webhook is expected to fill them in."""
+    labels = labels or {"pool": name}
+    body: dict[str, Any] = {
+        "virtualTargetClassName": class_name,
+        "selector": {"matchLabels": labels},
+    }
+    if with_template:
+        body["template"] = {"metadata": {"labels": dict(labels)}}
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "ExporterSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {**body, **spec},
+    }
+
+
+def apply(
+    plane: ControlPlane, *objects: dict[str, Any], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl apply` of the objects as one List."""
+    items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    return plane.kubectl("apply", "-f", "-", input=json.dumps(items), check=check)
+
+
+def get_json(plane: ControlPlane, *args: str) -> Any:
+    return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
+    """Poll until `probe` returns something true, and return it (bounded, not a timing
+    assertion: the timeout only ends a test that would otherwise hang)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def try_apply(plane: ControlPlane, *objects: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`apply` that returns a refusal instead of raising, for tests about refusals."""
+    return apply(plane, *objects, check=False)

@@ -58,30 +58,20 @@ def write_plot(outcome: Outcome, path: Path, title: str) -> None:
         alpha=0.5,
         label="lease requests waiting",
     )
-    ax.step(
-        hours,
-        [s.total for s in outcome.samples],
-        where="post",
-        color="#222222",
-        linewidth=1.8,
-        label="total instances",
+    lines = (
+        ("total", "#222222", 1.8, "total instances"),
+        ("busy", "#d6604d", 1.4, "busy (leased or in hooks)"),
+        ("available", "#4393c3", 1.4, "available (warm)"),
     )
-    ax.step(
-        hours,
-        [s.busy for s in outcome.samples],
-        where="post",
-        color="#d6604d",
-        linewidth=1.4,
-        label="busy (leased or in hooks)",
-    )
-    ax.step(
-        hours,
-        [s.available for s in outcome.samples],
-        where="post",
-        color="#4393c3",
-        linewidth=1.4,
-        label="available (warm)",
-    )
+    for field, color, width, label in lines:
+        ax.step(
+            hours,
+            [getattr(s, field) for s in outcome.samples],
+            where="post",
+            color=color,
+            linewidth=width,
+            label=label,
+        )
     ax.set_xlabel("time (hours)")
     ax.set_ylabel("instances")
     ax.set_title(f"{title}: {outcome.label}")

@@ -6,13 +6,14 @@ mapping that `make crds` writes, and nothing is written unless everything succee
 
 from __future__ import annotations
 
-import pprint
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from api.schema import OPENAPI_DATA
 from codegen.crd import build_crd
 from codegen.docs import render_reference
 from codegen.fieldtree import KindDoc
@@ -63,20 +64,13 @@ def _init_module(folder: str, kinds: list[KindDoc], sources: str) -> str:
     )
 
 
-def _openapi_module(crds: dict[str, dict[str, Any]]) -> str:
+def _openapi_data(crds: dict[str, dict[str, Any]]) -> str:
+    """Each kind's openAPIV3Schema as its CRD carries it (defaults and CEL rules), as JSON
+    package data that `api.schema.openapi_schema(kind)` reads."""
     schemas = {
         kind: crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] for kind, crd in crds.items()
     }
-    body = pprint.pformat(schemas, width=100, sort_dicts=True)
-    return (
-        f"# {_COMMENT.format(sources=CRDS_DIR + '/')}\n"
-        '"""Each kind\'s openAPIV3Schema as its CRD carries it, defaults and CEL rules.\n\n'
-        "Data, not I/O: `api.schema.openapi_schema(kind)` reads it for the webhook and the\n"
-        'reconciler.\n"""\n\n'
-        "from typing import Any\n\n"
-        '__all__ = ["OPENAPI_SCHEMAS"]\n\n'
-        f"OPENAPI_SCHEMAS: dict[str, dict[str, Any]] = {body}\n"
-    )
+    return json.dumps(schemas, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _kind_files(doc: KindDoc, overlay: Overlay, out: Generated, parts: tuple[str, ...]) -> None:
@@ -123,5 +117,5 @@ def generate(root: Path, parts: tuple[str, ...] = PARTS) -> Generated:
             out.files[_join(MODELS_DIR, folder, "__init__.py")] = _init_module(
                 folder, docs, sources
             )
-        out.files[_join(MODELS_DIR, "openapi.py")] = _openapi_module(out.crds)
+        out.files[_join(MODELS_DIR, OPENAPI_DATA)] = _openapi_data(out.crds)
     return out

@@ -76,10 +76,10 @@ class Admission:
         if request.operation == "DELETE":
             if kind != "VirtualTargetClass":
                 return Outcome()
+            if self.view is None:
+                return Outcome(warnings=[CROSS_OBJECT_SKIPPED])
             return await self._cross(
-                check_class_delete(request.namespace, request.name, self.view, budget)
-                if self.view
-                else None,
+                check_class_delete(request.namespace, request.name, self.view, budget),
                 Verdict(),
                 budget,
             )
@@ -97,17 +97,16 @@ class Admission:
         )
         if kind != "ExporterSet":
             return Outcome(verdict.errors, verdict.warnings)
-        cross = None
-        if self.view is not None:
-            cross = check_set_against_class(request.object, request.namespace, self.view, budget)
-        return await self._cross(cross, verdict, budget)
-
-    async def _cross(
-        self, check: Awaitable[Verdict] | None, verdict: Verdict, budget: float
-    ) -> Outcome:
-        """Add a cross-object check's findings, or the reason it could not run."""
-        if check is None:
+        if self.view is None:
             return Outcome(verdict.errors, [*verdict.warnings, CROSS_OBJECT_SKIPPED])
+        return await self._cross(
+            check_set_against_class(request.object, request.namespace, self.view, budget),
+            verdict,
+            budget,
+        )
+
+    async def _cross(self, check: Awaitable[Verdict], verdict: Verdict, budget: float) -> Outcome:
+        """Add a cross-object check's findings, or the reason it could not run."""
         try:
             verdict.extend(await asyncio.wait_for(check, budget))
         except (ClusterUnavailable, TimeoutError) as exc:

@@ -92,15 +92,14 @@ def create_app(admission: Admission, ready: Callable[[], bool] = lambda: True) -
 def _handler(
     endpoint: Endpoint, admission: Admission, metrics: Metrics
 ) -> Callable[[Request], Awaitable[Response]]:
-    label = endpoint.path
+    label, qualified = endpoint.path, endpoint.kind.qualified
 
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
         try:
-            body = await read_body(request.stream(), request.headers.get("content-length"))
-            review = decode_review(body)
+            review = decode_review(await read_body(request.receive, request.scope["headers"]))
         except DecodeError as exc:
-            metrics.rejected.labels(label, str(exc.status)).inc()
+            metrics.reject(label, exc.status)
             return _json(error_body(exc.message), exc.status)
         try:
             outcome = await admission.review(
@@ -115,7 +114,7 @@ def _handler(
                 reason="InternalError",
                 message="internal error in the admission webhook; see its log",
             )
-        answer = review_response(review.uid, outcome, endpoint.kind.qualified, object_name(review))
+        answer = review_response(review.uid, outcome, qualified, object_name(review))
         metrics.record(
             review.kind or "unknown",
             review.operation,

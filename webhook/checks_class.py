@@ -20,7 +20,7 @@ TOLERATION_OPERATORS = ("Exists", "Equal")
 
 def check_class(obj: Mapping[str, Any]) -> Verdict:
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         return Verdict([FieldError.required("spec")])
     verdict = Verdict()
     verdict.errors += _provisioner_errors(spec.get("provisioner"))
@@ -36,7 +36,7 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
     tolerations = child(scheduling, "tolerations")
     if isinstance(tolerations, list):
         for index, toleration in enumerate(tolerations):
-            if isinstance(toleration, Mapping):
+            if isinstance(toleration, dict):
                 verdict.extend(_toleration(toleration, f"spec.scheduling.tolerations[{index}]"))
     return verdict
 
@@ -51,7 +51,7 @@ def _provisioner_errors(provisioner: Any) -> list[FieldError]:
 
 
 def _reference_errors(reference: Any, path: str) -> list[FieldError]:
-    if not isinstance(reference, Mapping):
+    if not isinstance(reference, dict):
         return []
     name = reference.get("name")
     field = join_path(path, "name")

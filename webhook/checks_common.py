@@ -2,12 +2,12 @@
 
 Written defensively: the mutating endpoint and the offline validator see objects the
 apiserver has not type-checked, so a node of the wrong type is skipped here (the schema
-check reports it).
+check reports it). Objects are decoded JSON or YAML, so an object node is a `dict`: the
+checks test for `dict`, which costs a tenth of an `isinstance` against the `Mapping` ABC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +21,7 @@ __all__ = ["child", "images_errors", "resources_errors"]
 def child(node: Any, *names: str) -> Any:
     """`node[names[0]][names[1]]…`, or None when a step is missing or not an object."""
     for name in names:
-        if not isinstance(node, Mapping):
+        if not isinstance(node, dict):
             return None
         node = node.get(name)
     return node
@@ -29,7 +29,7 @@ def child(node: Any, *names: str) -> Any:
 
 def images_errors(images: Any, path: str) -> list[FieldError]:
     """Each `images.<role>.image` must be a well-formed image reference."""
-    if not isinstance(images, Mapping):
+    if not isinstance(images, dict):
         return []
     errors: list[FieldError] = []
     for role, image in images.items():
@@ -39,20 +39,20 @@ def images_errors(images: Any, path: str) -> list[FieldError]:
             errors += [
                 FieldError.invalid(field, reference, r) for r in image_reference_errors(reference)
             ]
-        elif isinstance(image, Mapping) and "image" not in image:
+        elif isinstance(image, dict) and "image" not in image:
             errors.append(FieldError.required(field, "an image override must name its image"))
     return errors
 
 
 def resources_errors(resources: Any, path: str) -> list[FieldError]:
     """Quantities parse, are not negative, and requests do not exceed limits."""
-    if not isinstance(resources, Mapping):
+    if not isinstance(resources, dict):
         return []
     parsed: dict[str, dict[str, Decimal]] = {}
     errors: list[FieldError] = []
     for section in ("limits", "requests"):
         entries = resources.get(section)
-        if not isinstance(entries, Mapping):
+        if not isinstance(entries, dict):
             continue
         parsed[section] = {}
         for name, value in entries.items():

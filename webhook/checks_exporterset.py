@@ -20,7 +20,7 @@ __all__ = ["check_exporterset"]
 
 def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         return Verdict([FieldError.required("spec")])
     verdict = Verdict()
     verdict.errors += _class_name_errors(spec.get("virtualTargetClassName"))
@@ -44,7 +44,7 @@ def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     selector = spec.get("selector")
     if selector is None:
         return [FieldError.required("spec.selector")]
-    if not isinstance(selector, Mapping):
+    if not isinstance(selector, dict):
         return []
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
         return [
@@ -56,7 +56,7 @@ def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     labels = child(spec, "template", "metadata", "labels")
     if labels is not None:
         errors += labels_errors(labels, "spec.template.metadata.labels")
-    if errors or not isinstance(labels, Mapping):
+    if errors or not isinstance(labels, dict):
         return errors
     wanted = selector.get("matchLabels") or {}
     # The rule table reports a matchLabels mismatch; report the expressions only here.
@@ -80,7 +80,7 @@ def _driver_name_errors(drivers: Any) -> list[FieldError]:
     return [
         FieldError.required(f"spec.template.spec.drivers[{index}].name")
         for index, driver in enumerate(drivers)
-        if isinstance(driver, Mapping) and not driver.get("name")
+        if isinstance(driver, dict) and not driver.get("name")
     ]
 
 

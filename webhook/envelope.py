@@ -19,7 +19,7 @@ __all__ = ["MAX_WARNING_CHARS", "Outcome", "deny_message", "error_body", "review
 MAX_WARNING_CHARS = 120
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What admission decided. `code`/`reason` describe a denial; `message` overrides
     the field-error message (for denials that are not about a field)."""

@@ -37,6 +37,6 @@ def immutability_errors(
 
 def _get(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     parent = child(obj, *path[:-1])
-    if not isinstance(parent, Mapping) or path[-1] not in parent:
+    if not isinstance(parent, dict) or path[-1] not in parent:
         return _ABSENT
     return parent[path[-1]]

@@ -81,7 +81,7 @@ def _load(files: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     return loaded
 
 
-def _request(obj: Mapping[str, Any], namespace: str) -> AdmissionRequest:
+def _request(obj: dict[str, Any], namespace: str) -> AdmissionRequest:
     kind = KINDS[str(obj["kind"])]
     raw = obj.get("metadata")
     metadata: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}

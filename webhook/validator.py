@@ -64,6 +64,8 @@ def _guarded(run: Callable[[], list[FieldError]], kind: str, what: str) -> list[
 
 
 def _deduplicated(verdict: Verdict) -> Verdict:
+    if len(verdict.errors) < 2 and len(verdict.warnings) < 2:
+        return verdict
     # FieldError values may be unhashable (maps, lists): compare their text.
     unique: dict[str, FieldError] = {}
     for error in verdict.errors:

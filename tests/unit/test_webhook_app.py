@@ -24,7 +24,7 @@ from tests.unit.test_webhook_support import (
 from webhook.admission import Admission
 from webhook.app import budget_seconds, create_app
 from webhook.clusterview import StaticView
-from webhook.decode import MAX_BODY_BYTES
+from webhook.decode import MAX_BODY_BYTES, DecodeError, read_body
 from webhook.routes import ENDPOINTS
 
 SET_MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
@@ -166,6 +166,40 @@ def test_a_body_over_3_mib_is_a_413() -> None:
     obj["metadata"]["annotations"] = {"big": "x" * MAX_BODY_BYTES}
     answer = call(SET_VALIDATE, review(obj))
     assert answer.status_code == 413 and "error" in answer.json()
+
+
+def test_body_limits_are_enforced_while_reading_chunks() -> None:
+    def channel(*messages: dict[str, Any]) -> Any:
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        return receive
+
+    def read(receive: Any, headers: list[tuple[bytes, bytes]]) -> bytes | int:
+        try:
+            return asyncio.run(read_body(receive, headers))
+        except DecodeError as exc:
+            return exc.status
+
+    half = b"x" * (MAX_BODY_BYTES // 2 + 1)
+    chunked = channel(
+        {"type": "http.request", "body": half, "more_body": True},
+        {"type": "http.request", "body": half, "more_body": True},
+    )
+    assert read(chunked, []) == 413  # no Content-Length: refused at the chunk that overflows
+    declared = [(b"content-length", str(MAX_BODY_BYTES + 1).encode())]
+    assert read(channel(), declared) == 413  # refused before anything is read
+    parts = channel(
+        {"type": "http.request", "body": b'{"a":', "more_body": True},
+        {"type": "http.request", "body": b"1}"},
+    )
+    assert read(parts, [(b"content-length", b"7")]) == b'{"a":1}'
+    gone = channel(
+        {"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}
+    )
+    assert read(gone, []) == 400
 
 
 def test_health_readiness_and_metrics() -> None:

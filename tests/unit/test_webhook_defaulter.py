@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
 from tests.unit.test_webhook_support import a_class, a_set, an_exporter, apply_patch, schema_source
 from webhook.defaulter import default_object
-from webhook.patch import Edit, escape_token, pointer, to_operations
+from webhook.patch import Edit, encode_patch, escape_token, pointer, to_operations
 
 
 def patch_for(kind: str, obj: dict) -> list[dict]:
@@ -178,3 +180,26 @@ def test_label_keys_with_slashes_are_escaped_in_the_patch() -> None:
         },
     )[1]
     assert to_operations(escaped) == [{"op": "add", "path": "/m/a~1b/d", "value": "v"}]
+
+
+def test_encoded_patch_keeps_equal_scalars_of_different_types_apart() -> None:
+    # 1, 1.0 and True are one dict key; the encoded operations are cached per scalar.
+    edits = [
+        Edit(("a",), 1),
+        Edit(("a",), True),
+        Edit(("a",), 1.0),
+        Edit(("a",), None, replace=True),
+        Edit(("a", "b/c"), {"x": [1]}),
+    ]
+    for _ in range(2):
+        patch = encode_patch(edits)
+        assert patch is not None
+        assert json.loads(base64.b64decode(patch)) == to_operations(edits)
+        assert [type(op["value"]) for op in json.loads(base64.b64decode(patch))] == [
+            int,
+            bool,
+            float,
+            type(None),
+            dict,
+        ]
+    assert encode_patch([]) is None

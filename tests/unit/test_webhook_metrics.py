@@ -1,0 +1,52 @@
+"""The metrics exposition: counts, cumulative latency buckets and rejected bodies."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from webhook.metrics import Metrics
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = metrics.exposition().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_requests_denials_and_latency_buckets_are_counted_per_label_set() -> None:
+    metrics = Metrics()
+    for seconds, allowed in ((0.0004, True), (0.001, False), (0.003, True), (60.0, False)):
+        metrics.record("ExporterSet", "CREATE", "/validate-x", allowed, seconds)
+    metrics.record("Exporter", "UPDATE", "/mutate-y", True, 0.0002)
+    metrics.reject("/validate-x", 413)
+    metrics.reject("/validate-x", 413)
+    got = samples(metrics)
+    labels = {("kind", "ExporterSet"), ("operation", "CREATE"), ("endpoint", "/validate-x")}
+
+    def at(name: str, **extra: str) -> float:
+        return got[(name, frozenset(labels | set(extra.items())))]
+
+    assert at("virtualtarget_webhook_requests_total") == 4
+    assert at("virtualtarget_webhook_denials_total") == 2
+    # Buckets are cumulative and inclusive of their upper bound (0.001 falls in le=0.001).
+    assert at("virtualtarget_webhook_latency_seconds_bucket", le="0.0005") == 1
+    assert at("virtualtarget_webhook_latency_seconds_bucket", le="0.001") == 2
+    assert at("virtualtarget_webhook_latency_seconds_bucket", le="0.005") == 3
+    assert at("virtualtarget_webhook_latency_seconds_bucket", le="10.0") == 3
+    assert at("virtualtarget_webhook_latency_seconds_bucket", le="+Inf") == 4
+    assert at("virtualtarget_webhook_latency_seconds_count") == 4
+    assert abs(at("virtualtarget_webhook_latency_seconds_sum") - 60.0044) < 1e-9
+    other = frozenset({("kind", "Exporter"), ("operation", "UPDATE"), ("endpoint", "/mutate-y")})
+    assert got[("virtualtarget_webhook_requests_total", other)] == 1
+    assert got[("virtualtarget_webhook_denials_total", other)] == 0
+    rejected = frozenset({("endpoint", "/validate-x"), ("status", "413")})
+    assert got[("virtualtarget_webhook_rejected_bodies_total", rejected)] == 2
+
+
+def test_an_unused_registry_exposes_the_families_without_samples() -> None:
+    text = Metrics().exposition().decode()
+    for name in ("requests", "denials", "latency_seconds", "rejected_bodies"):
+        assert f"# TYPE virtualtarget_webhook_{name}" in text

@@ -7,7 +7,6 @@ Any unexpected failure of a check is answered as a denial, never a 500.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +18,7 @@ from api.duration import parse_go_duration_ns
 from webhook.admission import Admission, object_name
 from webhook.decode import DecodeError, decode_review, read_body
 from webhook.envelope import Outcome, error_body, review_response
+from webhook.jsontext import compact_json
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.routes import ENDPOINTS, Endpoint
 
@@ -54,8 +54,7 @@ def _timeout(query: bytes) -> str | None:
 
 
 def _json(body: dict[str, Any], status: int = 200) -> Response:
-    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    return Response(text, status_code=status, media_type=_JSON)
+    return Response(compact_json(body), status_code=status, media_type=_JSON)
 
 
 def create_app(admission: Admission, ready: Callable[[], bool] = lambda: True) -> FastAPI:

@@ -34,14 +34,20 @@ def images_errors(images: Any, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
     for role, image in images.items():
         reference = child(image, "image")
-        field = join_path(join_path(path, str(role)), "image")
         if isinstance(reference, str):
-            errors += [
-                FieldError.invalid(field, reference, r) for r in image_reference_errors(reference)
-            ]
+            reasons = image_reference_errors(reference)
+            errors += [FieldError.invalid(_image_field(path, role), reference, r) for r in reasons]
         elif isinstance(image, dict) and "image" not in image:
-            errors.append(FieldError.required(field, "an image override must name its image"))
+            errors.append(
+                FieldError.required(
+                    _image_field(path, role), "an image override must name its image"
+                )
+            )
     return errors
+
+
+def _image_field(path: str, role: Any) -> str:
+    return join_path(join_path(path, str(role)), "image")
 
 
 def resources_errors(resources: Any, path: str) -> list[FieldError]:

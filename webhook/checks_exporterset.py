@@ -58,8 +58,10 @@ def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
         errors += labels_errors(labels, "spec.template.metadata.labels")
     if errors or not isinstance(labels, dict):
         return errors
+    expressions = selector.get("matchExpressions")
+    if not expressions:  # the rule table reports a matchLabels mismatch
+        return errors
     wanted = selector.get("matchLabels") or {}
-    # The rule table reports a matchLabels mismatch; report the expressions only here.
     if all(labels.get(k) == v for k, v in wanted.items()) and not selector_matches(
         selector, labels
     ):

@@ -8,10 +8,11 @@ models do not know is dropped or rewritten.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
+
+from webhook.jsontext import compact_json
 
 __all__ = ["Edit", "encode_patch", "escape_token", "operation", "pointer", "to_operations"]
 
@@ -68,7 +69,7 @@ def _operation_json(edit: Edit) -> str:
         # Schema defaults are the same few scalars at the same few paths on every review.
         # The type is part of the key: 1, 1.0 and True are equal as dict keys.
         return _scalar_operation_json(edit.path, type(value).__name__, value, edit.replace)
-    return _dumps(operation(edit))
+    return compact_json(operation(edit))
 
 
 _SCALARS = frozenset((str, int, float, bool))
@@ -78,8 +79,4 @@ _SCALARS = frozenset((str, int, float, bool))
 def _scalar_operation_json(
     path: tuple[str | int, ...], _type: str, value: Any, replace: bool
 ) -> str:
-    return _dumps(operation(Edit(path, value, replace)))
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return compact_json(operation(Edit(path, value, replace)))

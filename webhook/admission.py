@@ -108,7 +108,9 @@ class Admission:
     async def _cross(self, check: Awaitable[Verdict], verdict: Verdict, budget: float) -> Outcome:
         """Add a cross-object check's findings, or the reason it could not run."""
         try:
-            verdict.extend(await asyncio.wait_for(check, budget))
+            # asyncio.timeout, not wait_for: no Task per review when the cache answers.
+            async with asyncio.timeout(budget):
+                verdict.extend(await check)
         except (ClusterUnavailable, TimeoutError) as exc:
             reason = str(exc) or f"no answer within {budget:.1f}s"
             if verdict.errors:

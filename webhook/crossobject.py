@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from api.fielderrors import FieldError, format_value
 from api.merge import deep_merge
 from api.provisioners import PARAMETER_MODELS
-from webhook.checks_common import child
 from webhook.clusterview import ClusterView
 from webhook.verdict import Verdict
 
@@ -23,7 +22,8 @@ async def check_set_against_class(
     exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
 ) -> Verdict:
     """The set's class exists, agrees with the warm buffer, and accepts the merged parameters."""
-    name = child(exporter_set, "spec", "virtualTargetClassName")
+    set_spec = _mapping(exporter_set.get("spec"))
+    name = set_spec.get("virtualTargetClassName")
     if not isinstance(name, str) or not name:
         return Verdict()
     found = await view.get_class(namespace, name, budget)
@@ -34,10 +34,11 @@ async def check_set_against_class(
                 "no instances are created until it exists"
             ]
         )
+    class_spec = _mapping(found.get("spec"))
     verdict = Verdict()
-    warm = child(exporter_set, "spec", "minAvailableReplicas")
+    warm = set_spec.get("minAvailableReplicas")
     if (
-        child(found, "spec", "bindingMode") == "WaitForFirstConsumer"
+        class_spec.get("bindingMode") == "WaitForFirstConsumer"
         and isinstance(warm, int)
         and warm > 0
     ):
@@ -49,11 +50,10 @@ async def check_set_against_class(
                 "which keeps no warm instances",
             )
         )
-    provisioner = child(found, "spec", "provisioner")
+    provisioner = class_spec.get("provisioner")
     if isinstance(provisioner, str):
         merged = deep_merge(
-            _mapping(child(found, "spec", "parameters")),
-            _mapping(child(exporter_set, "spec", "parameters")),
+            _mapping(class_spec.get("parameters")), _mapping(set_spec.get("parameters"))
         )
         verdict.errors += parameter_errors(provisioner, merged)
     return verdict

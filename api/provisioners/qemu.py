@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import Enum
+from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -48,6 +49,17 @@ class Firmware(str, Enum):
 
 def _bytes_within(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
     """Validate a quantity in bytes and keep its original spelling."""
+    if isinstance(value, str):
+        return _bytes_string_within(value, bounds)
+    return _checked_bytes(value, bounds)
+
+
+@lru_cache(maxsize=1024)  # the same few sizes are checked on every admission and pass
+def _bytes_string_within(value: str, bounds: tuple[Decimal, Decimal]) -> str:
+    return _checked_bytes(value, bounds)
+
+
+def _checked_bytes(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
     amount = parse_quantity(value)
     low, high = bounds
     if amount != amount.to_integral_value():
@@ -88,7 +100,9 @@ class QemuParameters(BaseModel):
     memory: str = "2Gi"
     machine: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9.-]*$")] | None = None
     firmware: Firmware = Firmware.UEFI
-    disk: QemuDisk = QemuDisk()
+    # A factory, not a shared instance: pydantic deep-copies a model default on every
+    # validation, which cost more than the rest of the parameter check together.
+    disk: QemuDisk = Field(default_factory=QemuDisk)
 
     @field_validator("memory", mode="before")
     @classmethod

@@ -89,12 +89,9 @@ def test_deleting_a_class_in_use_is_denied_listing_the_sets() -> None:
 
 
 class Unreachable:
-    def __init__(self, hang: bool) -> None:
-        self.hang = hang
+    """A view whose apiserver refuses connections."""
 
     async def get_class(self, namespace: str, name: str, budget: float) -> Mapping[str, Any] | None:
-        if self.hang:
-            await asyncio.sleep(3600)
         raise ClusterUnavailable("connection refused by the apiserver")
 
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
@@ -102,19 +99,13 @@ class Unreachable:
 
 
 def test_unreachable_cluster_denies_with_a_retryable_message() -> None:
-    outcome = run(Admission(schema_source, Unreachable(hang=False)), review(a_set()))
+    outcome = run(Admission(schema_source, Unreachable()), review(a_set()))
     assert outcome.code == 503
     assert "connection refused" in outcome.message and "retry" in outcome.message
 
 
-def test_a_hanging_cluster_is_cut_off_at_the_budget() -> None:
-    outcome = run(Admission(schema_source, Unreachable(hang=True)), review(a_set()), budget=0.05)
-    assert outcome.code == 503
-    assert "no answer within 0.1s" in outcome.message
-
-
 def test_single_object_errors_still_reported_when_the_cluster_is_unreachable() -> None:
-    outcome = run(Admission(schema_source, Unreachable(hang=False)), review(a_set(minReplicas=-1)))
+    outcome = run(Admission(schema_source, Unreachable()), review(a_set(minReplicas=-1)))
     assert outcome.code == 422 and len(outcome.errors) == 1
     assert any("cross-object checks skipped" in w for w in outcome.warnings)
 

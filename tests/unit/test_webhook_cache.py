@@ -1,0 +1,70 @@
+"""The watch cache's live reads keep to the request's budget, whatever the apiserver does.
+
+Real sockets on loopback: one port that accepts connections and never answers, one
+where nothing listens. Admission itself arms no timer, so these bounds are the only ones.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from tests.unit.test_webhook_crossobject import run
+from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
+from webhook.admission import Admission
+from webhook.cache import ClusterCache
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose kernel completes the TCP handshake; nobody reads or answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield listener.getsockname()[1]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def admission_against(port: int) -> Admission:
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    configuration.retries = 0
+    return Admission(schema_source, ClusterCache(client.ApiClient(configuration)))
+
+
+def test_a_silent_apiserver_is_cut_off_at_the_budget(silent_port: int) -> None:
+    outcome = run(admission_against(silent_port), review(a_set()), budget=0.2)
+    assert (outcome.code, outcome.reason) == (503, "ServiceUnavailable")
+    assert outcome.message == (
+        "cannot check against the cluster (apiserver did not answer within 0.2s); retry the request"
+    )
+
+
+def test_a_refused_connection_denies_with_a_retryable_message(closed_port: int) -> None:
+    outcome = run(admission_against(closed_port), review(a_set()), budget=0.5)
+    assert outcome.code == 503
+    assert "apiserver unreachable" in outcome.message and "retry the request" in outcome.message
+
+
+def test_deleting_a_class_before_the_set_cache_synced_reads_live_and_is_bounded(
+    silent_port: int,
+) -> None:
+    outcome = run(
+        admission_against(silent_port), review(None, old=a_class(), operation="DELETE"), 0.2
+    )
+    assert outcome.code == 503 and "within 0.2s" in outcome.message
+
+
+def test_single_object_errors_are_kept_when_the_apiserver_is_silent(silent_port: int) -> None:
+    outcome = run(admission_against(silent_port), review(a_set(minReplicas=-1)), budget=0.2)
+    assert [e.field for e in outcome.errors] == ["spec.minReplicas"]
+    assert outcome.warnings == ["cross-object checks skipped: apiserver did not answer within 0.2s"]

@@ -96,6 +96,11 @@ def labels_errors(labels: Any, path: str) -> list[FieldError]:
     """Every invalid key or value of a label map (also used for nodeSelector)."""
     if not isinstance(labels, dict):
         return [FieldError.invalid(path, labels, "must be a map of strings")]
+    try:
+        if _valid_label_items(tuple(labels.items())):
+            return []
+    except TypeError:  # an unhashable value (a list or map): reported below
+        pass
     errors: list[FieldError] = []
     for key, value in labels.items():
         for reason in qualified_name_errors(key):
@@ -106,6 +111,18 @@ def labels_errors(labels: Any, path: str) -> list[FieldError]:
         for reason in label_value_errors(value):
             errors.append(FieldError.invalid(join_path(path, key), value, reason))
     return errors
+
+
+@lru_cache(maxsize=4096)  # a pool's label maps are the same on every admission of it
+def _valid_label_items(items: tuple[tuple[Any, Any], ...]) -> bool:
+    """Whether every key is a qualified name and every value a valid label value."""
+    return all(
+        isinstance(key, str)
+        and isinstance(value, str)
+        and not qualified_name_errors(key)
+        and not label_value_errors(value)
+        for key, value in items
+    )
 
 
 def selector_errors(selector: Any, path: str) -> list[FieldError]:

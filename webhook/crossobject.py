@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.fielderrors import FieldError, format_value
 from api.merge import deep_merge
 from api.provisioners import PARAMETER_MODELS
 from webhook.clusterview import ClusterView
+from webhook.jsontext import compact_json
 from webhook.verdict import Verdict
 
 __all__ = ["check_class_delete", "check_set_against_class", "parameter_errors"]
@@ -64,11 +65,34 @@ def parameter_errors(provisioner: str, merged: Mapping[str, Any]) -> list[FieldE
     model = PARAMETER_MODELS.get(provisioner)
     if model is None:
         return []
+    # A pool's merged parameters are the same on every admission of its set: the
+    # verdict is kept per JSON text (which, unlike the values, tells 1, 1.0 and true
+    # apart), and the model, with its Python validators, runs once per distinct value.
+    try:
+        key = (provisioner, compact_json(merged))
+    except (TypeError, ValueError):  # values JSON cannot spell, such as YAML dates
+        return list(_model_errors(model, provisioner, merged))
+    errors = _CHECKED_PARAMETERS.get(key)
+    if errors is None:
+        errors = _model_errors(model, provisioner, merged)
+        if len(_CHECKED_PARAMETERS) >= _CHECKED_PARAMETERS_MAX:
+            _CHECKED_PARAMETERS.clear()
+        _CHECKED_PARAMETERS[key] = errors
+    return list(errors)
+
+
+def _model_errors(
+    model: type[BaseModel], provisioner: str, merged: Mapping[str, Any]
+) -> tuple[FieldError, ...]:
     try:
         model.model_validate(merged)
     except ValidationError as exc:
-        return [_parameter_error(error, provisioner) for error in exc.errors()]
-    return []
+        return tuple(_parameter_error(error, provisioner) for error in exc.errors())
+    return ()
+
+
+_CHECKED_PARAMETERS: dict[tuple[str, str], tuple[FieldError, ...]] = {}
+_CHECKED_PARAMETERS_MAX = 1024
 
 
 def _parameter_error(error: Any, provisioner: str) -> FieldError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import CROSS_OBJECT_SKIPPED, Admission
 from webhook.clusterview import ClusterUnavailable, StaticView
+from webhook.crossobject import parameter_errors
 from webhook.decode import decode_review
 from webhook.envelope import Outcome
 from webhook.routes import ENDPOINTS, Role
@@ -61,6 +63,20 @@ def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
     assert texts[0].startswith("spec.parameters.cpus: Invalid value: 0: Input should be greater")
     assert texts[1].startswith('spec.parameters.memory: Invalid value: "1k": must be between')
     assert texts[2] == "spec.parameters.typo: Forbidden: unknown parameter for qemu.jumpstarter.dev"
+
+
+def test_parameter_verdicts_are_remembered_per_json_spelling() -> None:
+    qemu = "qemu.jumpstarter.dev"
+    # Equal as Python values, different as JSON: each gets its own verdict.
+    assert parameter_errors(qemu, {"cpus": 2}) == []
+    assert [e.field for e in parameter_errors(qemu, {"cpus": True})] == ["spec.parameters.cpus"]
+    assert [e.field for e in parameter_errors(qemu, {"cpus": 2.0})] == ["spec.parameters.cpus"]
+    first = parameter_errors(qemu, {"cpus": 0})
+    first.clear()  # a caller's list is its own: the remembered verdict stays whole
+    assert len(parameter_errors(qemu, {"cpus": 0})) == 1
+    # YAML can carry values JSON has no spelling for; they are checked, not remembered.
+    dated = parameter_errors(qemu, {"disk": {"image": datetime.date(2026, 1, 1)}})
+    assert [e.field for e in dated] == ["spec.parameters.disk.image"]
 
 
 def test_the_set_wins_over_the_class_in_the_merge() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -337,3 +338,18 @@ def test_resource_quantities_parse_and_requests_within_limits() -> None:
         )
         == []
     )
+
+
+def test_label_maps_remembered_as_valid_still_report_every_invalid_entry() -> None:
+    from api.labels import labels_errors
+
+    assert labels_errors({"pool": "a", "example.com/board": "qemu"}, "m") == []
+    assert labels_errors({"pool": "a", "example.com/board": "qemu"}, "m") == []  # remembered
+    # Values equal to a valid map's as tuples (1 == True) but not strings stay invalid.
+    for value in (1, True, 1.0, ["a"], {"a": "b"}):
+        assert [str(e) for e in labels_errors({"pool": value}, "m")] == [
+            f"m.pool: Invalid value: {json.dumps(value, separators=(',', ':'))}: "
+            "must be a string"
+        ]
+    errors = [str(e) for e in labels_errors({"-bad": "ok", "good": "-bad"}, "m")]
+    assert len(errors) == 2 and errors[0].startswith('m: Invalid value: "-bad"')

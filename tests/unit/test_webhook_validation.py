@@ -348,8 +348,7 @@ def test_label_maps_remembered_as_valid_still_report_every_invalid_entry() -> No
     # Values equal to a valid map's as tuples (1 == True) but not strings stay invalid.
     for value in (1, True, 1.0, ["a"], {"a": "b"}):
         assert [str(e) for e in labels_errors({"pool": value}, "m")] == [
-            f"m.pool: Invalid value: {json.dumps(value, separators=(',', ':'))}: "
-            "must be a string"
+            f"m.pool: Invalid value: {json.dumps(value, separators=(',', ':'))}: must be a string"
         ]
     errors = [str(e) for e in labels_errors({"-bad": "ok", "good": "-bad"}, "m")]
     assert len(errors) == 2 and errors[0].startswith('m: Invalid value: "-bad"')

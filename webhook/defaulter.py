@@ -54,7 +54,8 @@ class _Plan:
     children under which some default lives. Subtrees without defaults are never walked."""
 
     schema: Mapping[str, Any]
-    defaults: tuple[tuple[str, Any, bool], ...]  # (name, default, nullable)
+    # (name, default, nullable, whether the default is an object or list to copy)
+    defaults: tuple[tuple[str, Any, bool, bool], ...]
     properties: dict[str, _Plan]
     additional: _Plan | None
     items: _Plan | None
@@ -81,7 +82,12 @@ def _build_plan(schema: Mapping[str, Any]) -> _Plan | None:
     plan = _Plan(
         schema=schema,
         defaults=tuple(
-            (name, child["default"], bool(child.get("nullable", False)))
+            (
+                name,
+                child["default"],
+                bool(child.get("nullable", False)),
+                isinstance(child["default"], dict | list),
+            )
             for name, child in properties.items()
             if "default" in child
         ),
@@ -97,13 +103,13 @@ def _build_plan(schema: Mapping[str, Any]) -> _Plan | None:
 def _walk(node: Any, plan: _Plan, path: tuple[str | int, ...], edits: list[Edit] | None) -> None:
     """Default inside `node`; `edits` is None inside a value that is itself a new edit."""
     if isinstance(node, dict):
-        for name, default, nullable in plan.defaults:
+        for name, default, nullable, mutable in plan.defaults:
             absent = name not in node
             if absent or (node[name] is None and not nullable):
                 # Scalars are shared safely; only objects and lists need their own copy.
-                node[name] = copy.deepcopy(default) if isinstance(default, dict | list) else default
+                value = node[name] = copy.deepcopy(default) if mutable else default
                 if edits is not None:
-                    edits.append(Edit((*path, name), node[name], replace=not absent))
+                    edits.append(Edit((*path, name), value, not absent))
                 child = plan.properties.get(name)
                 if child is not None:
                     _walk(node[name], child, (*path, name), None)
@@ -123,10 +129,15 @@ def _walk(node: Any, plan: _Plan, path: tuple[str | int, ...], edits: list[Edit]
 def template_label_edits(obj: dict[str, Any]) -> list[Edit]:
     """Copy `spec.selector.matchLabels` into a template that has no labels, in place."""
     spec = obj.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("selector"), Mapping):
+    if not isinstance(spec, dict):
         return []
-    wanted = spec["selector"].get("matchLabels")
-    if not isinstance(wanted, Mapping) or not wanted:
+    template = spec.get("template")
+    metadata = template.get("metadata") if isinstance(template, dict) else None
+    if isinstance(metadata, dict) and metadata.get("labels"):
+        return []  # the usual case: the template has its labels
+    selector = spec.get("selector")
+    wanted = selector.get("matchLabels") if isinstance(selector, dict) else None
+    if not wanted or not isinstance(wanted, dict):
         return []
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in wanted.items()):
         return []
@@ -134,16 +145,14 @@ def template_label_edits(obj: dict[str, Any]) -> list[Edit]:
     if "template" not in spec:
         spec["template"] = {"metadata": {"labels": labels}}
         return [Edit(("spec", "template"), spec["template"])]
-    template = spec["template"]
     if not isinstance(template, dict):
         return []
-    if "metadata" not in template or template["metadata"] is None:
+    if metadata is None:
         replace = "metadata" in template
         template["metadata"] = {"labels": labels}
-        return [Edit(("spec", "template", "metadata"), template["metadata"], replace=replace)]
-    metadata = template["metadata"]
-    if not isinstance(metadata, dict) or metadata.get("labels"):
+        return [Edit(("spec", "template", "metadata"), template["metadata"], replace)]
+    if not isinstance(metadata, dict):
         return []
     replace = "labels" in metadata
     metadata["labels"] = labels
-    return [Edit(("spec", "template", "metadata", "labels"), labels, replace=replace)]
+    return [Edit(("spec", "template", "metadata", "labels"), labels, replace)]

@@ -41,6 +41,8 @@ ECHO = "/bench-echo"
 VALIDATE = "/validate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
 MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
 TARGET_RATIO, TARGET_P99_MS = 0.8, 5.0
+# kube-apiserver appends the webhook's timeout to every admission call.
+APISERVER_QUERY = "?timeout=10s"
 
 
 def _review(defaulted: bool) -> dict[str, Any]:
@@ -208,7 +210,9 @@ def _measure(
         base = f"https://127.0.0.1:{port}"
         return [
             {
-                (name, connections): _wrk(base + path, bodies[name], connections, server.pid)
+                (name, connections): _wrk(
+                    base + path + APISERVER_QUERY, bodies[name], connections, server.pid
+                )
                 for connections in CONNECTIONS
                 for name, path in paths.items()
             }

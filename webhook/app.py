@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -41,6 +42,11 @@ def budget_seconds(timeout: str | None) -> float:
         if seconds > 0:
             return min(seconds / 2, MAX_BUDGET_SECONDS)
     return MAX_BUDGET_SECONDS
+
+
+@lru_cache(maxsize=64)  # the apiserver sends the same `?timeout=` on every call
+def _query_budget(query: bytes) -> float:
+    return budget_seconds(_timeout(query))
 
 
 def _timeout(query: bytes) -> str | None:
@@ -102,7 +108,7 @@ def _handler(
             return _json(error_body(exc.message), exc.status)
         try:
             outcome = await admission.review(
-                endpoint, review, budget_seconds(_timeout(request.scope["query_string"]))
+                endpoint, review, _query_budget(request.scope["query_string"])
             )
         except Exception:  # a bug in a check must not turn into a 500 for the apiserver
             log.exception(

@@ -109,8 +109,10 @@ def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
 
     # As `virtualtarget webhook` builds it in a cluster, with the set's class in its view:
     # validate runs the cross-object checks (class lookup, merged qemu parameters). The
-    # view is the example class held in memory, which costs what a watch-cache hit does.
+    # view is the example class held in memory, which costs what a watch-cache hit does,
+    # with the uid and resourceVersion the apiserver gives every stored object.
     the_class = yaml.safe_load((ROOT / "examples" / "virtualtargetclass-qemu.yaml").read_text())
+    the_class["metadata"].update(uid="9f6c3d2e-5a4b-4c1d-8e7f-0a1b2c3d4e5f", resourceVersion="1")
     app = create_app(server_admission(StaticView([the_class])))
 
     async def echo(request: Request) -> Response:

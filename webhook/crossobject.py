@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from api.fielderrors import FieldError, format_value
 from api.merge import deep_merge
@@ -53,11 +53,44 @@ async def check_set_against_class(
         )
     provisioner = class_spec.get("provisioner")
     if isinstance(provisioner, str):
-        merged = deep_merge(
-            _mapping(class_spec.get("parameters")), _mapping(set_spec.get("parameters"))
+        verdict.errors += _merged_parameter_errors(
+            provisioner, found, class_spec.get("parameters"), set_spec.get("parameters")
         )
-        verdict.errors += parameter_errors(provisioner, merged)
     return verdict
+
+
+def _merged_parameter_errors(
+    provisioner: str, found: Mapping[str, Any], class_parameters: Any, set_parameters: Any
+) -> list[FieldError]:
+    """`parameter_errors` of the merge, remembered per class version and set parameters.
+
+    A class read from the cluster names its version (uid and resourceVersion), and a
+    pool's set is admitted again and again with the same parameters: the merge and the
+    model's Python validators then run once per class version and parameter text.
+    """
+
+    def check() -> tuple[FieldError, ...]:
+        merged = deep_merge(_mapping(class_parameters), _mapping(set_parameters))
+        return tuple(parameter_errors(provisioner, merged))
+
+    metadata = _mapping(found.get("metadata"))
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
+        return list(check())  # a class from files: no version to remember it by
+    try:
+        key = (uid, version, provisioner, compact_json(set_parameters))
+    except (TypeError, ValueError):  # values JSON cannot spell
+        return list(check())
+    errors = _CHECKED_PARAMETERS.get(key)
+    if errors is None:
+        if len(_CHECKED_PARAMETERS) >= _CHECKED_PARAMETERS_MAX:
+            _CHECKED_PARAMETERS.clear()
+        errors = _CHECKED_PARAMETERS[key] = check()
+    return list(errors)
+
+
+_CHECKED_PARAMETERS: dict[tuple[str, str, str, str], tuple[FieldError, ...]] = {}
+_CHECKED_PARAMETERS_MAX = 1024
 
 
 def parameter_errors(provisioner: str, merged: Mapping[str, Any]) -> list[FieldError]:
@@ -65,34 +98,11 @@ def parameter_errors(provisioner: str, merged: Mapping[str, Any]) -> list[FieldE
     model = PARAMETER_MODELS.get(provisioner)
     if model is None:
         return []
-    # A pool's merged parameters are the same on every admission of its set: the
-    # verdict is kept per JSON text (which, unlike the values, tells 1, 1.0 and true
-    # apart), and the model, with its Python validators, runs once per distinct value.
-    try:
-        key = (provisioner, compact_json(merged))
-    except (TypeError, ValueError):  # values JSON cannot spell, such as YAML dates
-        return list(_model_errors(model, provisioner, merged))
-    errors = _CHECKED_PARAMETERS.get(key)
-    if errors is None:
-        errors = _model_errors(model, provisioner, merged)
-        if len(_CHECKED_PARAMETERS) >= _CHECKED_PARAMETERS_MAX:
-            _CHECKED_PARAMETERS.clear()
-        _CHECKED_PARAMETERS[key] = errors
-    return list(errors)
-
-
-def _model_errors(
-    model: type[BaseModel], provisioner: str, merged: Mapping[str, Any]
-) -> tuple[FieldError, ...]:
     try:
         model.model_validate(merged)
     except ValidationError as exc:
-        return tuple(_parameter_error(error, provisioner) for error in exc.errors())
-    return ()
-
-
-_CHECKED_PARAMETERS: dict[tuple[str, str], tuple[FieldError, ...]] = {}
-_CHECKED_PARAMETERS_MAX = 1024
+        return [_parameter_error(error, provisioner) for error in exc.errors()]
+    return []
 
 
 def _parameter_error(error: Any, provisioner: str) -> FieldError:

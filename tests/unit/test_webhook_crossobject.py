@@ -11,7 +11,7 @@ from typing import Any
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import CROSS_OBJECT_SKIPPED, Admission
 from webhook.clusterview import ClusterUnavailable, StaticView
-from webhook.crossobject import parameter_errors
+from webhook.crossobject import check_set_against_class, parameter_errors
 from webhook.decode import decode_review
 from webhook.envelope import Outcome
 from webhook.routes import ENDPOINTS, Role
@@ -65,18 +65,32 @@ def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
     assert texts[2] == "spec.parameters.typo: Forbidden: unknown parameter for qemu.jumpstarter.dev"
 
 
-def test_parameter_verdicts_are_remembered_per_json_spelling() -> None:
+def test_parameter_verdicts_follow_the_class_version_and_the_set_parameters() -> None:
+    def versioned(version: str, **parameters: Any) -> dict[str, Any]:
+        cls = a_class(parameters=parameters)
+        cls["metadata"].update(uid="6a1e", resourceVersion=version)
+        return cls
+
+    old = versioned("1", cpus=4)
+    assert validate([old], a_set()).allowed
+    assert validate([old], a_set()).allowed  # remembered
+    # The class changed (a new resourceVersion): its new parameters are checked.
+    assert not validate([versioned("2", cpus=0)], a_set()).allowed
+    # Equal as Python values, different as JSON: each set gets its own verdict.
+    assert validate([old], a_set(parameters={"cpus": 2})).allowed
+    assert not validate([old], a_set(parameters={"cpus": True})).allowed
+    assert not validate([old], a_set(parameters={"cpus": 2.0})).allowed
+
+
+def test_parameters_json_cannot_spell_are_still_checked() -> None:
     qemu = "qemu.jumpstarter.dev"
-    # Equal as Python values, different as JSON: each gets its own verdict.
-    assert parameter_errors(qemu, {"cpus": 2}) == []
-    assert [e.field for e in parameter_errors(qemu, {"cpus": True})] == ["spec.parameters.cpus"]
-    assert [e.field for e in parameter_errors(qemu, {"cpus": 2.0})] == ["spec.parameters.cpus"]
-    first = parameter_errors(qemu, {"cpus": 0})
-    first.clear()  # a caller's list is its own: the remembered verdict stays whole
-    assert len(parameter_errors(qemu, {"cpus": 0})) == 1
-    # YAML can carry values JSON has no spelling for; they are checked, not remembered.
     dated = parameter_errors(qemu, {"disk": {"image": datetime.date(2026, 1, 1)}})
     assert [e.field for e in dated] == ["spec.parameters.disk.image"]
+    cls = a_class()
+    cls["metadata"].update(uid="6a1e", resourceVersion="7")
+    dated_set = a_set(parameters={"disk": {"image": datetime.date(2026, 1, 1)}})
+    verdict = asyncio.run(check_set_against_class(dated_set, "lab", StaticView([cls]), 1.0))
+    assert [e.field for e in verdict.errors] == ["spec.parameters.disk.image"]
 
 
 def test_the_set_wins_over_the_class_in_the_merge() -> None:

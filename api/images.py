@@ -32,7 +32,7 @@ def image_reference_errors(reference: str) -> tuple[str, ...]:
         return ("must not be empty",)
     if reference != reference.strip():
         return ("must not contain leading or trailing whitespace",)
-    if not _REFERENCE.match(reference):
+    if not _REFERENCE.fullmatch(reference):
         return (
             "must be an image reference such as quay.io/org/repo:tag or "
             "registry.example.com:5000/repo@sha256:<digest> (lowercase repository path)",

@@ -16,6 +16,8 @@ from typing import Any
 from api.fielderrors import FieldError, join_path
 
 __all__ = [
+    "DNS_SUBDOMAIN_MAX",
+    "DNS_SUBDOMAIN_PATTERN",
     "SELECTOR_OPERATORS",
     "dns_subdomain_errors",
     "label_value_errors",
@@ -28,9 +30,12 @@ __all__ = [
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+# Without backslashes, so that a CEL string literal can carry it unchanged.
+DNS_SUBDOMAIN_PATTERN = rf"^{_DNS_LABEL}([.]{_DNS_LABEL})*$"
+DNS_SUBDOMAIN_MAX = 253
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 _NAME_MAX = 63
-_PREFIX_MAX = 253
+_PREFIX_MAX = DNS_SUBDOMAIN_MAX
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -46,7 +51,7 @@ def qualified_name_errors(value: str) -> tuple[str, ...]:
         prefix, name = parts
         if not prefix:
             reasons.append("prefix part must be non-empty")
-        elif len(prefix) > _PREFIX_MAX or not _DNS_SUBDOMAIN.match(prefix):
+        elif len(prefix) > _PREFIX_MAX or not _DNS_SUBDOMAIN.fullmatch(prefix):
             reasons.append(
                 "prefix part must be a lowercase RFC 1123 subdomain of at most 253 characters"
             )
@@ -56,7 +61,7 @@ def qualified_name_errors(value: str) -> tuple[str, ...]:
         reasons.append("name part must be non-empty")
     elif len(name) > _NAME_MAX:
         reasons.append("name part must be no more than 63 characters")
-    elif not _NAME.match(name):
+    elif not _NAME.fullmatch(name):
         reasons.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', "
             "and must start and end with an alphanumeric character"
@@ -69,7 +74,7 @@ def dns_subdomain_errors(value: str) -> tuple[str, ...]:
     """Why `value` is not an object name (a lowercase RFC 1123 subdomain); empty when it is."""
     if len(value) > _PREFIX_MAX:
         return ("must be no more than 253 characters",)
-    if not _DNS_SUBDOMAIN.match(value):
+    if not _DNS_SUBDOMAIN.fullmatch(value):
         return (
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
             "'-' or '.', and must start and end with an alphanumeric character",
@@ -84,7 +89,7 @@ def label_value_errors(value: str) -> tuple[str, ...]:
         return ()
     if len(value) > _NAME_MAX:
         return ("must be no more than 63 characters",)
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         return (
             "a valid label must be an empty string or consist of alphanumeric characters, "
             "'-', '_' or '.', and must start and end with an alphanumeric character",

@@ -29,7 +29,7 @@ def parse_quantity(value: Any) -> Decimal:
         return Decimal(str(value))
     if not isinstance(value, str):
         raise ValueError(f"quantity must be a string or a number, not {type(value).__name__}")
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if match is None:
         raise ValueError(
             f"quantities must match the regular expression "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.fielderrors import ErrorType, FieldError, join_path
+from api.labels import DNS_SUBDOMAIN_MAX, DNS_SUBDOMAIN_PATTERN, dns_subdomain_errors
 
 __all__ = ["GO_DURATION_PATTERN", "RULES", "Rule", "rules_for"]
 
@@ -142,7 +143,7 @@ def _empty_key_needs_exists(node: Node, path: str) -> list[FieldError]:
 def _go_duration(name: str) -> Check:
     def check(node: Node, path: str) -> list[FieldError]:
         value = node.get(name)
-        if isinstance(value, str) and not re.search(GO_DURATION_PATTERN, value):
+        if isinstance(value, str) and not re.fullmatch(GO_DURATION_PATTERN, value):
             return [
                 FieldError.invalid(
                     join_path(path, name),
@@ -153,6 +154,16 @@ def _go_duration(name: str) -> Check:
         return []
 
     return check
+
+
+def _class_name_is_an_object_name(node: Node, path: str) -> list[FieldError]:
+    name = node.get("virtualTargetClassName")
+    if not isinstance(name, str):
+        return []
+    field = join_path(path, "virtualTargetClassName")
+    if name == "":
+        return [FieldError.invalid(field, name, "must name a VirtualTargetClass")]
+    return [FieldError.invalid(field, name, reason) for reason in dns_subdomain_errors(name)]
 
 
 def _selector_matches_template(node: Node, path: str) -> list[FieldError]:
@@ -214,6 +225,22 @@ RULES: tuple[Rule, ...] = (
         ),
         message="scaleDownCooldown must be a non-negative Go duration such as 300s, 5m or 1h30m",
         check=_go_duration("scaleDownCooldown"),
+    ),
+    Rule(
+        id="exporterset.virtualTargetClassName.object-name",
+        kind="ExporterSet",
+        scope="spec",
+        field="virtualTargetClassName",
+        cel=(
+            "!has(self.virtualTargetClassName) || "
+            f"(size(self.virtualTargetClassName) <= {DNS_SUBDOMAIN_MAX} && "
+            f"self.virtualTargetClassName.matches('{DNS_SUBDOMAIN_PATTERN}'))"
+        ),
+        message=(
+            "virtualTargetClassName must name a VirtualTargetClass: a lowercase RFC 1123 "
+            f"subdomain of at most {DNS_SUBDOMAIN_MAX} characters"
+        ),
+        check=_class_name_is_an_object_name,
     ),
     Rule(
         id="exporterset.selector.matches-template",

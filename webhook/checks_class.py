@@ -43,7 +43,7 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
 
 def _provisioner_errors(provisioner: Any) -> list[FieldError]:
     field = "spec.provisioner"
-    if provisioner is None or provisioner == "":
+    if provisioner == "":  # absent: the schema's `required` reports it
         return [FieldError.required(field, "e.g. qemu.jumpstarter.dev")]
     if not isinstance(provisioner, str):
         return []

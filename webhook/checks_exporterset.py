@@ -1,5 +1,5 @@
-"""ExporterSet checks the CRD's CEL cannot express: selector syntax and matchExpressions,
-label syntax, image references, driver names and the class reference.
+"""ExporterSet checks that neither the CRD schema nor its CEL rules express: selector
+syntax and matchExpressions, label syntax, image references and the cooldown's range.
 
 Single-object only; the class lookups live in `webhook.crossobject`.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from api.duration import parse_go_duration_ns
 from api.fielderrors import FieldError
-from api.labels import dns_subdomain_errors, labels_errors, selector_errors, selector_matches
+from api.labels import labels_errors, selector_errors, selector_matches
 from webhook.checks_common import child, images_errors
 from webhook.verdict import Verdict
 
@@ -23,28 +23,15 @@ def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
     if not isinstance(spec, dict):
         return Verdict([FieldError.required("spec")])
     verdict = Verdict()
-    verdict.errors += _class_name_errors(spec.get("virtualTargetClassName"))
     verdict.errors += _selector_errors(spec)
     verdict.errors += images_errors(spec.get("images"), "spec.images")
-    verdict.errors += _driver_name_errors(child(spec, "template", "spec", "drivers"))
     verdict.errors += _cooldown_range_errors(spec.get("scaleDownCooldown"))
     return verdict
 
 
-def _class_name_errors(name: Any) -> list[FieldError]:
-    field = "spec.virtualTargetClassName"
-    if name is None or name == "":
-        return [FieldError.required(field, "an ExporterSet must name its VirtualTargetClass")]
-    if isinstance(name, str):
-        return [FieldError.invalid(field, name, reason) for reason in dns_subdomain_errors(name)]
-    return []
-
-
 def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     selector = spec.get("selector")
-    if selector is None:
-        return [FieldError.required("spec.selector")]
-    if not isinstance(selector, dict):
+    if not isinstance(selector, dict):  # absent or of another type: the schema's to report
         return []
     if not selector.get("matchLabels") and not selector.get("matchExpressions"):
         return [
@@ -74,16 +61,6 @@ def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:
             )
         )
     return errors
-
-
-def _driver_name_errors(drivers: Any) -> list[FieldError]:
-    if not isinstance(drivers, list):
-        return []
-    return [
-        FieldError.required(f"spec.template.spec.drivers[{index}].name")
-        for index, driver in enumerate(drivers)
-        if isinstance(driver, dict) and not driver.get("name")
-    ]
 
 
 def _cooldown_range_errors(value: Any) -> list[FieldError]:

@@ -1,4 +1,4 @@
-"""Types and enums from the CRD schema, checked on the raw object.
+"""Types, enums, required fields and string lengths from the CRD schema, on the raw object.
 
 kube-apiserver runs this validation itself between the mutating and the validating
 webhooks, but the offline `virtualtarget validate` has no apiserver, and the mutating
@@ -25,7 +25,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 def schema_errors(node: Any, schema: Mapping[str, Any], path: str = "") -> list[FieldError]:
-    """Type and enum errors of `node` against a structural schema, every one of them."""
+    """Type, enum, required-field and string-length errors of `node` against a structural
+    schema, every one of them, worded as kube-apiserver words them."""
     if node is None:
         return [] if schema.get("nullable") or not path else [_type_error(node, schema, path)]
     expected = schema.get("type")
@@ -41,8 +42,15 @@ def schema_errors(node: Any, schema: Mapping[str, Any], path: str = "") -> list[
             return [_type_error(node, schema, path)]
     if "enum" in schema and node not in schema["enum"]:
         return [FieldError.not_supported(path, node, [str(v) for v in schema["enum"]])]
+    if isinstance(node, str):
+        return _length_errors(node, schema, path)
     errors: list[FieldError] = []
     if isinstance(node, dict):
+        errors += [
+            FieldError.required(join_path(path, name))
+            for name in schema.get("required") or ()
+            if name not in node
+        ]
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
         for name, value in node.items():
@@ -65,7 +73,22 @@ _PLAIN_LEAVES = {"string": str, "integer": int, "boolean": bool}
 
 def _plainly_valid(node: Any, schema: Mapping[str, Any]) -> bool:
     leaf = _PLAIN_LEAVES.get(schema.get("type", ""))
-    return leaf is not None and type(node) is leaf and "enum" not in schema
+    return (
+        leaf is not None
+        and type(node) is leaf
+        and "enum" not in schema
+        and "minLength" not in schema
+        and "maxLength" not in schema
+    )
+
+
+def _length_errors(node: str, schema: Mapping[str, Any], path: str) -> list[FieldError]:
+    shortest, longest = schema.get("minLength"), schema.get("maxLength")
+    if isinstance(shortest, int) and len(node) < shortest:
+        return [FieldError.invalid(path, node, f"should be at least {shortest} chars long")]
+    if isinstance(longest, int) and len(node) > longest:
+        return [FieldError.invalid(path, node, f"may not be more than {longest} chars long")]
+    return []
 
 
 def _type_error(node: Any, schema: Mapping[str, Any], path: str) -> FieldError:

@@ -211,7 +211,7 @@ class ExporterSetSpec(BaseModel):
     """
     Template defines the exporter template for instances created by this set.
     """
-    virtual_target_class_name: Annotated[str, Field(alias='virtualTargetClassName')]
+    virtual_target_class_name: Annotated[str, Field(alias='virtualTargetClassName', max_length=253)]
     """
     VirtualTargetClassName references a VirtualTargetClass in the same namespace.
     """

@@ -52,6 +52,15 @@ DURATION = st.one_of(
 )
 
 
+CLASS_NAME = st.one_of(
+    st.sampled_from(
+        ["qemu-x86", "a", "a.b-c", "", "Qemu", "-a", "a-", "a..b", "a_b", "a\n", "a" * 253]
+    ),
+    st.text(alphabet="abz09-.A_", max_size=8),
+    st.just("a" * 254),
+)
+
+
 def optional(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     """Objects with any subset of `fields`."""
     return st.fixed_dictionaries({}, optional=fields)
@@ -70,6 +79,7 @@ SCOPES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         maxReplicas=COUNT,
         minAvailableReplicas=COUNT,
         scaleDownCooldown=DURATION,
+        virtualTargetClassName=CLASS_NAME,
         selector=optional(matchLabels=LABELS),
         template=optional(metadata=optional(labels=LABELS)),
     ),

@@ -122,18 +122,38 @@ def test_template_label_syntax() -> None:
     )
 
 
-def test_class_name_required() -> None:
+def test_class_name_required_and_an_object_name() -> None:
     obj = a_set()
     del obj["spec"]["virtualTargetClassName"]
-    assert errors_of("ExporterSet", obj) == [
-        (
-            "spec.virtualTargetClassName: Required value: an ExporterSet must name its "
-            "VirtualTargetClass"
-        )
+    assert errors_of("ExporterSet", obj) == ["spec.virtualTargetClassName: Required value"]
+    assert set_errors(virtualTargetClassName="") == [
+        'spec.virtualTargetClassName: Invalid value: "": must name a VirtualTargetClass'
     ]
     assert set_errors(virtualTargetClassName="Not_A_Name")[0].startswith(
-        'spec.virtualTargetClassName: Invalid value: "Not_A_Name"'
+        'spec.virtualTargetClassName: Invalid value: "Not_A_Name": a lowercase RFC 1123'
     )
+    assert set_errors(virtualTargetClassName="a" * 254) == [
+        f'spec.virtualTargetClassName: Invalid value: "{"a" * 254}": may not be more than '
+        "253 chars long",
+        f'spec.virtualTargetClassName: Invalid value: "{"a" * 254}": must be no more than '
+        "253 characters",
+    ]
+
+
+def test_the_schema_s_required_fields_and_lengths_are_checked_offline() -> None:
+    drivers = [{"type": "a.B"}, {"name": "", "type": "a.B"}, {"name": "x" * 254, "type": "a.B"}]
+    errors = set_errors(
+        template={"metadata": {"labels": {"pool": "a"}}, "spec": {"drivers": drivers}}
+    )
+    assert errors == [
+        "spec.template.spec.drivers[0].name: Required value",
+        'spec.template.spec.drivers[1].name: Invalid value: "": should be at least 1 chars long',
+        f'spec.template.spec.drivers[2].name: Invalid value: "{"x" * 254}": may not be more '
+        "than 253 chars long",
+    ]
+    no_selector = a_set()
+    del no_selector["spec"]["selector"]
+    assert errors_of("ExporterSet", no_selector) == ["spec.selector: Required value"]
 
 
 def test_drivers_names_unique_type_xor_ref_no_config_with_ref() -> None:
@@ -231,7 +251,8 @@ def test_immutable_fields_on_update() -> None:
 def test_class_provisioner_present_and_qualified() -> None:
     obj = a_class()
     del obj["spec"]["provisioner"]
-    assert errors_of("VirtualTargetClass", obj) == [
+    assert errors_of("VirtualTargetClass", obj) == ["spec.provisioner: Required value"]
+    assert class_errors(provisioner="") == [
         "spec.provisioner: Required value: e.g. qemu.jumpstarter.dev"
     ]
     assert class_errors(provisioner="qemu jumpstarter")[0].startswith(

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTIONS = (1, 10, 50)
@@ -38,6 +38,9 @@ SECONDS = 2
 # so a noisy neighbour slows both sides of it; the table reports medians over rounds.
 ROUNDS = 5
 ECHO = "/bench-echo"
+# Validate with a pool label and memory never seen before on every request: what the
+# webhook's per-value memories (label maps, parameters per class version) are worth.
+UNSEEN = "validate, unseen values"
 VALIDATE = "/validate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
 MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
 TARGET_RATIO, TARGET_P99_MS = 0.8, 5.0
@@ -100,17 +103,27 @@ def _review(defaulted: bool) -> dict[str, Any]:
     }
 
 
-def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
-    """The server under test: the webhook app plus the echo route, same uvicorn settings."""
+def _unseen(review: dict[str, Any]) -> dict[str, Any]:
+    """The review as a template whose pool label and memory change on every request
+    (see `_wrk`), so that no per-value memory of the webhook ever holds them."""
+    text = json.dumps(review).replace('"fedora-x86"', f'"fedora-x86-{COUNTER}"')
+    return dict(json.loads(text.replace('"4Gi"', f'"{MEMORY}Mi"')))
+
+
+COUNTER, MEMORY = "@N@", "@M@"
+
+
+def server_app() -> FastAPI:
+    """The app under test: the webhook's, as `virtualtarget webhook` builds it in a cluster,
+    plus the echo route."""
     from webhook.app import create_app
     from webhook.cli import server_admission
     from webhook.clusterview import StaticView
-    from webhook.server import bind, run, tls_context
 
-    # As `virtualtarget webhook` builds it in a cluster, with the set's class in its view:
-    # validate runs the cross-object checks (class lookup, merged qemu parameters). The
-    # view is the example class held in memory, which costs what a watch-cache hit does,
-    # with the uid and resourceVersion the apiserver gives every stored object.
+    # The set's class is in the cluster view, so validate runs the cross-object checks
+    # (class lookup, merged qemu parameters). The view is the example class held in
+    # memory, which costs what a watch-cache hit does, with the uid and resourceVersion
+    # the apiserver gives every stored object.
     the_class = yaml.safe_load((ROOT / "examples" / "virtualtargetclass-qemu.yaml").read_text())
     the_class["metadata"].update(uid="9f6c3d2e-5a4b-4c1d-8e7f-0a1b2c3d4e5f", resourceVersion="1")
     app = create_app(server_admission(StaticView([the_class])))
@@ -125,8 +138,25 @@ def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
         return Response(json.dumps(answer), media_type="application/json")
 
     app.router.add_route(ECHO, echo, methods=["POST"])  # mounted as the admission paths are
+    return app
+
+
+def reviews() -> dict[str, tuple[str, dict[str, Any]]]:
+    """What each measured endpoint is sent: (path, review or review template)."""
+    return {
+        "echo": (ECHO, _review(True)),
+        "validate": (VALIDATE, _review(True)),
+        "mutate": (MUTATE, _review(False)),
+        UNSEEN: (VALIDATE, _unseen(_review(True))),
+    }
+
+
+def serve(cert_dir: Path, port: int, fast: bool = True) -> None:
+    """The server under test, with the webhook's own TLS and uvicorn settings."""
+    from webhook.server import bind, run, tls_context
+
     run(
-        app,
+        server_app(),
         bind("127.0.0.1", port),
         tls_context(cert_dir),
         lambda: print("ready", flush=True),
@@ -146,11 +176,24 @@ def _cpu_seconds(pid: int) -> float:
 
 def _wrk(url: str, body_file: Path, connections: int, server: int) -> Point:
     script = body_file.with_suffix(".lua")
-    script.write_text(
-        'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-        f'wrk.body = io.open({json.dumps(str(body_file))}):read("*a")\n'
-    )
+    lua = [
+        'wrk.method = "POST"',
+        'wrk.headers["Content-Type"] = "application/json"',
+        f'local body = io.open({json.dumps(str(body_file))}):read("*a")',
+    ]
+    if COUNTER in body_file.read_text():
+        lua += [
+            "local counter = 0",
+            "request = function()",
+            "  counter = counter + 1",
+            f'  local text = body:gsub("{COUNTER}", tostring(counter))',
+            f'  text = text:gsub("{MEMORY}", tostring(1024 + counter % 200000))',
+            "  return wrk.format(nil, nil, nil, text)",
+            "end",
+        ]
+    else:
+        lua.append("wrk.body = body")
+    script.write_text("\n".join(lua) + "\n")
     cpu_before = _cpu_seconds(server)
     out = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{SECONDS}s", "--latency", "-s", str(script), url],
@@ -182,12 +225,8 @@ def main() -> str:
         work = Path(tmp)
         certs = ensure_certificates(work / "certs", "bench", "bench", ("127.0.0.1",))
         bodies = {}
-        for name, review in (
-            ("echo", _review(True)),
-            ("validate", _review(True)),
-            ("mutate", _review(False)),
-        ):
-            bodies[name] = work / f"{name}.json"
+        for index, (name, (_, review)) in enumerate(reviews().items()):
+            bodies[name] = work / f"review-{index}.json"
             bodies[name].write_text(json.dumps(review))
         for stack, extra in STACKS.items():
             tables.append(_table(stack, _measure(certs.directory, bodies, extra)))
@@ -208,7 +247,7 @@ def _measure(
     )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        paths = {"echo": ECHO, "validate": VALIDATE, "mutate": MUTATE}
+        paths = {name: path for name, (path, _) in reviews().items()}
         base = f"https://127.0.0.1:{port}"
         return [
             {
@@ -240,7 +279,7 @@ def _table(stack: str, rounds: list[dict[tuple[str, int], Point]]) -> str:
     ]
     verdicts = []
     for connections in CONNECTIONS:
-        for name in ("echo", "validate", "mutate"):
+        for name in ("echo", "validate", "mutate", UNSEEN):
             points = [(r[(name, connections)], r[("echo", connections)]) for r in rounds]
             rps, p99, cpu = (_median([point[i] for point, _ in points]) for i in range(3))
             ratio = _median([point[0] / echo[0] for point, echo in points])
@@ -249,7 +288,7 @@ def _table(stack: str, rounds: list[dict[tuple[str, int], Point]]) -> str:
                 f"| {connections} | {name} | {rps:.0f} | {p99:.2f} | {ratio:.2f} "
                 f"| {cpu:.0f} | {cpu_ratio:.2f} |"
             )
-            if connections == 10 and name != "echo":
+            if connections == 10 and name in ("validate", "mutate"):
                 ok = ratio >= TARGET_RATIO and p99 < TARGET_P99_MS
                 verdicts.append(
                     f"{name} at 10 connections: {ratio:.2f} of echo (CPU: {cpu_ratio:.2f}), "

@@ -38,7 +38,7 @@ CONNECTIONS = (1, 10, 50)
 SECONDS = 1
 # Short points in interleaved rounds: each ratio compares endpoints measured seconds apart,
 # so a noisy neighbour slows both sides of it; the table reports medians over rounds.
-ROUNDS = 9
+ROUNDS = 15
 ECHO = "/bench-echo"
 # Validate with a pool label and memory never seen before on every request: what the
 # webhook's per-value memories (label maps, parameters per class version) are worth.
@@ -323,18 +323,23 @@ def _measure(
     )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        paths = {name: path for name, (path, _) in reviews().items()}
+        paths = list({name: path for name, (path, _) in reviews().items()}.items())
         base = f"https://127.0.0.1:{port}"
-        return [
-            {
-                (name, connections): _wrk(
-                    base + path + APISERVER_QUERY, bodies[name], connections, server.pid
-                )
-                for connections in CONNECTIONS
-                for name, path in paths.items()
-            }
-            for _ in range(ROUNDS)
-        ]
+        rounds = []
+        for index in range(ROUNDS):
+            # Every other round runs the endpoints in reverse, so that a drift within a
+            # round does not always favour the endpoint measured first.
+            order = paths if index % 2 == 0 else paths[::-1]
+            rounds.append(
+                {
+                    (name, connections): _wrk(
+                        base + path + APISERVER_QUERY, bodies[name], connections, server.pid
+                    )
+                    for connections in CONNECTIONS
+                    for name, path in order
+                }
+            )
+        return rounds
     finally:
         server.terminate()
         server.wait(timeout=10)

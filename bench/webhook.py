@@ -58,13 +58,13 @@ def _review(defaulted: bool) -> dict[str, Any]:
             "metadata": {"labels": {"jumpstarter.dev/pool": "fedora-x86", "board": "qemu"}},
             "spec": {
                 "drivers": [
-                    {"name": "power", "type": "jumpstarter_driver_qemu.driver.QemuPower"},
-                    {"name": "serial", "type": "jumpstarter_driver_pyserial.driver.PySerial"},
+                    {"name": "qemu", "type": "jumpstarter_driver_qemu.driver.Qemu"},
+                    {"name": "power", "ref": "qemu.power"},
                 ]
             },
         },
-        "images": {"exporter": {"image": "quay.io/jumpstarter-dev/jumpstarter:0.7.1"}},
-        "parameters": {"memory": "4Gi"},
+        "images": {"exporter": {"image": "quay.io/jumpstarter-dev/jumpstarter:0.9.0"}},
+        "parameters": {"resources": {"memory": "4Gi"}},
     }
     if defaulted:
         spec.update(

@@ -15,12 +15,14 @@ from api.access import Permission
 __all__ = [
     "ACCESS",
     "CLASSES",
+    "CONFIGMAPS",
     "ELECTION_LEASES",
     "EVENTS",
     "EXPORTERS",
     "EXPORTERSETS",
     "JUMPSTARTER_LEASES",
     "PODS",
+    "SECRETS",
     "WATCHED",
     "Resource",
     "allowed",
@@ -59,6 +61,8 @@ CLASSES = Resource(
 EXPORTERS = Resource("jumpstarter.dev", "v1alpha1", "exporters", "Exporter")
 JUMPSTARTER_LEASES = Resource("jumpstarter.dev", "v1alpha1", "leases", "Lease")
 PODS = Resource("", "v1", "pods", "Pod")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 
@@ -75,13 +79,29 @@ ACCESS: tuple[Permission, ...] = (
     Permission(JUMPSTARTER_LEASES.group, "leases", _READ),
     # the workload of each instance
     Permission(PODS.group, "pods", (*_READ, "create", "patch", "delete")),
+    # each instance's config Secret, and the token Jumpstarter's controller issued in the
+    # Secret an Exporter's status names (a name known only at run time, so no
+    # resourceNames; the watch brings a rotated token to the config Secret at once, and
+    # the cache keeps only the `token` and `config.yaml` keys of any Secret)
+    Permission(SECRETS.group, "secrets", (*_READ, "create", "update")),
+    # the CA bundle of the config: the class's caBundleConfigMapRef or the one a
+    # Jumpstarter install publishes (the cache keeps only PEM certificate values)
+    Permission(CONFIGMAPS.group, "configmaps", _READ),
     # what it did to a pool, for `kubectl describe`
     Permission(EVENTS.group, "events", ("create",)),
     # leader election, in the reconciler's own namespace only
     Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
 )
 
-WATCHED: tuple[Resource, ...] = (EXPORTERSETS, CLASSES, EXPORTERS, JUMPSTARTER_LEASES, PODS)
+WATCHED: tuple[Resource, ...] = (
+    EXPORTERSETS,
+    CLASSES,
+    EXPORTERS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    SECRETS,
+    CONFIGMAPS,
+)
 
 
 def allowed(resource: Resource, verb: str, sub: str = "") -> bool:

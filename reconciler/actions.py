@@ -19,6 +19,7 @@ __all__ = [
     "DeletePod",
     "MarkServed",
     "PatchStatus",
+    "RecordEvent",
     "Remove",
     "Retain",
     "SetSurplusSince",
@@ -27,14 +28,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CreateExporter:
-    """Create the Exporter `name` (rendered from the set) and then its Pod."""
+    """Create the Exporter `name` (rendered from the set). Its config Secret and Pod follow
+    once Jumpstarter's controller has issued its credentials (`CreatePod`)."""
 
     name: str
 
 
 @dataclass(frozen=True, slots=True)
 class CreatePod:
-    """Create the missing workload Pod of an existing Exporter."""
+    """Create the missing workload Pod of an existing, credentialed Exporter, after
+    bringing its config Secret up to date."""
 
     exporter: str
 
@@ -85,6 +88,14 @@ class PatchStatus:
     status: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """An Event on the set about a state it entered (planned once, on the transition)."""
+
+    reason: str
+    note: str
+
+
 Action = (
     CreateExporter
     | CreatePod
@@ -94,4 +105,5 @@ Action = (
     | MarkServed
     | SetSurplusSince
     | PatchStatus
+    | RecordEvent
 )

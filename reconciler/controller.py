@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from api.provisioners.check import check_parameters
 from reconciler.access import (
     CLASSES,
+    CONFIGMAPS,
     EXPORTERS,
     EXPORTERSETS,
     JUMPSTARTER_LEASES,
     PODS,
+    SECRETS,
     WATCHED,
     Resource,
 )
@@ -35,14 +38,21 @@ from reconciler.adapt import (
     pod_view,
     pool_view,
 )
-from reconciler.cache import Informer, ObjKey, keep_only
+from reconciler.cache import Informer, ObjKey, keep_only, key_of
+from reconciler.credentials import (
+    ca_source,
+    credential_secret_name,
+    keep_certificates,
+    keep_credentials,
+    resolve,
+)
 from reconciler.executor import Executor
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
 from reconciler.kube import Kube
 from reconciler.observe import Observation
 from reconciler.planner import Plan, plan
 from reconciler.provisioners.base import Provisioner
-from reconciler.render import merged_parameters
+from reconciler.render import Credentials, merged_parameters
 from reconciler.workqueue import WorkQueue
 
 __all__ = ["Controller"]
@@ -83,8 +93,14 @@ class Controller:
         # What each cache derives and keeps: the planner's view, computed once per event
         # from the whole object; of the object itself only what the executor reads
         # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
+        # Of Secrets and ConfigMaps only the keys a config is rendered from are kept.
         shape: dict[Resource, dict[str, Any]] = {
-            EXPORTERS: {"transform": keep_only("spec.enabled"), "derive": exporter_view},
+            EXPORTERS: {
+                "transform": keep_only("spec.enabled", "status.credential", "status.endpoint"),
+                "derive": exporter_view,
+            },
+            SECRETS: {"transform": keep_credentials},
+            CONFIGMAPS: {"transform": keep_certificates},
             PODS: {
                 "transform": keep_only("status.phase"),
                 "derive": lambda p: pod_view(p, _pod_exporter(p)),
@@ -107,6 +123,10 @@ class Controller:
         exporters.add_index(
             "family", lambda o: [(_meta(o).get("namespace"), _family(_meta(o).get("name", "")))]
         )
+        exporters.add_index(
+            "credential",
+            lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
+        )
         self.informers[PODS].add_index(
             "set",
             lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(SET_LABEL))],
@@ -119,6 +139,8 @@ class Controller:
         self.informers[PODS].add_handler(self._on_pod)
         self.informers[JUMPSTARTER_LEASES].add_handler(self._on_lease)
         self.informers[CLASSES].add_handler(self._on_class)
+        self.informers[SECRETS].add_handler(self._on_secret)
+        self.informers[CONFIGMAPS].add_handler(self._on_configmap)
 
     # -- event routing -------------------------------------------------------------------
     def _on_owned(self, _kind: str, new: Obj, old: Obj | None) -> None:
@@ -144,6 +166,25 @@ class Controller:
         for exporter_set in self.informers[EXPORTERSETS].by_index("class", key):
             self.queue.add(_key(exporter_set))
 
+    def _on_secret(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        """A credential Secret (token issued or rotated) wakes the pools of the Exporters
+        naming it; a config Secret (changed or deleted by someone) wakes its own pool."""
+        namespace = _meta(new).get("namespace", "")
+        for exporter in self.informers[EXPORTERS].by_index("credential", key_of(new)):
+            self._on_owned("MODIFIED", exporter, None)
+        owner = (_meta(new).get("labels") or {}).get(SET_LABEL)
+        if owner:
+            self.queue.add((namespace, owner))
+
+    def _on_configmap(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        """A CA bundle changed: wake the pools whose class trusts that ConfigMap."""
+        namespace, name = key_of(new)
+        for exporter_set in self.informers[EXPORTERSETS].by_index("namespace", namespace):
+            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+            klass = self.informers[CLASSES].get(namespace, class_name)
+            if klass is not None and ca_source(klass)[0] == name:
+                self.queue.add(_key(exporter_set))
+
     # -- one pass --------------------------------------------------------------------------
     def observe(self, exporter_set: Obj) -> tuple[Observation, Obj | None] | None:
         """The planner's input for one set, or None when the set is not ours to handle."""
@@ -163,13 +204,21 @@ class Controller:
                 f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
             )
         elif problem is None:
-            errors = self.provisioner.parameter_errors(merged_parameters(exporter_set, klass))
+            errors = check_parameters(
+                self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
+            ).errors
             if errors:
-                problem = ("InvalidParameters", "; ".join(errors))
+                problem = ("InvalidParameters", "; ".join(map(str, errors)))
         exporters = self.informers[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
         owned_names = {e.name for e in owned}
         family = exporters.derived_by_index("family", (namespace, name))
+        awaiting: dict[str, str] = {}
+        if klass is not None:
+            for exporter in exporters.by_index("owner", uid):
+                found = self.credentials(exporter, klass)
+                if isinstance(found, str):
+                    awaiting[_meta(exporter).get("name", "")] = found
         observation = Observation(
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
@@ -180,8 +229,13 @@ class Controller:
             ),
             taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
+            awaiting=awaiting,
         )
         return observation, klass
+
+    def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
+        """An Exporter's credentials from the caches, or why it has none yet."""
+        return resolve(exporter, klass, self.informers[SECRETS].get, self.informers[CONFIGMAPS].get)
 
     def sync(self, key: ObjKey) -> Plan | None:
         exporter_set = self.informers[EXPORTERSETS].get(*key)
@@ -193,7 +247,7 @@ class Controller:
         observation, klass = observed
         now = self.clock()
         result = plan(observation, now)
-        exporters = self.informers[EXPORTERS]
+        exporters, secrets = self.informers[EXPORTERS], self.informers[SECRETS]
         executor = Executor(
             self.kube,
             self.provisioner,
@@ -201,8 +255,12 @@ class Controller:
             klass,
             lambda n: exporters.get(key[0], n),
             now,
+            credentials=lambda e: self.credentials(e, klass or {}),
+            cached_secret=lambda n: secrets.get(key[0], n),
         )
-        self.writes += executor.run(result.actions)
+        executor.run(result.actions)
+        executor.keep_current(result.keep_current)
+        self.writes += executor.writes
         return result
 
     # -- running -------------------------------------------------------------------------

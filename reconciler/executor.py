@@ -6,7 +6,9 @@
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - before any delete or detach, the Leases are read live (not from the cache); if one
   holds the instance, the fence is lifted and nothing is deleted;
-- deletes carry a uid precondition, so a newer object of the same name survives.
+- deletes carry a uid precondition, so a newer object of the same name survives;
+- an instance's config Secret is rendered and compared with the cached one, and written
+  only when it differs (a steady pool writes nothing; a rotated token is written at once).
 
 Returns the number of API writes made, which the benchmarks and tests count.
 """
@@ -19,7 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from reconciler.access import (
+    EVENTS,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    SECRETS,
+)
 from reconciler.actions import (
     Action,
     CreateExporter,
@@ -27,6 +36,7 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    RecordEvent,
     Remove,
     Retain,
     SetSurplusSince,
@@ -36,7 +46,13 @@ from reconciler.events import build_event
 from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
 from reconciler.kube import ApiError, Kube
 from reconciler.provisioners.base import Provisioner
-from reconciler.render import instance_context, render_exporter
+from reconciler.render import (
+    Credentials,
+    InstanceContext,
+    instance_context,
+    render_config_secret,
+    render_exporter,
+)
 from reconciler.timefmt import format_time
 
 __all__ = ["Executor"]
@@ -54,6 +70,9 @@ class Executor:
     klass: Obj | None
     cached_exporter: Callable[[str], Obj | None]
     now: datetime
+    # an Exporter's credentials, or why it has none yet (`reconciler.credentials.resolve`)
+    credentials: Callable[[Obj], Credentials | str]
+    cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
     writes: int = 0
 
     @property
@@ -70,14 +89,15 @@ class Executor:
             case CreateExporter(name):
                 exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
                 if exporter is not None and controller_of(exporter) == self._set_uid:
-                    self._create_pod(exporter)
                     self._event("InstanceCreated", "Create", f"created Exporter {name}", exporter)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
                 )
-                if exporter is not None:
-                    self._create_pod(exporter)
+                ctx = self._context(exporter) if exporter is not None else None
+                if ctx is not None:
+                    self._sync_config(ctx)
+                    self._create(PODS, self.provisioner.render_pod(ctx))
             case DeletePod(name):
                 self._delete_pod_if_stale(name)
             case Remove(name, fence):
@@ -113,6 +133,18 @@ class Executor:
                         EXPORTERSETS, self.namespace, self._name, body, sub="status"
                     )
                 )
+            case RecordEvent(reason, note):
+                self._event(reason, "Wait", note, None)
+
+    def keep_current(self, names: Iterable[str]) -> int:
+        """Bring the config Secrets of running instances up to date; writes made."""
+        before = self.writes
+        for name in names:
+            exporter = self.cached_exporter(name)
+            ctx = self._context(exporter) if exporter is not None else None
+            if ctx is not None:
+                self._sync_config(ctx)
+        return self.writes - before
 
     # -- helpers -----------------------------------------------------------------------
     @property
@@ -152,13 +184,34 @@ class Executor:
                 raise
             return self.kube.get(resource, self.namespace, body["metadata"]["name"])
 
-    def _create_pod(self, exporter: Obj) -> None:
+    def _context(self, exporter: Obj) -> InstanceContext | None:
+        """The instance's rendering inputs, or None while it cannot be rendered."""
         if self.klass is None:
-            return
-        ctx = instance_context(
-            self.exporter_set, self.klass, exporter, self.provisioner.default_images
+            return None
+        credentials = self.credentials(exporter)
+        if isinstance(credentials, str):
+            return None  # planned from a cache that has moved on; the next pass says why
+        return instance_context(
+            self.exporter_set, self.klass, exporter, self.provisioner.default_images, credentials
         )
-        self._create(PODS, self.provisioner.render_pod(ctx))
+
+    def _sync_config(self, ctx: InstanceContext) -> None:
+        """Write the config Secret only when the cached one differs from the rendered one."""
+        wanted = render_config_secret(ctx, self.provisioner.drivers(ctx))
+        current = self.cached_secret(ctx.config_secret)
+        if current is None:
+            try:
+                self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
+                return
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+            current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
+        if current is None or _same_secret(current, wanted):
+            return
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
+        self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
 
     def _delete_pod_if_stale(self, name: str) -> None:
         pod = self.kube.get(PODS, self.namespace, name)
@@ -230,3 +283,15 @@ class Executor:
         ]
         patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
         self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+
+
+def _same_secret(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """What the reconciler renders (data, type, labels, owner) is what the Secret holds."""
+    have, want = current.get("metadata") or {}, wanted["metadata"]
+    return (
+        current.get("data") == wanted["data"]
+        and current.get("type", "Opaque") == wanted["type"]
+        and (have.get("labels") or {}) == want["labels"]
+        and [r.get("uid") for r in have.get("ownerReferences") or []]
+        == [r.get("uid") for r in want["ownerReferences"]]
+    )

@@ -122,7 +122,10 @@ class Observation:
 
     `problem` is a (reason, message) pair when the set cannot be scaled (class missing,
     class of another provisioner, invalid merged parameters); `taken_names` are Exporter
-    names in the namespace that the set does not own, so a new instance never collides.
+    names in the namespace that the set does not own, so a new instance never collides;
+    `awaiting` names the owned instances that cannot be rendered yet, with the reason
+    (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
+    they get no config Secret and no Pod until then.
     """
 
     pool: PoolView
@@ -132,3 +135,4 @@ class Observation:
     leases: tuple[LeaseView, ...] = ()
     taken_names: frozenset[str] = frozenset()
     problem: tuple[str, str] | None = None
+    awaiting: Mapping[str, str] = field(default_factory=dict)

@@ -29,6 +29,12 @@ provisioner or invalid merged parameters (`Observation.problem`) stop scaling: n
 create, no fence, no delete; only the status says why, and the surplus memory is
 cleared so the cooldown starts afresh after the repair.
 
+Rendering: an instance's config Secret and Pod exist only once Jumpstarter's controller
+has issued its credentials (`Observation.awaiting` lists those still waiting; the status
+says how many, an Event marks the start of the wait, and the pass requeues). Instances
+that run get their rendered objects kept current (`Plan.keep_current`: the runtime
+compares and writes only what differs, so a steady pool writes nothing).
+
 Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
 lagging cache or after a crash hits "already exists" instead of making a duplicate.
 """
@@ -48,6 +54,7 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    RecordEvent,
     Remove,
     Retain,
     SetSurplusSince,
@@ -65,9 +72,12 @@ from reconciler.observe import (
 from reconciler.status import ConditionSpec, Counters, build_status
 from reconciler.timefmt import format_time
 
-__all__ = ["Plan", "instance_labels", "instance_name", "plan"]
+__all__ = ["AWAITING_REQUEUE", "WAITING_FOR_CREDENTIALS", "Plan", "instance_labels", "plan"]
 
 _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
+WAITING_FOR_CREDENTIALS = "WaitingForCredentials"
+# A safety net: the Exporter's status update and the Secret's creation wake the pass too.
+AWAITING_REQUEUE = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,9 @@ class Plan:
     buckets: Mapping[Bucket, int]
     pending_leases: int
     requeue_after: timedelta | None = None
+    # instances whose config Secret (and other rendered objects) the runtime keeps current
+    keep_current: tuple[str, ...] = ()
+    awaiting: tuple[str, ...] = ()  # instances waiting for credentials
 
 
 def instance_name(set_name: str, index: int) -> str:
@@ -137,6 +150,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
 
     actions: list[Action] = []
     requeue: timedelta | None = None
+    awaiting: list[str] = []
+    keep_current: list[str] = []
     ceiling_blocks = ceiling > 0 and wanted > ceiling
     scale_note = ("", "")  # (reason, message) of a pending or ongoing scale step
 
@@ -158,7 +173,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
             if exporter.fenced and not is_busy(exporter, leased_by):
                 actions.append(Remove(exporter.name, fence=False))
 
-        # Workload upkeep of instances that stay: replace finished Pods, create missing ones.
+        # Workload upkeep of instances that stay: replace finished Pods, create missing ones
+        # once credentials allow, keep the running ones' rendered objects current.
         owned_names = {e.name for e in obs.exporters}
         for pod in obs.pods:
             if pod.exporter not in owned_names:
@@ -166,10 +182,16 @@ def plan(obs: Observation, now: datetime) -> Plan:
         for bucket in _STAYING:
             for exporter in members[bucket]:
                 own = tuple(pods_of.get(exporter.name, ()))
-                if not own:
+                if exporter.name in obs.awaiting:
+                    awaiting.append(exporter.name)
+                elif not own:
                     actions.append(CreatePod(exporter.name))
                 elif pods_finished(own):
                     actions.extend(DeletePod(pod.name) for pod in own)
+                else:
+                    keep_current.append(exporter.name)
+        if awaiting:
+            requeue = AWAITING_REQUEUE
 
         deficit = desired - capacity
         room = ceiling - owned if ceiling else deficit
@@ -194,7 +216,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 actions.extend(Remove(e.name, fence=True) for e in candidates[:surplus])
                 scale_note = ("ScalingDown", f"removing {surplus} instance(s) towards {desired}")
             else:
-                requeue = deadline - now
+                requeue = min(requeue or deadline - now, deadline - now)
                 scale_note = (
                     "ScaleDownCooldown",
                     f"{surplus} surplus instance(s) since {format_time(since)}; "
@@ -207,6 +229,15 @@ def plan(obs: Observation, now: datetime) -> Plan:
         # fixing a class never triggers an immediate scale-down.
         actions.append(SetSurplusSince(None))
 
+    if awaiting and scale_note[0] not in ("ScalingUp", "ScalingDown"):
+        first = awaiting[0]
+        scale_note = (
+            WAITING_FOR_CREDENTIALS,
+            f"{len(awaiting)} instance(s) wait for credentials from Jumpstarter's controller; "
+            f"{first}: {obs.awaiting[first]}",
+        )
+        if _progressing_reason(pool.status) != WAITING_FOR_CREDENTIALS:
+            actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
     status = build_status(
         _counters(obs, members, leased_by),
         selector_string(pool.selector)
@@ -219,7 +250,24 @@ def plan(obs: Observation, now: datetime) -> Plan:
     )
     if status != dict(pool.status):
         actions.append(PatchStatus(status))
-    return Plan(tuple(actions), status, desired, count, pending, requeue)
+    return Plan(
+        tuple(actions),
+        status,
+        desired,
+        count,
+        pending,
+        requeue,
+        keep_current=tuple(keep_current),
+        awaiting=tuple(awaiting),
+    )
+
+
+def _progressing_reason(status: Mapping[str, object]) -> str:
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Progressing":
+            return str(condition.get("reason", ""))
+    return ""
 
 
 def _counters(
@@ -280,7 +328,7 @@ def _conditions(
         )
     reason, message = scale_note
     leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED]
-    if reason in ("ScalingUp", "ScalingDown"):
+    if reason in ("ScalingUp", "ScalingDown", WAITING_FOR_CREDENTIALS):
         progressing = ConditionSpec("Progressing", True, reason, message)
     elif count[Bucket.PROVISIONING] or leaving:
         progressing = ConditionSpec(

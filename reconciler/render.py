@@ -1,28 +1,45 @@
-"""The Exporter of one instance, and the inputs a provisioner renders its workload from.
+"""The Exporter of one instance, its config Secret, and the inputs a provisioner renders
+the instance's workload from.
 
-Pure: the set and class arrive as raw dicts, the result is a dict to POST. The parts
+Pure: the set and class arrive as raw dicts, the results are dicts to POST. The parts
 every provisioner shares live here (name, labels, ownerReference, images resolved set >
-class > provisioner default, scheduling, CA bundle, credentials); what the workload looks
-like is the provisioner's (`reconciler.provisioners`). No I/O.
+class > provisioner default, scheduling, the class's credentials Secret, the Jumpstarter
+`ExporterConfig` in its Secret); what the workload and its drivers look like is the
+provisioner's (`reconciler.provisioners`). No I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from api.merge import deep_merge
-from reconciler.access import EXPORTERS, EXPORTERSETS
-from reconciler.defaults import field_default, spec_defaults
+from reconciler.access import EXPORTERS, EXPORTERSETS, SECRETS
+from reconciler.defaults import spec_defaults
+from reconciler.jumpstarter import (
+    CONFIG_KEY,
+    EXPORTER_CONFIG_API_VERSION,
+    EXPORTER_CONFIG_KIND,
+    config_secret_name,
+)
+from reconciler.keys import INSTANCE_LABEL
+from reconciler.observe import RecycleStrategy
 from reconciler.planner import instance_labels
 
 __all__ = [
+    "Credentials",
     "Image",
     "InstanceContext",
     "controller_ref",
+    "export_map",
+    "exporter_config",
     "instance_context",
     "merged_parameters",
+    "render_config_secret",
     "render_exporter",
     "resolve_image",
 ]
@@ -36,9 +53,18 @@ class Image:
     pull_policy: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What Jumpstarter's controller issued for one Exporter, and the CA to trust it by."""
+
+    endpoint: str  # status.endpoint: the controller's gRPC address
+    token: str  # `token` of the Secret named in status.credential
+    ca: str = ""  # base64 of the PEM CA bundle; "" trusts the system's roots
+
+
 @dataclass(frozen=True)
 class InstanceContext:
-    """Everything a provisioner needs to render the workload of one instance."""
+    """Everything a provisioner needs to render the objects of one instance."""
 
     namespace: str
     exporter: str
@@ -47,12 +73,25 @@ class InstanceContext:
     parameters: Mapping[str, Any]
     images: Mapping[str, Image]  # role ("exporter", "runtime") -> resolved image
     recycle: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
     drivers: list[Any] = field(default_factory=list)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: list[Any] = field(default_factory=list)
     resources: Mapping[str, Any] = field(default_factory=dict)
-    ca_bundle: tuple[str, str] | None = None  # (ConfigMap name, key)
-    credentials_secret: str | None = None
+    credentials_secret: str | None = None  # the class's credentialsSecretRef
+    credentials: Credentials | None = None
+
+    @property
+    def config_secret(self) -> str:
+        return config_secret_name(self.exporter)
+
+    def owner_reference(self) -> Obj:
+        """The controller reference every object of the instance carries: its Exporter."""
+        exporter = {"metadata": {"name": self.exporter, "uid": self.exporter_uid}}
+        return controller_ref(exporter, EXPORTERS.api_version, EXPORTERS.kind)
+
+    def object_labels(self) -> dict[str, str]:
+        return {**self.labels, INSTANCE_LABEL: self.exporter}
 
 
 def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:
@@ -122,15 +161,9 @@ def instance_context(
     klass: Mapping[str, Any],
     exporter: Mapping[str, Any],
     default_images: Mapping[str, Image],
+    credentials: Credentials | None = None,
 ) -> InstanceContext:
     scheduling = _get(klass, "spec", "scheduling") or {}
-    ca = _get(klass, "spec", "caBundleConfigMapRef")
-    ca_key = None
-    if isinstance(ca, Mapping) and ca.get("name"):
-        ca_key = (
-            ca["name"],
-            ca.get("key") or field_default("VirtualTargetClass", "spec.caBundleConfigMapRef.key"),
-        )
     secret = _get(klass, "spec", "credentialsSecretRef", "name") or None
     set_defaults = spec_defaults("ExporterSet")
     return InstanceContext(
@@ -138,6 +171,7 @@ def instance_context(
         exporter=_get(exporter, "metadata", "name"),
         exporter_uid=_get(exporter, "metadata", "uid") or "",
         labels=dict(_get(exporter, "metadata", "labels") or {}),
+        annotations=dict(_get(exporter, "metadata", "annotations") or {}),
         parameters=merged_parameters(exporter_set, klass),
         images={
             role: resolve_image(role, exporter_set, klass, image)
@@ -148,6 +182,62 @@ def instance_context(
         node_selector=dict(scheduling.get("nodeSelector") or {}),
         tolerations=list(scheduling.get("tolerations") or []),
         resources=dict(scheduling.get("resources") or {}),
-        ca_bundle=ca_key,
         credentials_secret=secret,
+        credentials=credentials,
     )
+
+
+def export_map(drivers: Sequence[Mapping[str, Any]]) -> Obj:
+    """The template's driver list as an ExporterConfig `export` map, by driver name: a
+    `ref` driver becomes `{ref}`, any other `{type, config}`."""
+    exported: Obj = {}
+    for driver in drivers:
+        name = str(driver.get("name", ""))
+        if driver.get("ref"):
+            exported[name] = {"ref": driver["ref"]}
+        else:
+            exported[name] = {
+                "type": driver.get("type"),
+                "config": dict(driver.get("config") or {}),
+            }
+    return exported
+
+
+def exporter_config(ctx: InstanceContext, drivers: Sequence[Mapping[str, Any]]) -> Obj:
+    """The instance's Jumpstarter ExporterConfig (what `jmp run --exporter-config` loads).
+
+    `exitOnLeaseEnd` is what Jumpstarter's exporter-set controller writes: the exporter
+    exits after a lease unless the pool reuses instances in place. Release 0.9.0's
+    ExporterConfig model does not read it (it ignores unknown keys); the pool replaces a
+    served instance itself either way (`reconciler.buckets`, released)."""
+    if ctx.credentials is None:
+        raise ValueError(f"{ctx.namespace}/{ctx.exporter} has no credentials yet")
+    return {
+        "apiVersion": EXPORTER_CONFIG_API_VERSION,
+        "kind": EXPORTER_CONFIG_KIND,
+        "metadata": {"name": ctx.exporter, "namespace": ctx.namespace},
+        "endpoint": ctx.credentials.endpoint,
+        "token": ctx.credentials.token,
+        "tls": {"ca": ctx.credentials.ca},
+        "export": export_map(drivers),
+        "exitOnLeaseEnd": ctx.recycle != RecycleStrategy.IN_PLACE_REUSE,
+    }
+
+
+def render_config_secret(ctx: InstanceContext, drivers: Sequence[Mapping[str, Any]]) -> Obj:
+    """The config Secret `exporter-config-<exporter>`, key `config.yaml`, owned by the
+    Exporter. `data` is written base64 as the apiserver stores it, so the reconciler can
+    compare what it would write with what its cache holds, byte for byte."""
+    text = yaml.safe_dump(exporter_config(ctx, drivers), sort_keys=False, width=1 << 16)
+    return {
+        "apiVersion": SECRETS.api_version,
+        "kind": SECRETS.kind,
+        "metadata": {
+            "name": ctx.config_secret,
+            "namespace": ctx.namespace,
+            "labels": ctx.object_labels(),
+            "ownerReferences": [ctx.owner_reference()],
+        },
+        "type": "Opaque",
+        "data": {CONFIG_KEY: base64.b64encode(text.encode()).decode()},
+    }

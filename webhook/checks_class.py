@@ -1,5 +1,6 @@
 """VirtualTargetClass checks the CRD's CEL cannot express: provisioner name, references,
-toleration effects, nodeSelector label syntax, resource quantities and images.
+toleration effects, nodeSelector label syntax, resource quantities, images, and the
+provisioner's parameters (the class's own; a set's are checked merged over them).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from api.fielderrors import FieldError, join_path
 from api.labels import dns_subdomain_errors, labels_errors, qualified_name_errors
+from api.provisioners.check import check_parameters
 from webhook.checks_common import child, images_errors, resources_errors
 from webhook.verdict import Verdict
 
@@ -23,7 +25,13 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
     if not isinstance(spec, dict):
         return Verdict([FieldError.required("spec")])
     verdict = Verdict()
-    verdict.errors += _provisioner_errors(spec.get("provisioner"))
+    provisioner = spec.get("provisioner")
+    verdict.errors += _provisioner_errors(provisioner)
+    parameters = spec.get("parameters")
+    if isinstance(provisioner, str) and isinstance(parameters, dict):
+        found = check_parameters(provisioner, parameters)
+        verdict.errors += found.errors
+        verdict.warnings += found.warnings
     verdict.errors += _reference_errors(
         spec.get("caBundleConfigMapRef"), "spec.caBundleConfigMapRef"
     )

@@ -7,22 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from api.fielderrors import FieldError, format_value
+from api.fielderrors import FieldError
 from api.merge import deep_merge
-from api.provisioners import PARAMETER_MODELS
+from api.provisioners.check import check_parameters
 from webhook.clusterview import ClusterView
 from webhook.jsontext import compact_json
 from webhook.verdict import Verdict
 
-__all__ = ["check_class_delete", "check_set_against_class", "parameter_errors"]
+__all__ = ["check_class_delete", "check_set_against_class"]
 
 
 async def check_set_against_class(
     exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
 ) -> Verdict:
-    """The set's class exists, agrees with the warm buffer, and accepts the merged parameters."""
+    """The set's class exists, agrees with the warm buffer, and accepts the merged
+    parameters; the set's own unknown parameter keys are warnings."""
     set_spec = _mapping(exporter_set.get("spec"))
     name = set_spec.get("virtualTargetClassName")
     if not isinstance(name, str) or not name:
@@ -53,73 +52,55 @@ async def check_set_against_class(
         )
     provisioner = class_spec.get("provisioner")
     if isinstance(provisioner, str):
-        verdict.errors += _merged_parameter_errors(
+        errors, warnings = _set_parameter_findings(
             provisioner, found, class_spec.get("parameters"), set_spec.get("parameters")
         )
+        verdict.errors += errors
+        verdict.warnings += warnings
     return verdict
 
 
-def _merged_parameter_errors(
+Findings = tuple[tuple[FieldError, ...], tuple[str, ...]]
+
+
+def _set_parameter_findings(
     provisioner: str, found: Mapping[str, Any], class_parameters: Any, set_parameters: Any
-) -> list[FieldError]:
-    """`parameter_errors` of the merge, remembered per class version and set parameters.
+) -> Findings:
+    """Errors of the merged parameters, and warnings for the unknown keys the set itself
+    adds (the class's own were reported when the class was admitted), remembered per
+    class version and set parameters.
 
     A class read from the cluster names its version (uid and resourceVersion), and a
     pool's set is admitted again and again with the same parameters: the merge and the
     model's Python validators then run once per class version and parameter text.
     """
 
-    def check() -> tuple[FieldError, ...]:
-        merged = deep_merge(_mapping(class_parameters), _mapping(set_parameters))
-        return tuple(parameter_errors(provisioner, merged))
+    def check() -> Findings:
+        own = _mapping(set_parameters)
+        merged = deep_merge(_mapping(class_parameters), own)
+        return (
+            check_parameters(provisioner, merged, merged=True).errors,
+            tuple(check_parameters(provisioner, own).warnings),
+        )
 
     metadata = _mapping(found.get("metadata"))
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
-        return list(check())  # a class from files: no version to remember it by
+        return check()  # a class from files: no version to remember it by
     try:
         key = (uid, version, provisioner, compact_json(set_parameters))
     except (TypeError, ValueError):  # values JSON cannot spell
-        return list(check())
-    errors = _CHECKED_PARAMETERS.get(key)
-    if errors is None:
+        return check()
+    findings = _CHECKED_PARAMETERS.get(key)
+    if findings is None:
         if len(_CHECKED_PARAMETERS) >= _CHECKED_PARAMETERS_MAX:
             _CHECKED_PARAMETERS.clear()
-        errors = _CHECKED_PARAMETERS[key] = check()
-    return list(errors)
+        findings = _CHECKED_PARAMETERS[key] = check()
+    return findings
 
 
-_CHECKED_PARAMETERS: dict[tuple[str, str, str, str], tuple[FieldError, ...]] = {}
+_CHECKED_PARAMETERS: dict[tuple[str, str, str, str], Findings] = {}
 _CHECKED_PARAMETERS_MAX = 1024
-
-
-def parameter_errors(provisioner: str, merged: Mapping[str, Any]) -> list[FieldError]:
-    """Errors of the merged class and set parameters against the provisioner's model."""
-    model = PARAMETER_MODELS.get(provisioner)
-    if model is None:
-        return []
-    try:
-        model.model_validate(merged)
-    except ValidationError as exc:
-        return [_parameter_error(error, provisioner) for error in exc.errors()]
-    return []
-
-
-def _parameter_error(error: Any, provisioner: str) -> FieldError:
-    location = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-    field = f"spec.parameters{location}"
-    message = str(error["msg"]).removeprefix("Value error, ")
-    detail = f"{message} ({provisioner}, class and set parameters merged)"
-    if error["type"] == "extra_forbidden":
-        return FieldError.forbidden(field, f"unknown parameter for {provisioner}")
-    if error["type"] == "missing":
-        return FieldError.required(field, detail)
-    value = error.get("input")
-    return FieldError.invalid(field, value if _plain(value) else format_value(str(value)), detail)
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool | list | dict)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

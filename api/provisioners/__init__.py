@@ -1,8 +1,9 @@
 """Parameter models of the provisioners this project knows.
 
 `PARAMETER_MODELS` maps a VirtualTargetClass `provisioner` to the Pydantic model its
-merged `parameters` (class, then ExporterSet on top) must satisfy. Provisioners not
-listed are validated by their own controllers. No I/O.
+`parameters` (a class's own, and the set's deep-merged over them) must satisfy;
+`api.provisioners.check` applies it. Provisioners not listed are validated by their own
+controllers. No I/O.
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
-"""Parameters of the `qemu.jumpstarter.dev` provisioner.
+"""Parameters of the `qemu.jumpstarter.dev` provisioner, as Jumpstarter documents them.
 
-One instance is one QEMU virtual machine driven by the Jumpstarter QEMU driver in a Pod
-next to the exporter. What such a target needs, all optional with the defaults below:
+The keys are Jumpstarter's (its design for scalable virtual exporters, JEP-0014, and its
+own exporter-set controller), so a class or set written for Jumpstarter is admitted here
+unchanged. All optional:
 
-- `arch`: `x86_64` (default), `aarch64` or `riscv64`; the guest CPU architecture,
-  which selects `qemu-system-<arch>`.
-- `cpus`: integer 1-64, default 2; virtual CPUs.
-- `memory`: quantity 128Mi-256Gi, default `2Gi`; guest RAM.
-- `machine`: QEMU machine type (`q35`, `virt`, ...); default per architecture.
-- `firmware`: `uefi` (default) or `bios`; `bios` only on x86_64.
-- `disk.image`: URL or OCI reference of the boot image; optional.
-- `disk.size`: quantity 1Gi-2Ti, default `10Gi`; the root disk of each instance.
+- `arch`: `x86_64` or `aarch64`; the guest architecture (`qemu-system-<arch>`).
+- `machineType`: the QEMU machine type (`q35`, `virt`, ...).
+- `firmware.url`: URL or OCI reference of a firmware or boot image;
+  `firmware.digest`: `sha256:` and 64 hex digits.
+- `resources.cpu`: virtual CPUs, an integer 1-64; `resources.memory`: guest RAM,
+  128Mi-256Gi; `resources.storage`: root disk, 1Gi-2Ti. Sizes are Kubernetes quantities
+  and must be whole KiB, so that QEMU's own size spelling can say them exactly.
 
-Unknown keys are refused: a misspelt parameter would otherwise be silently ignored by
-the provisioner. The webhook checks the deep merge of class and set parameters against
-this model; the reconciler renders the Pod from the same model. No I/O.
+Jumpstarter's provisioner passes keys it does not know through, so an unknown key is not
+an error here either: `api.provisioners.check` reports it as a warning (the models allow
+extra keys for that reason). No I/O.
 """
 
 from __future__ import annotations
@@ -24,27 +24,29 @@ from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.quantity import format_bytes, parse_quantity
 
-__all__ = ["PROVISIONER", "Architecture", "Firmware", "QemuDisk", "QemuParameters"]
+__all__ = [
+    "PROVISIONER",
+    "Architecture",
+    "QemuFirmware",
+    "QemuParameters",
+    "QemuResources",
+    "qemu_size",
+]
 
 PROVISIONER = "qemu.jumpstarter.dev"
 
 _MEMORY_RANGE = (parse_quantity("128Mi"), parse_quantity("256Gi"))
-_DISK_RANGE = (parse_quantity("1Gi"), parse_quantity("2Ti"))
+_STORAGE_RANGE = (parse_quantity("1Gi"), parse_quantity("2Ti"))
+_KIB = 1024
 
 
 class Architecture(str, Enum):
     X86_64 = "x86_64"
     AARCH64 = "aarch64"
-    RISCV64 = "riscv64"
-
-
-class Firmware(str, Enum):
-    BIOS = "bios"
-    UEFI = "uefi"
 
 
 def _bytes_within(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
@@ -62,59 +64,64 @@ def _bytes_string_within(value: str, bounds: tuple[Decimal, Decimal]) -> str:
 def _checked_bytes(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
     amount = parse_quantity(value)
     low, high = bounds
-    if amount != amount.to_integral_value():
-        raise ValueError("must be a whole number of bytes")
+    if amount % _KIB != 0:
+        raise ValueError("must be a whole number of KiB (1024 bytes)")
     if not low <= amount <= high:
         raise ValueError(f"must be between {format_bytes(low)} and {format_bytes(high)}")
     return str(value)
 
 
-_STRICT = ConfigDict(extra="forbid", use_enum_values=True, validate_default=True)
+_QEMU_UNITS = (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024))
 
 
-class QemuDisk(BaseModel):
-    """The root disk of each instance."""
+def qemu_size(quantity: str) -> str:
+    """A validated size as QEMU and qemu-img spell it: binary units without the `i`
+    (`4Gi` -> `4G`, `1536Mi` -> `1536M`, `4G` -> `3906250K`). Never a bare number:
+    `-m 512` means 512 MiB to QEMU."""
+    amount = int(parse_quantity(quantity))
+    for suffix, unit in _QEMU_UNITS:
+        if amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    raise ValueError(f"{quantity!r} is not a whole number of KiB")
 
-    model_config = _STRICT
 
-    image: Annotated[str, Field(min_length=1)] | None = None
-    size: str = "10Gi"
+# Extra keys are allowed (and reported as warnings); known keys are strict.
+_OPEN = ConfigDict(extra="allow", use_enum_values=True)
 
-    @field_validator("size", mode="before")
+
+class QemuFirmware(BaseModel):
+    model_config = _OPEN
+
+    url: Annotated[str, Field(min_length=1)] | None = None
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+
+
+class QemuResources(BaseModel):
+    model_config = _OPEN
+
+    cpu: Annotated[int, Field(ge=1, le=64, strict=True)] | None = None
+    memory: str | None = None
+    storage: str | None = None
+
+    @field_validator("memory", mode="before")
     @classmethod
-    def _size(cls, value: Any) -> str:
-        return _bytes_within(value, _DISK_RANGE)
+    def _memory(cls, value: Any) -> str | None:
+        return None if value is None else _bytes_within(value, _MEMORY_RANGE)
 
-    @property
-    def size_bytes(self) -> int:
-        return int(parse_quantity(self.size))
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _storage(cls, value: Any) -> str | None:
+        return None if value is None else _bytes_within(value, _STORAGE_RANGE)
 
 
 class QemuParameters(BaseModel):
     """Merged `parameters` of a class and set whose provisioner is qemu.jumpstarter.dev."""
 
-    model_config = _STRICT
+    model_config = _OPEN
 
-    arch: Architecture = Architecture.X86_64
-    cpus: Annotated[int, Field(ge=1, le=64, strict=True)] = 2
-    memory: str = "2Gi"
-    machine: Annotated[str, Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9.-]*$")] | None = None
-    firmware: Firmware = Firmware.UEFI
-    # A factory, not a shared instance: pydantic deep-copies a model default on every
-    # validation, which cost more than the rest of the parameter check together.
-    disk: QemuDisk = Field(default_factory=QemuDisk)
-
-    @field_validator("memory", mode="before")
-    @classmethod
-    def _memory(cls, value: Any) -> str:
-        return _bytes_within(value, _MEMORY_RANGE)
-
-    @model_validator(mode="after")
-    def _bios_only_on_x86(self) -> QemuParameters:
-        if self.firmware == Firmware.BIOS.value and self.arch != Architecture.X86_64.value:
-            raise ValueError("firmware bios is only available on x86_64")
-        return self
-
-    @property
-    def memory_bytes(self) -> int:
-        return int(parse_quantity(self.memory))
+    arch: Architecture | None = None
+    machine_type: (
+        Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9][a-z0-9._-]*$")] | None
+    ) = Field(default=None, alias="machineType")
+    firmware: QemuFirmware | None = None
+    resources: QemuResources | None = None

@@ -1,9 +1,11 @@
 """The provisioner plug-in interface.
 
-A provisioner turns one instance (its Exporter and an `InstanceContext`) into the
-workload that runs it, and states the facts that belong to it: its name (the value of
-a class's `provisioner`), its default images, and how to check merged parameters.
-Pure: rendering returns dicts, it never calls the API.
+A provisioner turns one instance (its Exporter and an `InstanceContext`) into what runs
+it, and states the facts that belong to it: its name (the value of a class's
+`provisioner`) and its default images. The parts every provisioner shares (the
+Exporter, the config Secret around the drivers) are `reconciler.render`'s; parameters
+are checked by `api.provisioners.check`. Pure: rendering returns dicts, it never calls
+the API.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ class Provisioner(Protocol):
     name: str
     default_images: Mapping[str, Image]
 
-    def parameter_errors(self, parameters: Mapping[str, Any]) -> list[str]:
-        """Why the merged parameters are unusable; empty when they are fine."""
+    def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
+        """The template's drivers as this provisioner runs them (the config's `export`)."""
         ...
 
     def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:

@@ -1,41 +1,91 @@
-"""`qemu.jumpstarter.dev`: one QEMU virtual machine per instance, in one Pod.
+"""`qemu.jumpstarter.dev`: one QEMU virtual machine per instance, rendered as Jumpstarter's
+own exporter-set controller renders it (DESIGN §7).
 
-The Pod has two containers: the Jumpstarter exporter, which registers as the
-instance's Exporter and serves leases, and the QEMU runtime sidecar that runs the
-guest the exporter's QEMU driver controls. They share the disk volume (an emptyDir sized
-by `diskSize`) and a socket directory. The default images are a fact of this plug-in;
-a class, then a set, may override them.
+Drivers: each `jumpstarter_driver_qemu.driver.Qemu` of the template is pointed at the
+runtime sidecar's launcher socket and gets the guest's size from the parameters where
+its own config is silent; a `tcp` TcpNetwork driver to the guest's forwarded SSH port is
+added when the template has none.
 
-ExitAndReplace renders `restartPolicy: Never` (the exporter exits after its lease and
-the instance is replaced); InPlaceReuse renders `Always` (the exporter restarts in the
-same Pod and returns to the pool). Parameters are checked with the shared parameter
-model (`api.provisioners.qemu.QemuParameters`) the webhook also uses. No I/O.
+The Pod: an init container copies Jumpstarter's exec helper into the shared volume, the
+QEMU runtime runs as a native sidecar (root, for /dev/kvm, with the class's resources),
+and the main container runs `jmp run` as the exporter image's unprivileged user with the
+config Secret mounted. The Pod never restarts: the pool replaces a finished instance.
+No I/O.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from api.provisioners.qemu import PROVISIONER, QemuParameters
-from reconciler.access import EXPORTERS, PODS
-from reconciler.keys import INSTANCE_LABEL
-from reconciler.observe import RecycleStrategy
+from api.provisioners.qemu import PROVISIONER, Architecture, QemuParameters, qemu_size
+from reconciler.access import PODS
+from reconciler.jumpstarter import (
+    CONFIG_DIR,
+    EXEC_BINARY,
+    EXPORTER_UID,
+    JUMPSTARTER_RELEASE,
+    LAUNCHER_SOCKET,
+    QEMU_DRIVER,
+    SHARED_DIR,
+    TCP_NETWORK_DRIVER,
+    run_command,
+)
 from reconciler.render import Image, InstanceContext
 
-__all__ = ["DEFAULT_IMAGES", "QemuProvisioner"]
+__all__ = ["DEFAULT_IMAGES", "FIRMWARE", "QemuProvisioner"]
 
 DEFAULT_IMAGES: Mapping[str, Image] = {
-    "exporter": Image("quay.io/jumpstarter-dev/jumpstarter:0.7.1", "IfNotPresent"),
-    "runtime": Image("quay.io/jumpstarter-dev/qemu-runtime:0.7.1", "IfNotPresent"),
+    "exporter": Image(f"quay.io/jumpstarter-dev/jumpstarter:{JUMPSTARTER_RELEASE}"),
+    "runtime": Image(f"quay.io/jumpstarter-dev/virtual/qemu-runtime:{JUMPSTARTER_RELEASE}"),
 }
 
-_CA_DIR = "/etc/jumpstarter/ca"
-_CREDENTIALS_DIR = "/etc/jumpstarter/credentials"
-_SHARED = "/var/lib/jumpstarter"
+# UEFI firmware in the runtime image, by guest architecture, under the partition names the
+# QEMU driver boots from (`Qemu.default_partitions`).
+FIRMWARE: Mapping[str, Mapping[str, str]] = {
+    Architecture.X86_64.value: {
+        "OVMF_CODE.fd": "/usr/share/edk2/ovmf/OVMF_CODE.fd",
+        "OVMF_VARS.fd": "/usr/share/edk2/ovmf/OVMF_VARS.fd",
+    },
+    Architecture.AARCH64.value: {
+        "OVMF_CODE.fd": "/usr/share/AAVMF/AAVMF_CODE.fd",
+        "OVMF_VARS.fd": "/usr/share/AAVMF/AAVMF_VARS.fd",
+    },
+}
+# The guest's SSH port, forwarded to the Pod's loopback and exported as the `tcp` driver.
+SSH_FORWARD = {"hostaddr": "127.0.0.1", "hostport": 2222, "guestport": 22}
+TCP_DRIVER = {
+    "name": "tcp",
+    "type": TCP_NETWORK_DRIVER,
+    "config": {"host": SSH_FORWARD["hostaddr"], "port": SSH_FORWARD["hostport"]},
+}
+SHARED_VOLUME_LIMIT = "100Mi"
+_CONFIG_VOLUME = "exporter-config"
+_SHARED_VOLUME = "shared"
+
+
+def _qemu_config(config: Mapping[str, Any], params: QemuParameters) -> dict[str, Any]:
+    """A Qemu driver's config with the pool's settings filled in where it says nothing."""
+    filled = dict(config)
+    filled["launcher_socket"] = LAUNCHER_SOCKET
+    resources = params.resources
+    given = {
+        "arch": params.arch,
+        "smp": resources.cpu if resources else None,
+        "mem": qemu_size(resources.memory) if resources and resources.memory else None,
+        "disk_size": qemu_size(resources.storage) if resources and resources.storage else None,
+    }
+    for key, value in given.items():
+        if value is not None:
+            filled.setdefault(key, value)
+    arch = str(filled.get("arch") or Architecture.X86_64.value)
+    if "default_partitions" not in filled and arch in FIRMWARE:
+        filled["default_partitions"] = dict(FIRMWARE[arch])
+    forwards = dict(filled.get("hostfwd") or {})
+    forwards.setdefault("ssh", dict(SSH_FORWARD))
+    filled["hostfwd"] = forwards
+    return filled
 
 
 def _container(name: str, image: Image, **fields: Any) -> dict[str, Any]:
@@ -45,108 +95,92 @@ def _container(name: str, image: Image, **fields: Any) -> dict[str, Any]:
     return container
 
 
-def _flatten(node: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    pairs: list[tuple[str, Any]] = []
-    for key in sorted(node):
-        value = node[key]
-        if isinstance(value, Mapping):
-            pairs += _flatten(value, f"{prefix}{key}.")
-        else:
-            pairs.append((f"{prefix}{key}", value))
-    return pairs
-
-
 class QemuProvisioner:
     name = PROVISIONER
     default_images = DEFAULT_IMAGES
 
-    def parameter_errors(self, parameters: Mapping[str, Any]) -> list[str]:
-        try:
-            QemuParameters.model_validate(parameters)
-        except ValidationError as exc:
-            return [
-                f"spec.parameters.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                if e["loc"]
-                else f"spec.parameters: {e['msg']}"
-                for e in exc.errors()
-            ]
-        return []
+    def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
+        params = QemuParameters.model_validate(ctx.parameters)
+        drivers = [copy.deepcopy(dict(d)) for d in ctx.drivers if isinstance(d, Mapping)]
+        for driver in drivers:
+            if driver.get("type") == QEMU_DRIVER and not driver.get("ref"):
+                driver["config"] = _qemu_config(driver.get("config") or {}, params)
+        names = {d.get("name") for d in drivers}
+        has_tcp = any(d.get("type") == TCP_NETWORK_DRIVER for d in drivers)
+        if not has_tcp and TCP_DRIVER["name"] not in names:
+            drivers.append(copy.deepcopy(TCP_DRIVER))
+        return drivers
 
     def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:
-        params = QemuParameters.model_validate(ctx.parameters).model_dump(
-            mode="json", by_alias=True, exclude_none=True
+        shared = {"name": _SHARED_VOLUME, "mountPath": SHARED_DIR}
+        env_from = (
+            [{"secretRef": {"name": ctx.credentials_secret}}] if ctx.credentials_secret else []
         )
-        mounts: list[dict[str, Any]] = [{"name": "shared", "mountPath": _SHARED}]
-        shared: dict[str, Any] = {}
-        disk = params.get("disk")
-        size = disk.get("size") if isinstance(disk, dict) else params.get("diskSize")
-        if size:
-            shared["sizeLimit"] = size
-        volumes: list[dict[str, Any]] = [{"name": "shared", "emptyDir": shared}]
-        env = [
-            {"name": "JUMPSTARTER_EXPORTER", "value": ctx.exporter},
-            {"name": "JUMPSTARTER_NAMESPACE", "value": ctx.namespace},
-            {"name": "JUMPSTARTER_DRIVERS", "value": json.dumps(ctx.drivers, sort_keys=True)},
-            {"name": "JUMPSTARTER_QEMU_SOCKET", "value": f"{_SHARED}/qemu.sock"},
-        ]
-        if ctx.ca_bundle is not None:
-            config_map, key = ctx.ca_bundle
-            volumes.append(
+        copy_exec = _container(
+            "copy-jumpstarter-exec",
+            ctx.images["exporter"],
+            command=["cp", EXEC_BINARY, f"{SHARED_DIR}/"],
+            volumeMounts=[shared],
+        )
+        runtime = _container(
+            "target-runtime",
+            ctx.images["runtime"],
+            restartPolicy="Always",  # a native sidecar: runs beside the exporter
+            env=[
                 {
-                    "name": "ca-bundle",
-                    "configMap": {"name": config_map, "items": [{"key": key, "path": key}]},
+                    "name": "JUMPSTARTER_EXEC_LOG_FIELDS",
+                    "value": (
+                        f"component=exporter,exporter={ctx.exporter},namespace={ctx.namespace}"
+                    ),
                 }
-            )
-            mounts.append({"name": "ca-bundle", "mountPath": _CA_DIR, "readOnly": True})
-            env.append({"name": "SSL_CERT_FILE", "value": f"{_CA_DIR}/{key}"})
-        exporter_mounts = list(mounts)
-        if ctx.credentials_secret:
-            volumes.append(
-                {"name": "credentials", "secret": {"secretName": ctx.credentials_secret}}
-            )
-            exporter_mounts.append(
-                {"name": "credentials", "mountPath": _CREDENTIALS_DIR, "readOnly": True}
-            )
-        # Every validated parameter, defaults included, as `--name=value` (nested: a.b).
-        qemu_args = [*(f"--{k}={v}" for k, v in _flatten(params)), f"--socket={_SHARED}/qemu.sock"]
-        runtime: dict[str, Any] = _container(
-            "qemu", ctx.images["runtime"], args=qemu_args, volumeMounts=mounts
+            ],
+            securityContext={"runAsUser": 0, "runAsNonRoot": False},  # /dev/kvm
+            volumeMounts=[shared],
         )
         if ctx.resources:
             runtime["resources"] = dict(ctx.resources)
-        spec: dict[str, Any] = {
-            "restartPolicy": (
-                "Never" if ctx.recycle == RecycleStrategy.EXIT_AND_REPLACE else "Always"
-            ),
-            "containers": [
-                _container(
-                    "exporter", ctx.images["exporter"], env=env, volumeMounts=exporter_mounts
-                ),
-                runtime,
+        exporter = _container(
+            "exporter",
+            ctx.images["exporter"],
+            command=run_command(),
+            env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
+            securityContext={
+                "runAsUser": EXPORTER_UID,
+                "runAsNonRoot": True,
+                "allowPrivilegeEscalation": False,
+            },
+            volumeMounts=[
+                shared,
+                {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
             ],
-            "volumes": volumes,
+        )
+        for container in (runtime, exporter):
+            if env_from:
+                container["envFrom"] = list(env_from)
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "initContainers": [copy_exec, runtime],
+            "containers": [exporter],
+            "volumes": [
+                {"name": _SHARED_VOLUME, "emptyDir": {"sizeLimit": SHARED_VOLUME_LIMIT}},
+                {"name": _CONFIG_VOLUME, "secret": {"secretName": ctx.config_secret}},
+            ],
         }
         if ctx.node_selector:
             spec["nodeSelector"] = dict(ctx.node_selector)
         if ctx.tolerations:
             spec["tolerations"] = list(ctx.tolerations)
+        metadata: dict[str, Any] = {
+            "name": ctx.exporter,
+            "namespace": ctx.namespace,
+            "labels": ctx.object_labels(),
+            "ownerReferences": [ctx.owner_reference()],
+        }
+        if ctx.annotations:
+            metadata["annotations"] = dict(ctx.annotations)
         return {
             "apiVersion": PODS.api_version,
             "kind": PODS.kind,
-            "metadata": {
-                "name": ctx.exporter,
-                "namespace": ctx.namespace,
-                "labels": {**ctx.labels, INSTANCE_LABEL: ctx.exporter},
-                "ownerReferences": [
-                    {
-                        "apiVersion": EXPORTERS.api_version,
-                        "kind": EXPORTERS.kind,
-                        "name": ctx.exporter,
-                        "uid": ctx.exporter_uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
+            "metadata": metadata,
             "spec": spec,
         }

@@ -46,11 +46,8 @@ def test_examples_defaulted_as_documented(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     vtc = _example(EXAMPLES / "virtualtargetclass-qemu.yaml", namespace)
-    del (
-        vtc["spec"]["bindingMode"],
-        vtc["spec"]["reclaimPolicy"],
-        vtc["spec"]["caBundleConfigMapRef"]["key"],
-    )
+    del vtc["spec"]["bindingMode"], vtc["spec"]["reclaimPolicy"]
+    vtc["spec"]["caBundleConfigMapRef"] = {"name": "corporate-ca"}
     result = try_apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -63,7 +60,7 @@ def test_examples_defaulted_as_documented(
     assert spec["maxReplicas"] == 8
     assert spec["scaleDownCooldown"] == "10m"
     drivers = spec["template"]["spec"]["drivers"]
-    assert [d["name"] for d in drivers] == ["power", "serial", "storage"]
+    assert [d["name"] for d in drivers] == ["qemu", "power", "serial"]
 
 
 def test_template_labels_come_from_the_selector(
@@ -104,25 +101,57 @@ def test_warm_buffer_with_wait_for_first_consumer_is_denied(
     )
 
 
-def test_merged_parameters_checked_against_the_provisioner(
+def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    assert (
-        try_apply(
-            control_plane, virtual_target_class("vm", namespace, parameters={"arch": "x86_64"})
-        ).returncode
-        == 0
-    )
+    """The class and set JEP-0014 publishes are admitted; an unknown key is a warning; a bad
+    `resources.cpu` or `firmware.digest` is denied with its path."""
+    parameters = {
+        "machineType": "virt",
+        "firmware": {"url": "registry.example.com/firmware/rpi4:latest"},
+        "resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"},
+    }
     result = try_apply(
-        control_plane,
-        exporter_set("params", namespace, class_name="vm", parameters={"cpus": 0, "colour": "red"}),
+        control_plane, virtual_target_class("rpi4", namespace, parameters=parameters)
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    memory = {"resources": {"memory": "8Gi"}}
+    result = try_apply(
+        control_plane, exporter_set("rpi4", namespace, class_name="rpi4", parameters=memory)
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+    colour = {**memory, "colour": "red"}
+    result = try_apply(
+        control_plane, exporter_set("rpi4", namespace, class_name="rpi4", parameters=colour)
+    )
+    assert result.returncode == 0
+    assert result.stderr == (
+        "Warning: spec.parameters.colour: unknown parameter, passed through "
+        "(known: arch, machineType, firmware, resources)\n"
+    )
+
+    bad = {"resources": {"cpu": 0}, "firmware": {"digest": "sha256:not-hex"}}
+    result = try_apply(
+        control_plane, exporter_set("bad", namespace, class_name="rpi4", parameters=bad)
     )
     assert result.returncode == 1
     assert result.stderr == (
-        'The ExporterSet "params" is invalid: \n'
-        "* spec.parameters.cpus: Invalid value: 0: Input should be greater than or equal to 1 "
+        'The ExporterSet "bad" is invalid: \n'
+        '* spec.parameters.firmware.digest: Invalid value: "sha256:not-hex": String should '
+        "match pattern '^sha256:[0-9a-f]{64}$' "
         "(qemu.jumpstarter.dev, class and set parameters merged)\n"
-        "* spec.parameters.colour: Forbidden: unknown parameter for qemu.jumpstarter.dev\n"
+        "* spec.parameters.resources.cpu: Invalid value: 0: Input should be greater than or "
+        "equal to 1 (qemu.jumpstarter.dev, class and set parameters merged)\n"
+    )
+    result = try_apply(
+        control_plane,
+        virtual_target_class("bad", namespace, parameters={"resources": {"cpu": "four"}}),
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        'The VirtualTargetClass "bad" is invalid: spec.parameters.resources.cpu: Invalid '
+        'value: "four": Input should be a valid integer'
     )
 
 

@@ -2,10 +2,11 @@
 leader election, and a SIGKILL in the middle of a scale-up.
 
 The apiserver runs no controllers, so these tests play the Jumpstarter controller and
-the exporters: they patch Exporter status through the status subresource, as those
-would. Jumpstarter's Lease CRD is not part of this project; a minimal stand-in with the
-fields the reconciler reads is installed here. Waits are bounded polls, not timing
-assertions.
+the exporters: the development stand-in (`virtualtarget.standin`) issues credentials as
+Jumpstarter's controller would, and the tests patch Exporter status through the status
+subresource, as the controller and the exporters would. Jumpstarter's Lease CRD is not
+part of this project; a minimal stand-in with the fields the reconciler reads is
+installed here. Waits are bounded polls, not timing assertions.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ import pytest
 from reconciler.keys import SET_LABEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
+from virtualtarget.standin import CredentialStandIn
 
 LEASE_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -60,16 +63,23 @@ NOW = "2026-01-01T00:00:00Z"
 
 
 @pytest.fixture(scope="module")
-def plane(control_plane: ControlPlane) -> ControlPlane:
+def plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The control plane with the Lease CRD, and Jumpstarter's credential step played."""
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
     control_plane.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
     )
-    return control_plane
+    stop = threading.Event()
+    standin = CredentialStandIn(control_plane.api_client())
+    thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
+    thread.start()
+    yield control_plane
+    stop.set()
+    thread.join()
 
 
 def make_pool(plane: ControlPlane, ns: str, name: str = "pool", **spec: Any) -> None:
-    apply(plane, virtual_target_class("qemu", ns, parameters={"cpus": 1}))
+    apply(plane, virtual_target_class("qemu", ns, parameters={"resources": {"cpu": 1}}))
     apply(
         plane,
         exporter_set(
@@ -185,8 +195,14 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
     assert wait_for("two instances", lambda: names(plane, ns) == ["pool-0", "pool-1"])
     assert wait_for("their pods", lambda: pods(plane, ns) == ["pool-0", "pool-1"])
     pod = get_json(plane, "pod", "pool-0", "-n", ns)
-    assert [c["name"] for c in pod["spec"]["containers"]] == ["exporter", "qemu"]
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == [
+        "copy-jumpstarter-exec",
+        "target-runtime",
+    ]
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["exporter"]
     assert pod["spec"]["restartPolicy"] == "Never"
+    config = get_json(plane, "secret", "exporter-config-pool-0", "-n", ns)
+    assert config["metadata"]["ownerReferences"][0]["kind"] == "Exporter"
     owner = get_json(plane, "exporter", "pool-0", "-n", ns)["metadata"]["ownerReferences"][0]
     assert owner["kind"] == "ExporterSet" and owner["controller"] is True
 

@@ -12,18 +12,20 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    RecordEvent,
     Remove,
     Retain,
     SetSurplusSince,
 )
 from reconciler.keys import SET_LABEL
 from reconciler.observe import ExporterView, LeaseView, Observation, PodView
-from reconciler.planner import Plan, plan
+from reconciler.planner import AWAITING_REQUEUE, WAITING_FOR_CREDENTIALS, Plan, plan
 from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, ready
 
 
 def run(exporters: list[ExporterView], *, pods: bool = True, now=T0, **kw: Any) -> Plan:  # type: ignore[no-untyped-def]
-    pool_kw = {k: v for k, v in kw.items() if k not in ("leases", "klass", "problem", "taken")}
+    own = ("leases", "klass", "problem", "taken", "awaiting")
+    pool_kw = {k: v for k, v in kw.items() if k not in own}
     obs = Observation(
         pool=pool(**pool_kw),
         klass=kw.get("klass", klass()),
@@ -32,6 +34,7 @@ def run(exporters: list[ExporterView], *, pods: bool = True, now=T0, **kw: Any) 
         leases=tuple(kw.get("leases", ())),
         taken_names=frozenset(kw.get("taken", ())),
         problem=kw.get("problem"),
+        awaiting=kw.get("awaiting", {}),
     )
     return plan(obs, now)
 
@@ -233,3 +236,28 @@ def test_status_counters_and_selector() -> None:
     assert status["podsRunning"] == 3
     assert status["selector"] == "board=qemu"
     assert {c["observedGeneration"] for c in status["conditions"]} == {1}  # type: ignore[attr-defined]
+
+
+def test_instances_without_credentials_get_no_pod_and_the_status_says_why() -> None:
+    waiting = {"pool-1": "no status.credential and status.endpoint yet"}
+    result = run([booting("pool-0"), booting("pool-1")], pods=False, awaiting=waiting)
+    assert of(result, CreatePod) == [CreatePod("pool-0")]
+    progressing = condition(result, "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("True", WAITING_FOR_CREDENTIALS)
+    assert progressing["message"] == (
+        "1 instance(s) wait for credentials from Jumpstarter's controller; "
+        "pool-1: no status.credential and status.endpoint yet"
+    )
+    assert of(result, RecordEvent) == [RecordEvent(WAITING_FOR_CREDENTIALS, progressing["message"])]
+    assert result.requeue_after == AWAITING_REQUEUE and result.awaiting == ("pool-1",)
+    # Still waiting on the next pass: the status already says so, no second Event.
+    again = run(
+        [booting("pool-0"), booting("pool-1")], pods=False, awaiting=waiting, status=result.status
+    )
+    assert not of(again, RecordEvent)
+
+
+def test_running_credentialed_instances_are_kept_current() -> None:
+    members = [ready("pool-0"), ready("pool-1"), ready("pool-2", enabled=False)]
+    result = run(members, min_available=2, awaiting={"pool-1": 'Secret "c" not found'})
+    assert result.keep_current == ("pool-0",)  # not the waiting one, not the draining one

@@ -7,9 +7,8 @@ from typing import Any
 from reconciler.access import ACCESS, EXPORTERS, PODS, WATCHED, allowed
 from reconciler.adapt import exporter_view, lease_view, pool_view
 from reconciler.keys import SET_LABEL, SURPLUS_SINCE
-from reconciler.provisioners import provisioner
 from reconciler.provisioners.qemu import DEFAULT_IMAGES
-from reconciler.render import instance_context, render_exporter, resolve_image
+from reconciler.render import render_exporter, resolve_image
 from reconciler.workqueue import WorkQueue
 
 
@@ -69,7 +68,7 @@ SET: dict[str, Any] = {
         "selector": {"matchLabels": {"board": "x"}},
         "template": {"metadata": {"labels": {"board": "x"}, "annotations": {"a": "b"}}},
         "images": {"runtime": {"image": "example.com/set-runtime:1"}},
-        "parameters": {"cpus": 4},
+        "parameters": {"resources": {"cpu": 4}},
     },
 }
 CLASS: dict[str, Any] = {
@@ -80,7 +79,7 @@ CLASS: dict[str, Any] = {
             "runtime": {"image": "example.com/class-runtime:1"},
             "exporter": {"imagePullPolicy": "Always"},
         },
-        "parameters": {"cpus": 2, "memory": "4Gi"},
+        "parameters": {"resources": {"cpu": 2, "memory": "4Gi"}},
         "scheduling": {
             "nodeSelector": {"kvm": "yes"},
             "tolerations": [{"key": "k", "operator": "Exists"}],
@@ -138,30 +137,6 @@ def test_images_set_over_class_over_default() -> None:
     exporter = resolve_image("exporter", SET, CLASS, DEFAULT_IMAGES["exporter"])
     assert exporter.image == DEFAULT_IMAGES["exporter"].image
     assert exporter.pull_policy == "Always"
-
-
-def test_qemu_pod_has_exporter_and_runtime_with_class_scheduling_ca_and_credentials() -> None:
-    plugin = provisioner("qemu.jumpstarter.dev")
-    exporter = {**render_exporter(SET, "pool-0")}
-    exporter["metadata"]["uid"] = "u-exp"
-    pod = plugin.render_pod(instance_context(SET, CLASS, exporter, plugin.default_images))
-    spec = pod["spec"]
-    assert [c["name"] for c in spec["containers"]] == ["exporter", "qemu"]
-    assert spec["containers"][1]["image"] == "example.com/set-runtime:1"
-    assert "--cpus=4" in spec["containers"][1]["args"]  # set parameters over class
-    assert "--memory=4Gi" in spec["containers"][1]["args"]
-    assert spec["nodeSelector"] == {"kvm": "yes"} and spec["tolerations"]
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes["ca-bundle"]["configMap"]["items"][0]["key"] == "ca-bundle.crt"
-    assert volumes["credentials"]["secret"]["secretName"] == "creds"
-    assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-exp"
-    assert spec["restartPolicy"] == "Never"
-
-
-def test_qemu_parameter_errors_name_the_field() -> None:
-    errors = provisioner("qemu.jumpstarter.dev").parameter_errors({"cpus": 0, "bogus": 1})
-    assert any(e.startswith("spec.parameters.cpus") for e in errors)
-    assert any("bogus" in e for e in errors)
 
 
 def test_access_covers_every_watched_resource_and_the_writes() -> None:

@@ -8,10 +8,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from api.provisioners.check import check_parameters
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import CROSS_OBJECT_SKIPPED, Admission
 from webhook.clusterview import ClusterUnavailable, StaticView
-from webhook.crossobject import check_set_against_class, parameter_errors
+from webhook.crossobject import check_set_against_class
 from webhook.decode import decode_review
 from webhook.envelope import Outcome
 from webhook.routes import ENDPOINTS, Role
@@ -56,47 +57,108 @@ def test_wait_for_first_consumer_contradicts_a_warm_buffer() -> None:
 
 
 def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
-    cls = a_class(parameters={"arch": "aarch64", "cpus": 4, "memory": "4Gi"})
-    assert validate([cls], a_set(parameters={"cpus": 8})).allowed
-    outcome = validate([cls], a_set(parameters={"cpus": 0, "memory": "1k", "typo": 1}))
+    cls = a_class(parameters={"arch": "aarch64", "resources": {"cpu": 4, "memory": "4Gi"}})
+    assert validate([cls], a_set(parameters={"resources": {"cpu": 8}})).allowed
+    outcome = validate(
+        [cls], a_set(parameters={"resources": {"cpu": 0, "memory": "1k"}, "firmware": "uefi"})
+    )
     texts = [str(e) for e in outcome.errors]
-    assert texts[0].startswith("spec.parameters.cpus: Invalid value: 0: Input should be greater")
-    assert texts[1].startswith('spec.parameters.memory: Invalid value: "1k": must be between')
-    assert texts[2] == "spec.parameters.typo: Forbidden: unknown parameter for qemu.jumpstarter.dev"
+    assert texts[0].startswith('spec.parameters.firmware: Invalid value: "uefi": Input should be')
+    assert texts[1].startswith(
+        "spec.parameters.resources.cpu: Invalid value: 0: Input should be greater"
+    )
+    assert texts[2].startswith(
+        'spec.parameters.resources.memory: Invalid value: "1k": must be a whole number of KiB'
+    )
+    assert all(t.endswith("(qemu.jumpstarter.dev, class and set parameters merged)") for t in texts)
+
+
+def test_jumpstarter_shaped_manifests_are_admitted() -> None:
+    """The class and set JEP-0014 publishes: machineType, firmware.url, resources."""
+    cls = a_class(
+        parameters={
+            "machineType": "virt",
+            "firmware": {"url": "registry.example.com/firmware/rpi4:latest"},
+            "resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"},
+        }
+    )
+    outcome = validate([cls], a_set(parameters={"resources": {"memory": "8Gi"}}))
+    assert outcome.allowed and outcome.warnings == []
+
+
+def test_unknown_keys_of_the_set_are_warnings_naming_the_known_keys() -> None:
+    cls = a_class(parameters={"colour": "red"})  # the class's own: warned at its admission
+    outcome = validate([cls], a_set(parameters={"typo": 1, "resources": {"gpus": 1}}))
+    assert outcome.allowed
+    assert outcome.warnings == [
+        "spec.parameters.typo: unknown parameter, passed through "
+        "(known: arch, machineType, firmware, resources)",
+        "spec.parameters.resources.gpus: unknown parameter, passed through "
+        "(known: cpu, memory, storage)",
+    ]
+
+
+def test_bad_cpu_and_digest_are_denied_with_their_paths() -> None:
+    outcome = validate(
+        [a_class()],
+        a_set(parameters={"resources": {"cpu": "4"}, "firmware": {"digest": "sha256:abc"}}),
+    )
+    assert [e.field for e in outcome.errors] == [
+        "spec.parameters.firmware.digest",
+        "spec.parameters.resources.cpu",
+    ]
+
+
+def test_a_class_is_checked_with_its_own_parameters() -> None:
+    outcome = validate([], a_class(parameters={"arch": "riscv64", "colour": "red"}))
+    assert [str(e) for e in outcome.errors] == [
+        "spec.parameters.arch: Invalid value: \"riscv64\": Input should be 'x86_64' or "
+        "'aarch64' (qemu.jumpstarter.dev)"
+    ]
+    assert outcome.warnings == [
+        "spec.parameters.colour: unknown parameter, passed through "
+        "(known: arch, machineType, firmware, resources)"
+    ]
+
+
+def test_long_unknown_paths_are_cut_to_the_warning_limit() -> None:
+    warnings = check_parameters("qemu.jumpstarter.dev", {"x" * 300: 1}).warnings
+    assert len(warnings[0]) == 120 and "…" in warnings[0]
+    assert warnings[0].endswith("(known: arch, machineType, firmware, resources)")
 
 
 def test_parameter_verdicts_follow_the_class_version_and_the_set_parameters() -> None:
-    def versioned(version: str, **parameters: Any) -> dict[str, Any]:
-        cls = a_class(parameters=parameters)
+    def versioned(version: str, cpu: Any) -> dict[str, Any]:
+        cls = a_class(parameters={"resources": {"cpu": cpu}})
         cls["metadata"].update(uid="6a1e", resourceVersion=version)
         return cls
 
-    old = versioned("1", cpus=4)
+    old = versioned("1", 4)
     assert validate([old], a_set()).allowed
     assert validate([old], a_set()).allowed  # remembered
     # The class changed (a new resourceVersion): its new parameters are checked.
-    assert not validate([versioned("2", cpus=0)], a_set()).allowed
+    assert not validate([versioned("2", 0)], a_set()).allowed
     # Equal as Python values, different as JSON: each set gets its own verdict.
-    assert validate([old], a_set(parameters={"cpus": 2})).allowed
-    assert not validate([old], a_set(parameters={"cpus": True})).allowed
-    assert not validate([old], a_set(parameters={"cpus": 2.0})).allowed
+    assert validate([old], a_set(parameters={"resources": {"cpu": 2}})).allowed
+    assert not validate([old], a_set(parameters={"resources": {"cpu": True}})).allowed
+    assert not validate([old], a_set(parameters={"resources": {"cpu": 2.0}})).allowed
 
 
 def test_parameters_json_cannot_spell_are_still_checked() -> None:
     qemu = "qemu.jumpstarter.dev"
-    dated = parameter_errors(qemu, {"disk": {"image": datetime.date(2026, 1, 1)}})
-    assert [e.field for e in dated] == ["spec.parameters.disk.image"]
+    dated = check_parameters(qemu, {"firmware": {"url": datetime.date(2026, 1, 1)}}).errors
+    assert [e.field for e in dated] == ["spec.parameters.firmware.url"]
     cls = a_class()
     cls["metadata"].update(uid="6a1e", resourceVersion="7")
-    dated_set = a_set(parameters={"disk": {"image": datetime.date(2026, 1, 1)}})
+    dated_set = a_set(parameters={"firmware": {"url": datetime.date(2026, 1, 1)}})
     verdict = asyncio.run(check_set_against_class(dated_set, "lab", StaticView([cls]), 1.0))
-    assert [e.field for e in verdict.errors] == ["spec.parameters.disk.image"]
+    assert [e.field for e in verdict.errors] == ["spec.parameters.firmware.url"]
 
 
 def test_the_set_wins_over_the_class_in_the_merge() -> None:
     cls = a_class(parameters={"arch": "sparc"})
     assert not validate([cls], a_set()).allowed
-    assert validate([cls], a_set(parameters={"arch": "riscv64"})).allowed
+    assert validate([cls], a_set(parameters={"arch": "aarch64"})).allowed
 
 
 def test_unknown_provisioners_parameters_are_not_checked() -> None:

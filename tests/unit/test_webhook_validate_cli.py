@@ -78,3 +78,21 @@ def test_denied_manifests_print_no_defaulted_objects(
         "Invalid value: 5: must be less than or equal to spec.maxReplicas (4)",
         "1 object(s) denied",
     ]
+
+
+def test_unknown_parameters_are_printed_as_warnings_and_admitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    klass = yaml.safe_load((EXAMPLES / "virtualtargetclass-qemu.yaml").read_text())
+    klass["spec"]["parameters"]["colour"] = "red"
+    exporter_set = yaml.safe_load((EXAMPLES / "exporterset-qemu.yaml").read_text())
+    exporter_set["spec"]["parameters"]["resources"]["gpus"] = 1
+    manifest = tmp_path / "pool.yaml"
+    manifest.write_text(yaml.safe_dump_all([klass, exporter_set]))
+    assert main(["validate", "-q", "-f", str(manifest)]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"{manifest}: VirtualTargetClass/qemu-x86: warning: spec.parameters.colour: unknown "
+        "parameter, passed through (known: arch, machineType, firmware, resources)",
+        f"{manifest}: ExporterSet/fedora-x86: warning: spec.parameters.resources.gpus: unknown "
+        "parameter, passed through (known: cpu, memory, storage)",
+    ]

@@ -73,12 +73,15 @@ class Informer:
         label_selector: str | None = None,
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
-        missing_retry: float = 30.0,
+        missing_retry: float = 4.0,
         transform: Transform | None = None,
         derive: Derive | None = None,
     ) -> None:
         """`transform` trims what is stored; `derive` computes, once per event, a value
-        kept beside each object (the planner's view), so a pass does not recompute it."""
+        kept beside each object (the planner's view), so a pass does not recompute it.
+        A resource that is not served (a CRD installed later, Jumpstarter's Lease) is
+        listed again after 0.5 s, doubling up to `missing_retry`: it is seen within
+        seconds of appearing, at the cost of one cheap 404 every few seconds until then."""
         self.kube, self.resource = kube, resource
         self.namespace, self.label_selector = namespace, label_selector
         self.watch_timeout, self.retry_delay = watch_timeout, retry_delay
@@ -186,11 +189,13 @@ class Informer:
     def run(self, stop: threading.Event) -> None:
         """List, then watch until `stop`; errors back off and resume, 410 relists."""
         need_list = True
+        missing_wait = 0.5
         while not stop.is_set():
             try:
                 if need_list:
                     self.relist()
                     need_list = False
+                    missing_wait = 0.5
                 for kind, obj in self.kube.watch(
                     self.resource,
                     self.namespace,
@@ -213,9 +218,11 @@ class Informer:
             except ApiError as exc:
                 if exc.status == 404 and need_list:
                     # Not installed (yet): an empty cache until the resource appears.
-                    log.warning("%s: not served (%s); retrying", self.resource.plural, exc)
+                    if not self.synced.is_set():
+                        log.warning("%s: not served (%s); retrying", self.resource.plural, exc)
                     self.synced.set()
-                    stop.wait(self.missing_retry)
+                    stop.wait(missing_wait)
+                    missing_wait = min(missing_wait * 2, self.missing_retry)
                 else:
                     log.warning("%s: %s; retrying", self.resource.plural, exc)
                     stop.wait(self.retry_delay)

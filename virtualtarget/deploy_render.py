@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,32 @@ def _point_at(objects: list[dict[str, Any]], url: str | None, ca_bundle: bytes |
                 config["caBundle"] = base64.b64encode(ca_bundle).decode()
 
 
+def _with_components(overlay: Path, components: Sequence[str]) -> Path:
+    """A kustomization beside the overlays: the overlay plus `deploy/components/NAME`s."""
+    wrapper = overlay.parent.parent / "rendered"
+    wrapper.mkdir()
+    document = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [f"../overlays/{overlay.name}"],
+        "components": [f"../components/{c}" for c in components],
+    }
+    (wrapper / "kustomization.yaml").write_text(yaml.safe_dump(document))
+    return wrapper
+
+
 def render_overlay(
-    name: str, *, webhook_url: str | None = None, ca_bundle: bytes | None = None
+    name: str,
+    *,
+    webhook_url: str | None = None,
+    ca_bundle: bytes | None = None,
+    components: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The objects `kubectl kustomize deploy/overlays/NAME` renders.
 
     `webhook_url` (`https://127.0.0.1:9443`) replaces each webhook's Service reference
-    with that URL plus the webhook's path; `ca_bundle` (PEM) becomes every caBundle.
+    with that URL plus the webhook's path; `ca_bundle` (PEM) becomes every caBundle;
+    `components` names optional `deploy/components/` to add (`exporter-crd`).
     """
     if name not in OVERLAYS:
         raise RenderError(f"unknown overlay {name!r}; known: {', '.join(OVERLAYS)}")
@@ -105,8 +125,9 @@ def render_overlay(
         overlay = root / "deploy" / "overlays" / name
         if name == "self-signed":
             _prepare_self_signed(overlay, ca_bundle)
+        target = _with_components(overlay, components) if components else overlay
         done = subprocess.run(
-            [str(kubectl()), "kustomize", str(overlay)], capture_output=True, text=True
+            [str(kubectl()), "kustomize", str(target)], capture_output=True, text=True
         )
     if done.returncode != 0:
         raise RenderError(f"kubectl kustomize deploy/overlays/{name}: {done.stderr.strip()}")

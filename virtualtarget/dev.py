@@ -3,11 +3,16 @@
 Starts etcd and kube-apiserver, installs the CRDs, serves the webhook over TLS and
 registers it from the rendered deploy manifests, starts the reconciler, prints how to
 use it, and stops everything in order on Ctrl-C (or SIGTERM).
+
+There is no Jumpstarter here, so a development stand-in plays its controller's
+credential step (`virtualtarget.standin`): without it no instance would get a config
+Secret or a Pod. It is never part of the deploy manifests.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import signal
 import sys
@@ -17,6 +22,7 @@ from types import FrameType
 
 from virtualtarget.controlplane import REPO_ROOT, ControlPlaneError, running_control_plane
 from virtualtarget.stack import register_webhooks, running_reconciler, running_webhook
+from virtualtarget.standin import CredentialStandIn
 
 __all__ = ["configure", "run"]
 
@@ -44,7 +50,7 @@ def _usage(kubeconfig: Path, workdir: Path) -> str:
             f"  export KUBECONFIG={kubeconfig}",
             f"  kubectl apply -f {examples / 'virtualtargetclass-qemu.yaml'} "
             f"-f {examples / 'exporterset-qemu.yaml'}",
-            "  kubectl get exportersets,exporters -o wide",
+            "  kubectl get exportersets,exporters,secrets,pods -o wide",
             f"  kubectl apply -f {examples / 'invalid'}/   # each one is rejected, with reasons",
             "",
             "Ctrl-C stops everything.",
@@ -53,6 +59,7 @@ def _usage(kubeconfig: Path, workdir: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     workdir: Path = args.workdir.resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -72,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
                 print(_usage(plane.kubeconfig, workdir), flush=True)
                 stop.wait()
             else:
+                standin = CredentialStandIn(plane.api_client())
+                threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+                print(
+                    "dev stand-in for Jumpstarter's controller: issuing Exporter credentials "
+                    "(development only, never deployed)",
+                    flush=True,
+                )
                 with running_reconciler(plane, workdir) as reconciler:
                     print(_usage(plane.kubeconfig, workdir), flush=True)
                     while not stop.wait(1.0):

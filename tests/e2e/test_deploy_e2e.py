@@ -9,6 +9,7 @@ from the generated ClusterRoles, fails these tests.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from virtualtarget.stack import (
     running_webhook,
     unregister_webhooks,
 )
+from virtualtarget.standin import CredentialStandIn
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +73,10 @@ def test_reconciler_works_with_its_service_account(
             minAvailableReplicas=1,
         ),
     )
+    # Jumpstarter's credential step, played by the development stand-in, with a CA bundle.
+    stop = threading.Event()
+    standin = CredentialStandIn(installed.api_client(), ca_pem=PEM, namespace=namespace)
+    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     with running_reconciler(
         installed,
         tmp_path,
@@ -81,9 +89,38 @@ def test_reconciler_works_with_its_service_account(
             pool = get_json(installed, "exporterset", "rbac", "-n", namespace)
             return pool.get("status", {}).get("replicas") == 2
 
+        def instances() -> list[str]:
+            reconciler.check_alive()
+            found = get_json(installed, "exporters,pods,secrets", "-n", namespace)["items"]
+            return sorted(
+                f"{o['kind']}/{o['metadata']['name']}"
+                for o in found
+                if not o["metadata"]["name"].endswith("-exporter-token")
+            )
+
         wait_for("the pool's status", status)
-        exporters = get_json(installed, "exporters,pods", "-n", namespace)["items"]
-        assert sorted(o["kind"] for o in exporters) == ["Exporter", "Exporter", "Pod", "Pod"]
+        expected = [
+            "Exporter/rbac-0",
+            "Exporter/rbac-1",
+            "Pod/rbac-0",
+            "Pod/rbac-1",
+            "Secret/exporter-config-rbac-0",
+            "Secret/exporter-config-rbac-1",
+        ]
+        wait_for("Exporters, config Secrets and Pods", lambda: instances() == expected)
+        # A rotated token: the config Secret is updated (the `update` the RBAC grants).
+        version = get_json(installed, "secret", "exporter-config-rbac-0", "-n", namespace)[
+            "metadata"
+        ]["resourceVersion"]
+        standin.rotate(namespace, "rbac-0")
+        wait_for(
+            "the config Secret updated",
+            lambda: get_json(installed, "secret", "exporter-config-rbac-0", "-n", namespace)[
+                "metadata"
+            ]["resourceVersion"]
+            != version,
+        )
+        stop.set()
         events = get_json(installed, "events.events.k8s.io", "-n", namespace)["items"]
         created = sorted(
             e["related"]["name"]

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from celpy import json_to_cel
 
-from api.models.exporter import Exporter
 from api.models.exporterset import ExporterSet
+from api.models.jumpstarter.exporter import Exporter
 from api.models.virtualtargetclass import VirtualTargetClass
 from api.rules import RULES, Rule
 from codegen.jsonschema import split_path

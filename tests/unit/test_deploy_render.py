@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from certs.authority import ensure_certificates
+from reconciler.keys import SET_LABEL
 from virtualtarget.deploy_render import (
     DEPLOY,
     OVERLAYS,
@@ -61,13 +62,18 @@ def test_every_namespaced_object_is_in_the_product_namespace(rendered: list[Obj]
             assert obj["metadata"].get("namespace") == WEBHOOK_NAMESPACE, obj["metadata"]
 
 
-def test_the_crds_are_installed(rendered: list[Obj]) -> None:
-    crds = {
-        o["spec"]["names"]["plural"] + "." + o["spec"]["group"]
-        for o in rendered
-        if o["kind"] == "CustomResourceDefinition"
-    }
-    assert crds == {f"{k.plural}.{k.group}" for k in KINDS.values()}
+def _crds(objects: list[Obj]) -> set[str]:
+    return {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+
+
+def test_the_crds_are_installed_and_the_exporter_crd_only_as_a_component(
+    rendered: list[Obj],
+) -> None:
+    # Jumpstarter owns the Exporter CRD: an install beside it must not replace it.
+    ours = {f"{k.plural}.{k.group}" for k in KINDS.values() if k.kind != "Exporter"}
+    assert _crds(rendered) == ours
+    with_component = render_overlay("self-signed", components=["exporter-crd"])
+    assert _crds(with_component) == ours | {"exporters.jumpstarter.dev"}
 
 
 def test_webhook_paths_are_exactly_the_served_endpoints(rendered: list[Obj]) -> None:
@@ -103,6 +109,9 @@ def test_webhook_rules_match_the_path_kind_and_admission_contract(rendered: list
         assert hook["namespaceSelector"]["matchExpressions"] == [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
         ]
+        # Jumpstarter's kind: only the Exporters the pools own (they carry the set label).
+        owned_only = {"matchExpressions": [{"key": SET_LABEL, "operator": "Exists"}]}
+        assert (hook.get("objectSelector") == owned_only) == (endpoint.kind.kind == "Exporter")
 
 
 def test_service_selects_the_webhook_pods_on_the_served_port(rendered: list[Obj]) -> None:

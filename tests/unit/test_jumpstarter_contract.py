@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -28,7 +29,6 @@ from jumpstarter.config.exporter import (
     ExporterConfigV1Alpha1DriverInstance,
 )
 from jumpstarter.driver import Driver
-from jumpstarter_cli.run import run as jmp_run
 from jumpstarter_driver_network.driver import TcpNetwork
 from jumpstarter_driver_qemu.driver import Qemu
 
@@ -266,10 +266,13 @@ def test_pod_runs_jmp_run_with_the_mounted_config_beside_the_runtime_sidecar() -
 
 
 def test_pod_uses_the_paths_and_options_jumpstarter_reads() -> None:
-    # `jmp run` reads `--exporter-config PATH`; the file sits where Jumpstarter keeps
-    # system-wide exporter configs.
-    options = {opt for p in jmp_run.params if isinstance(p, click.Option) for opt in p.opts}
-    assert "--exporter-config" in options
+    # `jmp run` reads `--exporter-config PATH` (asked of the installed command in a child
+    # process: importing jumpstarter_cli injects truststore into this process's ssl
+    # module); the file sits where Jumpstarter keeps system-wide exporter configs.
+    jmp = Path(sys.executable).parent / "jmp"
+    usage = subprocess.run([str(jmp), "run", "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0, usage.stderr
+    assert "--exporter-config PATH" in usage.stdout
     assert Path(CONFIG_DIR) == ExporterConfigV1Alpha1.SYSTEM_CONFIG_PATH
     assert f"{TcpNetwork.__module__}.{TcpNetwork.__qualname__}" == TCP_NETWORK_DRIVER
     assert f"{Qemu.__module__}.{Qemu.__qualname__}" == QEMU_DRIVER

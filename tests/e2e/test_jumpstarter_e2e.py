@@ -1,0 +1,203 @@
+"""A pool instance is what Jumpstarter's `jmp run` starts from.
+
+Through kube-apiserver: the development stand-in plays Jumpstarter's controller for
+credentials (token Secret, `status.credential`, `status.endpoint`, the CA ConfigMap), the
+reconciler writes the config Secret and the Pod, and the test runs the Pod's exporter
+command, `jmp run --exporter-config FILE` from the jumpstarter 0.9.0 packages, as a local
+process on the config.yaml read back from the apiserver. It registers with a gRPC
+ControllerService built from `jumpstarter-protocol`'s stubs, over TLS with the CA the
+config carries. Then the token is rotated: the config Secret follows within one pass and
+the Pod is left alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
+
+from certs.authority import CertificateSet, ensure_certificates
+from reconciler.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from virtualtarget.controlplane import ControlPlane, free_port
+from virtualtarget.stack import running_reconciler
+from virtualtarget.standin import CredentialStandIn, token_secret_name
+
+DRIVERS = [
+    {"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"},
+    {
+        "name": "serial",
+        "type": "jumpstarter_driver_pyserial.driver.PySerial",
+        "config": {"url": "loop://"},
+    },
+]
+
+
+@dataclass
+class Registration:
+    metadata: dict[str, str]
+    labels: dict[str, str]
+    driver_names: list[str]
+
+
+@dataclass
+class ControllerDouble(jumpstarter_pb2_grpc.ControllerServiceServicer):  # type: ignore[misc]
+    """Jumpstarter's ControllerService, as much of it as an exporter's registration uses:
+    it records what the exporter presents and never hands out a lease."""
+
+    registrations: list[Registration] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def Register(self, request: Any, context: Any) -> Any:
+        names = [
+            r.labels["jumpstarter.dev/name"]
+            for r in request.reports
+            if r.labels.get("jumpstarter.dev/name")
+        ]
+        self.registrations.append(
+            Registration(dict(context.invocation_metadata()), dict(request.labels), names)
+        )
+        return jumpstarter_pb2.RegisterResponse(uuid="e2e")
+
+    def ReportStatus(self, request: Any, context: Any) -> Any:
+        return jumpstarter_pb2.ReportStatusResponse()
+
+    def Unregister(self, request: Any, context: Any) -> Any:
+        return jumpstarter_pb2.UnregisterResponse()
+
+    def Status(self, request: Any, context: Any) -> Iterator[Any]:
+        yield jumpstarter_pb2.StatusResponse(leased=False)
+        while context.is_active() and not self.stopping.wait(0.2):
+            pass
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[tuple[ControllerDouble, str, CertificateSet]]:
+    """The double on a loopback port, serving TLS with a certificate of its own CA."""
+    certificates = ensure_certificates(
+        tmp_path / "controller-certs", "jumpstarter-grpc", "e2e", ["127.0.0.1", "localhost"]
+    )
+    double = ControllerDouble()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(double, server)
+    credentials = grpc.ssl_server_credentials(
+        [(certificates.key.read_bytes(), certificates.cert.read_bytes())]
+    )
+    port = free_port()
+    server.add_secure_port(f"127.0.0.1:{port}", credentials)
+    server.start()
+    yield double, f"127.0.0.1:{port}", certificates
+    double.stopping.set()
+    server.stop(grace=1).wait()
+
+
+def _config_text(plane: ControlPlane, ns: str, exporter: str) -> str:
+    secret = get_json(plane, "secret", config_secret_name(exporter), "-n", ns)
+    return base64.b64decode(secret["data"][CONFIG_KEY]).decode()
+
+
+def _token(plane: ControlPlane, ns: str, exporter: str) -> str:
+    secret = get_json(plane, "secret", token_secret_name(exporter), "-n", ns)
+    return base64.b64decode(secret["data"]["token"]).decode()
+
+
+def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+    controller: tuple[ControllerDouble, str, CertificateSet],
+) -> None:
+    double, endpoint, certificates = controller
+    ns, plane = namespace, control_plane
+    stop = threading.Event()
+    standin = CredentialStandIn(
+        plane.api_client(),
+        endpoint=endpoint,
+        ca_pem=certificates.ca_pem.decode(),
+        namespace=ns,
+        interval=0.2,
+    )
+    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    apply(plane, virtual_target_class("qemu", ns))
+    pool = exporter_set("pool", ns, class_name="qemu", with_template=True, minReplicas=1)
+    pool["spec"]["template"]["spec"] = {"drivers": DRIVERS}
+    apply(plane, pool)
+    exporter = "pool-0"
+    jmp: subprocess.Popen[bytes] | None = None
+    with running_reconciler(
+        plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
+    ) as reconciler:
+        try:
+            wait_for("the Pod", lambda: get_json(plane, "pods", "-n", ns)["items"])
+            config = yaml.safe_load(_config_text(plane, ns, exporter))
+            assert config["endpoint"] == endpoint
+            assert base64.b64decode(config["tls"]["ca"]) == certificates.ca_pem
+            pod = get_json(plane, "pod", exporter, "-n", ns)
+            (container,) = pod["spec"]["containers"]
+            command = container["command"]
+            assert command == run_command()
+
+            # The Pod's command, on the config read back from the apiserver.
+            config_file = tmp_path / "config.yaml"
+            config_file.write_text(_config_text(plane, ns, exporter))
+            jmp_bin = Path(sys.executable).parent / command[0]
+            jmp = subprocess.Popen(
+                [str(jmp_bin), *command[1:-1], str(config_file)],
+                stdout=(tmp_path / "jmp.log").open("wb"),
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "HOME": str(tmp_path)},
+                start_new_session=True,
+            )
+            started = time.monotonic()
+            registration = wait_for(
+                "jmp run to register",
+                lambda: double.registrations[0] if double.registrations else None,
+                timeout=90,
+            )
+            print(f"\njmp run registered {time.monotonic() - started:.1f}s after it started")
+            token = _token(plane, ns, exporter)
+            assert registration.metadata["authorization"] == f"Bearer {token}"
+            assert registration.metadata["jumpstarter-kind"] == "Exporter"
+            assert registration.metadata["jumpstarter-namespace"] == ns
+            assert registration.metadata["jumpstarter-name"] == exporter
+            assert sorted(registration.driver_names) == ["power", "serial", "tcp"]
+
+            # Rotation: a new token in the credential Secret reaches the config Secret.
+            before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
+            rotated_at = time.monotonic()
+            new_token = standin.rotate(ns, exporter)
+            assert new_token != token
+            wait_for(
+                "the config Secret to carry the new token",
+                lambda: yaml.safe_load(_config_text(plane, ns, exporter))["token"] == new_token,
+            )
+            print(f"config Secret followed the rotation in {time.monotonic() - rotated_at:.2f}s")
+            after = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
+            assert (after["uid"], after["resourceVersion"]) == (
+                before["uid"],
+                before["resourceVersion"],
+            )
+            reconciler.check_alive()
+        finally:
+            stop.set()
+            if jmp is not None:
+                os.killpg(jmp.pid, signal.SIGTERM)
+                try:
+                    jmp.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(jmp.pid, signal.SIGKILL)
+                    jmp.wait()

@@ -120,38 +120,39 @@ def test_every_paragraph_is_placed_in_order_with_splits_joined() -> None:
     assert doc.coverage.undescribed == (("spec.owner.uid", "string"), ("spec.source.uid", "string"))
 
 
-def test_a_paragraph_that_fits_no_field_names_its_line_and_the_nearest() -> None:
-    paragraphs = [*PARAGRAPHS]
-    paragraphs[7] = "Origin of the thing."
+@pytest.mark.parametrize(
+    ("paragraphs", "expected"),
+    [
+        pytest.param(
+            [*PARAGRAPHS[:7], "Origin of the thing.", *PARAGRAPHS[8:]],
+            "schemas/thing.txt:18: expected a reference field that the paragraph 'Origin of "
+            "the thing.' describes, in the page's order after spec.owner; found none (nearest: "
+            "spec.source (75% alike), spec.owner.name (50% alike), spec.source.name (50% alike))",
+            id="fits-no-field",
+        ),
+        pytest.param(
+            [*PARAGRAPHS[:6], *PARAGRAPHS[7:9], PARAGRAPHS[6], *PARAGRAPHS[9:]],
+            "schemas/thing.txt:20: expected a reference field that the paragraph 'Owner of the "
+            "thing.' describes, in the page's order after spec.source; found none (nearest: "
+            "spec.owner.name (50% alike), spec.source.name (50% alike), spec.url (0% alike); "
+            "spec.owner has this text but comes earlier)",
+            id="out-of-order",
+        ),
+        pytest.param(
+            PARAGRAPHS[:-1],
+            "schemas/thing.txt:24: expected one field for the paragraph 'Name of the "
+            "referent.'; it fits spec.owner.name and spec.source.name, and the page's order "
+            "does not settle which",
+            id="unsettled-ambiguity",
+        ),
+    ],
+)
+def test_a_page_that_cannot_be_placed_stops_naming_the_paragraph(
+    paragraphs: list[str], expected: str
+) -> None:
     with pytest.raises(SchemaDocError) as caught:
         _read(paragraphs)
-    assert str(caught.value) == (
-        "schemas/thing.txt:18: expected a reference field that the paragraph 'Origin of the "
-        "thing.' describes, in the page's order after spec.owner; found none (nearest: "
-        "spec.source (75% alike), spec.owner.name (50% alike), spec.source.name (50% alike))"
-    )
-
-
-def test_an_ambiguity_order_cannot_settle_names_the_paragraph() -> None:
-    with pytest.raises(SchemaDocError) as caught:
-        _read(PARAGRAPHS[:-1])
-    assert str(caught.value) == (
-        "schemas/thing.txt:24: expected one field for the paragraph 'Name of the referent.'; "
-        "it fits spec.owner.name and spec.source.name, and the page's order does not settle "
-        "which"
-    )
-
-
-def test_a_paragraph_out_of_order_says_which_field_has_its_text() -> None:
-    paragraphs = [*PARAGRAPHS[:6], *PARAGRAPHS[7:9], PARAGRAPHS[6], *PARAGRAPHS[9:]]
-    with pytest.raises(SchemaDocError) as caught:
-        _read(paragraphs)
-    assert str(caught.value) == (
-        "schemas/thing.txt:20: expected a reference field that the paragraph 'Owner of the "
-        "thing.' describes, in the page's order after spec.source; found none (nearest: "
-        "spec.owner.name (50% alike), spec.source.name (50% alike), spec.url (0% alike); "
-        "spec.owner has this text but comes earlier)"
-    )
+    assert str(caught.value) == expected
 
 
 def test_an_abridged_field_is_placed_only_when_the_overlay_names_it() -> None:

@@ -218,8 +218,9 @@ class _Reader:
         target = self.resolve(raw["items"], owner)[1]
         for key in raw.get("x-kubernetes-list-map-keys") or ():
             own = target.get("properties", {}).get(key, {})
-            if key not in items.get("required", ()) and "default" in own:
-                items["properties"][key]["default"] = own["default"]
+            node = items.get("properties", {}).get(key)
+            if node is not None and key not in items.get("required", ()) and "default" in own:
+                node["default"] = own["default"]
         return items
 
     def walk(
@@ -264,5 +265,4 @@ def read_reference(text: str, where: str, kind: str) -> ReferenceTree:
         raise SchemaDocError(where, 1, f"expected one definition named {kind}, found {found}")
     reader = _Reader(definitions, text, where)
     schema = reader.schema_of({"$ref": _REF_PREFIX + roots[0]}, "", kind, roots[0], ())
-    schema["title"] = kind
     return ReferenceTree(schema=schema, fields=reader.fields, cuts=reader.cuts)

@@ -11,7 +11,6 @@ import yaml
 from virtualtarget.cli import main
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "kubevirt"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_documented_vmis_pass_and_are_printed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,7 +36,18 @@ def test_wrong_vmis_are_denied_naming_file_object_and_field(
     ]
 
 
-def test_vmis_and_served_kinds_in_one_run(capsys: pytest.CaptureFixture[str]) -> None:
-    files = [EXAMPLES / "virtualtargetclass-qemu.yaml", DATA / "vmi-masquerade.yaml"]
-    assert main(["validate", "-q", "-f", *map(str, files)]) == 0
-    assert capsys.readouterr().err == ""
+def test_vmis_and_served_kinds_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served = tmp_path / "class.yaml"
+    served.write_text(
+        "apiVersion: virtualtarget.jumpstarter.dev/v1alpha1\nkind: VirtualTargetClass\n"
+        "metadata: {name: qemu}\nspec: {provisioner: qemu.jumpstarter.dev}\n"
+    )
+    assert main(["validate", "-f", str(served), str(DATA / "vmi-masquerade.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert [o["kind"] for o in yaml.safe_load_all(out)] == [
+        "VirtualTargetClass",
+        "VirtualMachineInstance",
+    ]
+    assert "VirtualMachineInstance" not in err

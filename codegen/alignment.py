@@ -49,11 +49,11 @@ def _comparable(text: str) -> str:
     return " ".join(_EMPHASIS.sub(r"\1", text).split())
 
 
-def reference_form(text: str) -> str:
+def _reference_form(text: str) -> str:
     return _comparable(_ENUM_APPENDIX.sub("", text))
 
 
-def page_form(paragraph: Paragraph) -> str:
+def _page_form(paragraph: Paragraph) -> str:
     lines = paragraph.text.split("\n")
     return _comparable(
         " ".join("- " + ln.removeprefix(_BULLET) if ln.startswith(_BULLET) else ln for ln in lines)
@@ -112,11 +112,12 @@ def _nearest(form: str, forms: Sequence[str], paths: Sequence[str], after: int) 
                 for text in (other, other[: len(words)])
             )
             scored.append((-round(alike, 2), j))
-    nearest = ", ".join(f"{paths[j]} ({-score:.0%} alike)" for score, j in sorted(scored)[:3])
+    listed = [f"{paths[j]} ({-score:.0%} alike)" for score, j in sorted(scored)[:3]]
+    nearest = ", ".join(listed) or "no field is left"
     earlier = [paths[j] for j in range(after + 1) if forms[j] == form]
     if earlier:
         nearest += f"; {', '.join(earlier)} has this text but comes earlier"
-    return nearest or "no field is left"
+    return nearest
 
 
 def align(
@@ -127,8 +128,8 @@ def align(
     abridged: frozenset[str] = frozenset(),
 ) -> list[Placement]:
     """One placement per description, covering every paragraph in order, or an error."""
-    forms = [reference_form(text) for text in texts]
-    pages = [page_form(p) for p in paragraphs]
+    forms = [_reference_form(text) for text in texts]
+    pages = [_page_form(p) for p in paragraphs]
     candidates = _Candidates(forms, [j for j, path in enumerate(paths) if path in abridged])
     starts = [candidates.at(i, pages) for i in range(len(pages))]
     _check_placeable(starts, paragraphs, pages, forms, paths, where)

@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for notice in out.notices:
         print(f"crds: skipped: {notice}", file=sys.stderr)
+    for report in out.reports:
+        print(f"crds: {report}")
     if args.check:
         stale = stale_files(args.root, out.files)
         for rel in stale:

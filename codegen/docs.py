@@ -1,7 +1,9 @@
 """CRD -> a Markdown reference table per kind, read from the generated CRD itself.
 
 Rendering from the CRD (not from the documents) means the reference shows what the
-apiserver will enforce, defaults and CEL rules included.
+apiserver will enforce, defaults and CEL rules included. A kind read against a reference
+schema also gets its coverage: the reference fields the page does not describe are
+listed, not silently dropped.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["render_reference"]
+from codegen.fieldtree import Coverage
+
+__all__ = ["coverage_line", "render_reference"]
 
 
 def _cell(text: str) -> str:
@@ -64,7 +68,51 @@ def _rules(node: dict[str, Any], path: str) -> Iterator[str]:
         yield from _rules(node["items"], f"{path}[]")
 
 
-def render_reference(crd: dict[str, Any], header: str) -> str:
+def coverage_line(coverage: Coverage) -> str:
+    """The figures `make crds` prints and the docs repeat."""
+    return (
+        f"{coverage.paragraphs}/{coverage.paragraphs} paragraphs placed, "
+        f"{coverage.described}/{coverage.fields} reference fields described"
+    )
+
+
+def _coverage(coverage: Coverage) -> list[str]:
+    lines = [
+        "",
+        "## Coverage",
+        "",
+        f"The descriptions are the paragraphs of `{coverage.page}`, each placed on the field of "
+        f"`{coverage.reference}` it describes: {coverage_line(coverage)}. `metadata` is "
+        "ObjectMeta, kept by the apiserver: a CRD gives it only a type, so its fields are "
+        "not counted. This CRD is for tests and offline validation; a cluster uses the CRD "
+        "that the kind's own project installs.",
+    ]
+    if coverage.abridged:
+        fields = ", ".join(f"`{path}`" for path in coverage.abridged)
+        lines += [
+            "",
+            f"The page gives only the first sentences of the reference's text for {fields}.",
+        ]
+    cuts = ", ".join(f"`{cut}`" for cut in coverage.cuts)
+    lines += [
+        "",
+        f"Recursive definitions are cut at {cuts}: below that point the CRD keeps whatever "
+        "is sent (`x-kubernetes-preserve-unknown-fields`)."
+        if cuts
+        else "No definition of the reference contains itself, so no part of it is cut.",
+    ]
+    lines += [
+        "",
+        f"### Reference fields the page does not describe ({len(coverage.undescribed)})",
+        "",
+        "| Field | Type |",
+        "| --- | --- |",
+        *(f"| `{path}` | {type_} |" for path, type_ in coverage.undescribed),
+    ]
+    return lines
+
+
+def render_reference(crd: dict[str, Any], header: str, coverage: Coverage | None = None) -> str:
     spec = crd["spec"]
     version = spec["versions"][0]
     schema = version["schema"]["openAPIV3Schema"]
@@ -97,4 +145,6 @@ def render_reference(crd: dict[str, Any], header: str) -> str:
             "| --- | --- | --- |",
             *rules,
         ]
+    if coverage is not None:
+        lines += _coverage(coverage)
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SCALAR_TYPES", "Field", "KindDoc", "ParseResult", "SchemaDocError"]
+__all__ = ["SCALAR_TYPES", "Coverage", "Field", "KindDoc", "ParseResult", "SchemaDocError"]
 
 # The JSON Schema types a document may name for a field.
 SCALAR_TYPES = ("string", "integer", "number", "boolean")
@@ -54,9 +54,28 @@ class Field:
         return self.path.rsplit(".", 1)[-1].removesuffix("[]")
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a reference schema a description-only page describes."""
+
+    page: str  # the page of descriptions
+    reference: str  # the reference schema file
+    paragraphs: int  # all of the page's paragraphs: each is placed, or the build stops
+    described: int  # reference fields with a description from the page
+    undescribed: tuple[tuple[str, str], ...]  # (path, type) of the others, in page order
+    abridged: tuple[str, ...] = ()  # fields whose page text is the reference's first sentences
+    cuts: tuple[str, ...] = ()  # where a recursive definition was cut
+
+    @property
+    def fields(self) -> int:
+        return self.described + len(self.undescribed)
+
+
 @dataclass
 class KindDoc:
-    """One kind as a document describes it."""
+    """One kind as a document describes it, built from `fields`. A kind read against a
+    reference schema brings that schema instead (titled, with the page's descriptions)
+    and its coverage; its `fields` are then the described ones."""
 
     kind: str
     file: str
@@ -66,6 +85,8 @@ class KindDoc:
     description: str = ""
     fields: list[Field] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
+    schema: dict[str, Any] | None = None
+    coverage: Coverage | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ names the field, rather than emitting a schema kube-apiserver would prune to not
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from codegen.fieldtree import Field, KindDoc, SchemaDocError
@@ -202,7 +203,12 @@ def _add_titles(node: Schema, kind: str, path: str) -> None:
 
 def build_schema(doc: KindDoc, overlay: KindOverlay) -> Schema:
     """The kind's full object schema, with titles (which name the generated classes)."""
-    schema: Schema = {"type": "object", "properties": {}}
+    if doc.schema is not None:
+        # Read against a reference schema: shaped and titled already; the overlay still applies.
+        schema = copy.deepcopy(doc.schema)
+        _apply_overlay(schema, doc.kind, overlay)
+        return schema
+    schema = {"type": "object", "properties": {}}
     if doc.description:
         schema["description"] = doc.description
     for field in doc.fields:
@@ -231,8 +237,63 @@ def crd_view(schema: Schema) -> Schema:
     return out
 
 
+def _children(node: Schema) -> list[Schema]:
+    found = list(node.get("properties", {}).values())
+    found += [
+        node[key] for key in ("items", "additionalProperties") if isinstance(node.get(key), dict)
+    ]
+    return found
+
+
+def _shape(node: Schema) -> str:
+    return json.dumps({k: v for k, v in node.items() if k != "description"}, sort_keys=True)
+
+
+def _share_definitions(schema: Schema) -> Schema:
+    """A titled node that recurs with one shape (a reference definition used in several
+    places) becomes one `$defs` entry, so the generator writes one class for it instead of
+    numbered copies. Titles built from paths never recur, so other kinds are unchanged."""
+    shapes: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    pending = _children(schema)
+    while pending:
+        node = pending.pop()
+        if "title" in node:
+            shapes.setdefault(node["title"], set()).add(_shape(node))
+            counts[node["title"]] = counts.get(node["title"], 0) + 1
+        pending += _children(node)
+    shared = {title for title, found in shapes.items() if counts[title] > 1 and len(found) == 1}
+    definitions: dict[str, Schema] = {}
+
+    def rewrite(node: Schema) -> Schema:
+        for name, child in node.get("properties", {}).items():
+            node["properties"][name] = shared_or_inline(child)
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                node[key] = shared_or_inline(node[key])
+        return node
+
+    def shared_or_inline(node: Schema) -> Schema:
+        title = node.get("title")
+        if title not in shared:
+            return rewrite(node)
+        if title not in definitions:
+            definitions[title] = {}
+            definitions[title] = rewrite({k: v for k, v in node.items() if k != "description"})
+        ref: Schema = {"$ref": f"#/$defs/{title}"}
+        if "description" in node:
+            ref["description"] = node["description"]
+        return ref
+
+    out = rewrite(schema)
+    if definitions:
+        out["$defs"] = dict(sorted(definitions.items()))
+    return out
+
+
 def model_view(schema: Schema) -> Schema:
-    """The schema as the model generator reads it: an int-or-string pattern binds the string."""
+    """The schema as the model generator reads it: an int-or-string pattern binds the
+    string, and recurring definitions are shared."""
     out = copy.deepcopy(schema)
 
     def visit(node: Schema) -> None:
@@ -243,4 +304,4 @@ def model_view(schema: Schema) -> Schema:
             ]
 
     _walk(out, visit)
-    return out
+    return _share_definitions(out)

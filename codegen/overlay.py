@@ -2,7 +2,8 @@
 
 `schemas/overlay.yaml` holds, per kind, the names and scope of the CRD, which fields are
 required, free-form, string maps or Kubernetes types, list types, subresources and
-printer columns; per document, the output folder. Unknown keys are errors, so a typo
+printer columns; per document, the output folder and, for a page of descriptions without
+field names, the reference schema that names them. Unknown keys are errors, so a typo
 cannot silently drop a fact.
 """
 
@@ -41,6 +42,10 @@ class KindOverlay:
 @dataclass(frozen=True)
 class FileOverlay:
     folder: str = ""
+    # A description-only page: the reference schema (a file beside it) that names its
+    # fields, and the fields whose page text is only the first sentences of the reference's.
+    reference: str = ""
+    abridged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@
   `Controller.sync` on filled caches, vs a no-op pass that only fetches each set;
 - memory of the caches at 10,000 exporters (+ their Pods), vs the same objects as the
   JSON the API sends;
-- API writes of a steady-state pass (target 0), vs the first pass that converges status.
+- API writes of a steady-state pass (target 0), vs the first pass that converges status;
+- one pass over 1,000 sets of 2 credentialed instances, their config Secrets in place:
+  the pass as it runs (each config rendered and compared with the cached Secret) vs the
+  same pass without the comparison, and its writes (target 0) vs the first pass's.
 
 No cluster: caches are filled through `Informer.apply` with objects shaped like the
 apiserver's (managedFields included); any API call is counted, and in the steady state
@@ -15,6 +18,7 @@ none may happen.
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import statistics
@@ -22,10 +26,21 @@ import time
 import tracemalloc
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
-from reconciler.access import CLASSES, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from reconciler.access import (
+    CLASSES,
+    CONFIGMAPS,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    SECRETS,
+)
 from reconciler.adapt import exporter_view, lease_view, pod_view, pool_view
 from reconciler.controller import Controller
+from reconciler.executor import Executor
+from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
 from reconciler.keys import SERVED_LEASE, SET_LABEL
 from reconciler.observe import ClassView, Observation
 from reconciler.planner import plan
@@ -215,11 +230,17 @@ def bench_planner() -> tuple[float, float, int]:
 
 
 class CountingKube:
-    """Stands in for the API client: counts calls; a steady state must make none."""
+    """Stands in for the API client: counts calls; a steady state must make none. Created
+    objects are kept, so a benchmark can feed them back into the caches as a watch would."""
 
     def __init__(self) -> None:
         self.calls = 0
-        self.store: dict[tuple[str, str], dict[str, Any]] = {}
+        self.created: list[tuple[Any, dict[str, Any]]] = []
+
+    def create(self, resource: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        self.created.append((resource, body))
+        return body
 
     def patch(
         self, resource: Any, ns: str, name: str, body: dict[str, Any], sub: str = ""
@@ -306,6 +327,96 @@ def bench_pass() -> dict[str, float]:
     }
 
 
+CA_PEM = "-----BEGIN CERTIFICATE-----\n" + "MIIB" * 300 + "\n-----END CERTIFICATE-----\n"
+
+
+def credentialed_controller(sets: int, namespaces: int) -> tuple[Controller, CountingKube]:
+    """`sets` sets of 2 available, credentialed instances with Pods, the token Secrets of
+    Jumpstarter's controller and its CA ConfigMap in each namespace."""
+    kube = CountingKube()
+    controller = Controller(kube, provisioner("qemu.jumpstarter.dev"), clock=lambda: NOW)  # type: ignore[arg-type]
+    informers = controller.informers
+    for n in range(namespaces):
+        ns = f"ns-{n}"
+        informers[CLASSES].apply(
+            "ADDED",
+            {
+                "metadata": {"name": "qemu", "namespace": ns},
+                "spec": {
+                    "provisioner": "qemu.jumpstarter.dev",
+                    "parameters": {"resources": {"cpu": 2, "memory": "4Gi", "storage": "16Gi"}},
+                },
+            },
+        )
+        informers[CONFIGMAPS].apply(
+            "ADDED",
+            {
+                "metadata": {"name": DEFAULT_CA_CONFIGMAP, "namespace": ns},
+                "data": {DEFAULT_CA_KEY: CA_PEM},
+            },
+        )
+    for s in range(sets):
+        ns, name = f"ns-{s % namespaces}", f"pool{s}"
+        set_obj = exporter_set(ns, name, warm=2, ceiling=4)
+        set_obj["spec"]["template"]["spec"] = {
+            "drivers": [
+                {"name": "qemu", "type": "jumpstarter_driver_qemu.driver.Qemu"},
+                {"name": "power", "ref": "qemu.power"},
+            ]
+        }
+        informers[EXPORTERSETS].apply("ADDED", set_obj)
+        for i in range(2):
+            e = exporter(ns, name, set_obj["metadata"]["uid"], i, "available")
+            token = f"{name}-{i}-token"
+            e["status"]["credential"] = {"name": token}
+            informers[EXPORTERS].apply("ADDED", e)
+            informers[PODS].apply("ADDED", pod(ns, name, e))
+            informers[SECRETS].apply(
+                "ADDED",
+                {
+                    "metadata": {"name": token, "namespace": ns},
+                    "data": {"token": base64.b64encode(b"t" * 600).decode()},
+                },
+            )
+    return controller, kube
+
+
+def bench_config_secrets() -> dict[str, float]:
+    controller, kube = credentialed_controller(1000, 100)
+    sets = controller.informers[EXPORTERSETS]
+    keys = [(s["metadata"]["namespace"], s["metadata"]["name"]) for s in sets.items()]
+
+    # First pass: statuses and every config Secret are new; feed them back as a watch would.
+    before = kube.calls
+    for key in keys:
+        result = controller.sync(key)
+        assert result is not None and not result.awaiting
+        obj = sets.get(*key)
+        assert obj is not None
+        sets.apply("MODIFIED", {**obj, "status": dict(result.status)})
+    first_writes = kube.calls - before
+    secrets = [body for resource, body in kube.created if resource is SECRETS]
+    for body in secrets:
+        controller.informers[SECRETS].apply("ADDED", {**body, "metadata": {**body["metadata"]}})
+
+    def full() -> None:
+        for key in keys:
+            controller.sync(key)
+
+    before = kube.calls
+    full_s = _median(full)
+    steady_writes = (kube.calls - before) / RUNS
+    with mock.patch.object(Executor, "keep_current", lambda self, names: 0):
+        without_s = _median(full)
+    return {
+        "full_s": full_s,
+        "without_s": without_s,
+        "first_writes": first_writes,
+        "config_secrets": len(secrets),
+        "steady_writes": steady_writes,
+    }
+
+
 def bench_memory() -> tuple[float, float, float]:
     ns, name = "big", "pool"
     exporters = [exporter(ns, name, "set-big-pool", i, k) for i, k in enumerate(mix(10_000))]
@@ -337,6 +448,7 @@ def main() -> str:
     observe_s, plan_s, actions = bench_planner()
     passes = bench_pass()
     cached_mb, naive_mb, wire_mb = bench_memory()
+    configs = bench_config_secrets()
     rows = [
         (
             "planner: one set of 10,000 exporters",
@@ -361,6 +473,18 @@ def main() -> str:
             f"{passes['steady_writes']:.0f}",
             "first pass (every status new)",
             f"{passes['first_writes']:.0f}",
+        ),
+        (
+            "one pass over 1,000 sets of 2 credentialed instances, config Secrets compared",
+            f"{configs['full_s'] * 1000:.0f} ms",
+            "the same pass without the config Secret comparison",
+            f"{configs['without_s'] * 1000:.0f} ms",
+        ),
+        (
+            "API writes of that pass, config Secrets in place",
+            f"{configs['steady_writes']:.0f}",
+            f"first pass ({configs['config_secrets']:.0f} config Secrets and every status new)",
+            f"{configs['first_writes']:.0f}",
         ),
     ]
     lines = [

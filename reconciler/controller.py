@@ -39,6 +39,7 @@ from reconciler.adapt import (
     pool_view,
 )
 from reconciler.cache import Informer, ObjKey, keep_only, key_of
+from reconciler.configsync import ConfigSync
 from reconciler.credentials import (
     ca_source,
     credential_secret_name,
@@ -90,6 +91,7 @@ class Controller:
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
+        self.configs = ConfigSync()
         # What each cache derives and keeps: the planner's view, computed once per event
         # from the whole object; of the object itself only what the executor reads
         # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
@@ -143,7 +145,9 @@ class Controller:
         self.informers[CONFIGMAPS].add_handler(self._on_configmap)
 
     # -- event routing -------------------------------------------------------------------
-    def _on_owned(self, _kind: str, new: Obj, old: Obj | None) -> None:
+    def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.configs.forget(*key_of(new))
         for obj in (new, old):
             if obj is not None:
                 for key in _owner_set(obj):
@@ -257,6 +261,7 @@ class Controller:
             now,
             credentials=lambda e: self.credentials(e, klass or {}),
             cached_secret=lambda n: secrets.get(key[0], n),
+            configs=self.configs,
         )
         executor.run(result.actions)
         executor.keep_current(result.keep_current)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,7 @@ from reconciler.actions import (
     SetSurplusSince,
 )
 from reconciler.adapt import controller_of, lease_view
+from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
 from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
 from reconciler.kube import ApiError, Kube
@@ -49,8 +50,8 @@ from reconciler.provisioners.base import Provisioner
 from reconciler.render import (
     Credentials,
     InstanceContext,
+    exporter_config,
     instance_context,
-    render_config_secret,
     render_exporter,
 )
 from reconciler.timefmt import format_time
@@ -73,6 +74,7 @@ class Executor:
     # an Exporter's credentials, or why it has none yet (`reconciler.credentials.resolve`)
     credentials: Callable[[Obj], Credentials | str]
     cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
+    configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
     writes: int = 0
 
     @property
@@ -197,8 +199,11 @@ class Executor:
 
     def _sync_config(self, ctx: InstanceContext) -> None:
         """Write the config Secret only when the cached one differs from the rendered one."""
-        wanted = render_config_secret(ctx, self.provisioner.drivers(ctx))
+        config = exporter_config(ctx, self.provisioner.drivers(ctx))
         current = self.cached_secret(ctx.config_secret)
+        wanted = self.configs.wanted(ctx, config, current)
+        if wanted is None:
+            return
         if current is None:
             try:
                 self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
@@ -207,8 +212,8 @@ class Executor:
                 if exc.status != 409:
                     raise
             current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
-        if current is None or _same_secret(current, wanted):
-            return
+            if current is None or same_secret(current, wanted):
+                return
         version = (current.get("metadata") or {}).get("resourceVersion")
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
         self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
@@ -283,15 +288,3 @@ class Executor:
         ]
         patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
         self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
-
-
-def _same_secret(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """What the reconciler renders (data, type, labels, owner) is what the Secret holds."""
-    have, want = current.get("metadata") or {}, wanted["metadata"]
-    return (
-        current.get("data") == wanted["data"]
-        and current.get("type", "Opaque") == wanted["type"]
-        and (have.get("labels") or {}) == want["labels"]
-        and [r.get("uid") for r in have.get("ownerReferences") or []]
-        == [r.get("uid") for r in want["ownerReferences"]]
-    )

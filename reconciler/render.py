@@ -34,6 +34,7 @@ __all__ = [
     "Credentials",
     "Image",
     "InstanceContext",
+    "config_secret",
     "controller_ref",
     "export_map",
     "exporter_config",
@@ -224,11 +225,21 @@ def exporter_config(ctx: InstanceContext, drivers: Sequence[Mapping[str, Any]]) 
     }
 
 
+# libyaml's emitter (PyYAML's wheels carry it): the pure-Python one costs about 5 ms per
+# config, on every pass of every instance.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def render_config_secret(ctx: InstanceContext, drivers: Sequence[Mapping[str, Any]]) -> Obj:
-    """The config Secret `exporter-config-<exporter>`, key `config.yaml`, owned by the
-    Exporter. `data` is written base64 as the apiserver stores it, so the reconciler can
-    compare what it would write with what its cache holds, byte for byte."""
-    text = yaml.safe_dump(exporter_config(ctx, drivers), sort_keys=False, width=1 << 16)
+    """The config Secret of an instance whose drivers are `drivers`."""
+    return config_secret(ctx, exporter_config(ctx, drivers))
+
+
+def config_secret(ctx: InstanceContext, config: Mapping[str, Any]) -> Obj:
+    """The config Secret `exporter-config-<exporter>`, key `config.yaml` holding `config`,
+    owned by the Exporter. `data` is written base64 as the apiserver stores it, so the
+    reconciler can compare what it would write with what its cache holds, byte for byte."""
+    text = yaml.dump(dict(config), Dumper=_DUMPER, sort_keys=False, width=1 << 16)
     return {
         "apiVersion": SECRETS.api_version,
         "kind": SECRETS.kind,

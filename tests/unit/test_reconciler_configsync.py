@@ -1,0 +1,79 @@
+"""The config Secret is written only when it differs from what it should hold; a steady
+instance is not even rendered again."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from typing import Any
+from unittest import mock
+
+from reconciler import configsync
+from reconciler.configsync import ConfigSync
+from reconciler.render import Credentials, InstanceContext, config_secret, exporter_config
+
+CTX = InstanceContext(
+    namespace="ns",
+    exporter="pool-0",
+    exporter_uid="u-0",
+    labels={"board": "x"},
+    parameters={},
+    images={},
+    recycle="ExitAndReplace",
+    credentials=Credentials("grpc.example.com:443", "t0k3n", ""),
+)
+DRIVERS = [{"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"}]
+
+
+def stored(ctx: InstanceContext) -> dict[str, Any]:
+    """The Secret as the cache holds it after the apiserver stored what was written."""
+    secret = config_secret(ctx, exporter_config(ctx, DRIVERS))
+    secret["metadata"]["resourceVersion"] = "7"
+    return secret
+
+
+def test_missing_secret_is_wanted_and_a_current_one_is_not() -> None:
+    sync = ConfigSync()
+    config = exporter_config(CTX, DRIVERS)
+    assert sync.wanted(CTX, config, None) == config_secret(CTX, config)
+    assert sync.wanted(CTX, config, stored(CTX)) is None
+
+
+def test_a_steady_instance_is_not_rendered_again() -> None:
+    sync = ConfigSync()
+    config = exporter_config(CTX, DRIVERS)
+    current = stored(CTX)
+    assert sync.wanted(CTX, config, current) is None  # first look: rendered once
+    with mock.patch.object(configsync, "config_secret", side_effect=AssertionError):
+        for _ in range(3):
+            assert sync.wanted(CTX, config, current) is None
+
+
+def test_rotated_token_hand_edit_and_relabel_are_each_written_back() -> None:
+    sync = ConfigSync()
+    current = stored(CTX)
+    assert sync.wanted(CTX, exporter_config(CTX, DRIVERS), current) is None
+
+    assert CTX.credentials is not None
+    rotated = dataclasses.replace(
+        CTX, credentials=dataclasses.replace(CTX.credentials, token="n3w")
+    )
+    wanted = sync.wanted(rotated, exporter_config(rotated, DRIVERS), current)
+    assert wanted is not None
+    assert b"token: n3w" in base64.b64decode(wanted["data"]["config.yaml"])
+
+    edited = stored(CTX)
+    edited["data"]["config.yaml"] = base64.b64encode(b"token: mine\n").decode()
+    assert sync.wanted(CTX, exporter_config(CTX, DRIVERS), edited) is not None
+
+    relabelled = stored(CTX)
+    relabelled["metadata"]["labels"] = {"board": "y"}
+    assert sync.wanted(CTX, exporter_config(CTX, DRIVERS), relabelled) is not None
+
+
+def test_forgotten_instances_take_no_memory() -> None:
+    sync = ConfigSync()
+    sync.wanted(CTX, exporter_config(CTX, DRIVERS), None)
+    assert len(sync) == 1
+    sync.forget("ns", "pool-0")
+    assert len(sync) == 0

@@ -128,7 +128,7 @@ def apply_event(world: World, event: tuple[Any, ...], now: Any, serial: int) -> 
         now += event[1] * MINUTE
     elif kind == "break":  # class deleted / parameters made invalid, or repaired
         world.problem = (
-            ("InvalidParameters", "spec.parameters.cpus: too many") if event[1] else None
+            ("InvalidParameters", "spec.parameters.resources.cpu: too many") if event[1] else None
         )
     return now
 

@@ -256,19 +256,36 @@ class CountingKube:
         return call
 
 
-def filled_controller(sets: int, per_set: int, namespaces: int) -> tuple[Controller, CountingKube]:
+def _controller(
+    namespaces: int, parameters: dict[str, Any] | None = None
+) -> tuple[Controller, CountingKube]:
+    """A controller on a counting client, with the class `qemu` in each namespace."""
     kube = CountingKube()
     controller = Controller(kube, provisioner("qemu.jumpstarter.dev"), clock=lambda: NOW)  # type: ignore[arg-type]
-    informers = controller.informers
     for n in range(namespaces):
-        ns = f"ns-{n}"
-        informers[CLASSES].apply(
-            "ADDED",
-            {
-                "metadata": {"name": "qemu", "namespace": ns},
-                "spec": {"provisioner": "qemu.jumpstarter.dev"},
-            },
+        spec: dict[str, Any] = {"provisioner": "qemu.jumpstarter.dev"}
+        if parameters:
+            spec["parameters"] = parameters
+        controller.informers[CLASSES].apply(
+            "ADDED", {"metadata": {"name": "qemu", "namespace": f"ns-{n}"}, "spec": spec}
         )
+    return controller, kube
+
+
+def _first_pass(controller: Controller, keys: list[tuple[str, str]]) -> None:
+    """Every set once, its new status fed back to the cache as a watch would."""
+    sets = controller.informers[EXPORTERSETS]
+    for key in keys:
+        result = controller.sync(key)
+        assert result is not None
+        obj = sets.get(*key)
+        assert obj is not None
+        sets.apply("MODIFIED", {**obj, "status": dict(result.status)})
+
+
+def filled_controller(sets: int, per_set: int, namespaces: int) -> tuple[Controller, CountingKube]:
+    controller, kube = _controller(namespaces)
+    informers = controller.informers
     for s in range(sets):
         ns, name = f"ns-{s % namespaces}", f"pool{s}"
         kinds = mix(per_set)
@@ -300,12 +317,7 @@ def bench_pass() -> dict[str, float]:
 
     # First pass: every status is new; apply the status writes to the cache as a watch would.
     before = kube.calls
-    for key in keys:
-        result = controller.sync(key)
-        assert result is not None
-        obj = sets.get(*key)
-        assert obj is not None
-        sets.apply("MODIFIED", {**obj, "status": dict(result.status)})
+    _first_pass(controller, keys)
     first_writes = kube.calls - before
 
     def full() -> None:
@@ -333,21 +345,12 @@ CA_PEM = "-----BEGIN CERTIFICATE-----\n" + "MIIB" * 300 + "\n-----END CERTIFICAT
 def credentialed_controller(sets: int, namespaces: int) -> tuple[Controller, CountingKube]:
     """`sets` sets of 2 available, credentialed instances with Pods, the token Secrets of
     Jumpstarter's controller and its CA ConfigMap in each namespace."""
-    kube = CountingKube()
-    controller = Controller(kube, provisioner("qemu.jumpstarter.dev"), clock=lambda: NOW)  # type: ignore[arg-type]
+    controller, kube = _controller(
+        namespaces, {"resources": {"cpu": 2, "memory": "4Gi", "storage": "16Gi"}}
+    )
     informers = controller.informers
     for n in range(namespaces):
         ns = f"ns-{n}"
-        informers[CLASSES].apply(
-            "ADDED",
-            {
-                "metadata": {"name": "qemu", "namespace": ns},
-                "spec": {
-                    "provisioner": "qemu.jumpstarter.dev",
-                    "parameters": {"resources": {"cpu": 2, "memory": "4Gi", "storage": "16Gi"}},
-                },
-            },
-        )
         informers[CONFIGMAPS].apply(
             "ADDED",
             {
@@ -388,12 +391,7 @@ def bench_config_secrets() -> dict[str, float]:
 
     # First pass: statuses and every config Secret are new; feed them back as a watch would.
     before = kube.calls
-    for key in keys:
-        result = controller.sync(key)
-        assert result is not None and not result.awaiting
-        obj = sets.get(*key)
-        assert obj is not None
-        sets.apply("MODIFIED", {**obj, "status": dict(result.status)})
+    _first_pass(controller, keys)
     first_writes = kube.calls - before
     secrets = [body for resource, body in kube.created if resource is SECRETS]
     for body in secrets:

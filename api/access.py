@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["VERBS", "Permission", "merge"]
+__all__ = ["SCRAPE_REVIEWS", "VERBS", "Permission", "merge"]
 
 # The verbs RBAC knows for resource requests; anything else is a typo.
 VERBS = frozenset(
@@ -54,3 +54,11 @@ def merge(permissions: Iterable[Permission]) -> tuple[Permission, ...]:
         Permission(group, resource, tuple(sorted(v)))
         for (group, resource), v in sorted(verbs.items())
     )
+
+
+# What a component serving `/metrics` to authorized callers only needs (scrape.auth): to
+# ask the apiserver who a bearer token belongs to, and whether that user may get /metrics.
+SCRAPE_REVIEWS: tuple[Permission, ...] = (
+    Permission("authentication.k8s.io", "tokenreviews", ("create",)),
+    Permission("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+)

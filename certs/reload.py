@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cryptography import x509
+
 __all__ = ["CertificateReloader", "serving_context"]
 
 log = logging.getLogger(__name__)
@@ -41,8 +43,16 @@ def _new_context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContex
     return ctx
 
 
+def _not_after(cert: Path) -> float:
+    """The certificate's expiry as a UNIX timestamp (the first certificate of the chain)."""
+    return x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc.timestamp()
+
+
 class CertificateReloader:
-    """Holds the newest good context for a certificate folder; see the module docstring."""
+    """Holds the newest good context for a certificate folder; see the module docstring.
+
+    `expires_at` is when the certificate being served expires (UNIX seconds), for the
+    metric an expiring certificate alerts on."""
 
     def __init__(
         self,
@@ -60,6 +70,7 @@ class CertificateReloader:
         self._seen = self._fingerprint()
         # The first load raises: a server that cannot start with its certificate must not.
         self.current = _new_context(self._cert, self._key, client_ca)
+        self.expires_at = _not_after(self._cert)
         self._next_check = clock() + check_interval
 
     def _paths(self) -> tuple[Path, ...]:
@@ -89,7 +100,8 @@ class CertificateReloader:
                 self._seen = seen  # a bad pair is tried, and logged, once per version
                 try:
                     self.current = _new_context(self._cert, self._key, self._client_ca)
-                except (OSError, ssl.SSLError) as err:
+                    self.expires_at = _not_after(self._cert)
+                except (OSError, ssl.SSLError, ValueError) as err:
                     log.warning(
                         "keeping the previous certificate: %s does not load: %s",
                         self._cert.parent,
@@ -106,6 +118,12 @@ class CertificateReloader:
         if newest is not ctx:
             conn.context = newest
 
+    def serving_context(self) -> ssl.SSLContext:
+        """The context to listen with: every handshake switches to the newest one."""
+        listening = self.current
+        listening.sni_callback = self.sni_callback
+        return listening
+
 
 def serving_context(
     cert_dir: Path, client_ca: Path | None = None, *, check_interval: float = 1.0
@@ -115,7 +133,4 @@ def serving_context(
     With `client_ca`, clients must present a certificate signed by it (the apiserver's
     `--admission-control-config-file` kubeconfig supplies one).
     """
-    reloader = CertificateReloader(cert_dir, client_ca, check_interval=check_interval)
-    listening = reloader.current
-    listening.sni_callback = reloader.sni_callback
-    return listening
+    return CertificateReloader(cert_dir, client_ca, check_interval=check_interval).serving_context()

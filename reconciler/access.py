@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.access import Permission
+from api.access import SCRAPE_REVIEWS, Permission
 
 __all__ = [
     "ACCESS",
@@ -22,6 +22,7 @@ __all__ = [
     "EXPORTERSETS",
     "JUMPSTARTER_LEASES",
     "PODS",
+    "REVIEWS",
     "SECRETS",
     "WATCHED",
     "Resource",
@@ -65,6 +66,12 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview"
+)
+# By API path, as `scrape.auth` asks for them.
+REVIEWS = {r.path(): r for r in (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)}
 
 _READ = ("get", "list", "watch")
 
@@ -91,6 +98,8 @@ ACCESS: tuple[Permission, ...] = (
     Permission(EVENTS.group, "events", ("create",)),
     # leader election, in the reconciler's own namespace only
     Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
+    # `/metrics` only for callers the apiserver authenticates and authorizes (scrape.auth)
+    *SCRAPE_REVIEWS,
 )
 
 WATCHED: tuple[Resource, ...] = (

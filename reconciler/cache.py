@@ -2,16 +2,19 @@
 
 Each `Informer` lists one resource, then watches from the list's resource version,
 resuming every watch from the last version it saw (bookmarks included) and listing
-again only when the server answers 410 Gone. Stored objects drop `managedFields`
-(half the bytes of a typical object, never read). Handlers run on the informer's
-thread with (event type, new object, old object); indexes map a key to object keys so
-that building one set's observation does not scan every object.
+again only when the server answers 410 Gone. It counts its lists and watch restarts,
+and notes the last time the apiserver answered it, which the liveness probe reads.
+Stored objects drop `managedFields` (half the bytes of a typical object, never read).
+Handlers run on the informer's thread with (event type, new object, old object);
+indexes map a key to object keys so that building one set's observation does not scan
+every object.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -89,6 +92,9 @@ class Informer:
         self.synced = threading.Event()
         self.resource_version = ""
         self.relists = 0
+        self.watch_restarts = 0
+        self.last_contact = time.monotonic()  # the apiserver's last answer (list, event, 404)
+        self.running = False
         self.transform, self.derive = transform, derive
         self._objects: dict[ObjKey, Obj] = {}
         self._derived: dict[ObjKey, Any] = {}
@@ -181,21 +187,39 @@ class Informer:
     # -- running ---------------------------------------------------------------------
     def relist(self) -> None:
         items, version = self.kube.list(self.resource, self.namespace, self.label_selector)
+        self.last_contact = time.monotonic()
         self.replace(items)
         self.resource_version = version
         self.relists += 1
         self.synced.set()
 
+    def stalled_for(self, now: float | None = None) -> float:
+        """Seconds since the apiserver last answered this loop (infinite once it ended)."""
+        if not self.running:
+            return float("inf")
+        return (time.monotonic() if now is None else now) - self.last_contact
+
     def run(self, stop: threading.Event) -> None:
         """List, then watch until `stop`; errors back off and resume, 410 relists."""
+        self.running = True
+        try:
+            self._loop(stop)
+        finally:
+            self.running = False
+
+    def _loop(self, stop: threading.Event) -> None:
         need_list = True
         missing_wait = 0.5
+        first_watch = True
         while not stop.is_set():
             try:
                 if need_list:
                     self.relist()
                     need_list = False
                     missing_wait = 0.5
+                if not first_watch:
+                    self.watch_restarts += 1
+                first_watch = False
                 for kind, obj in self.kube.watch(
                     self.resource,
                     self.namespace,
@@ -203,6 +227,7 @@ class Informer:
                     self.label_selector,
                     self.watch_timeout,
                 ):
+                    self.last_contact = time.monotonic()
                     version = (obj.get("metadata") or {}).get("resourceVersion")
                     if kind != "BOOKMARK":
                         obj.setdefault("apiVersion", self.resource.api_version)
@@ -212,12 +237,14 @@ class Informer:
                         self.resource_version = version
                     if stop.is_set():
                         return
+                self.last_contact = time.monotonic()  # a watch the server ended in time
             except WatchExpired:
                 log.info("%s: resource version expired, listing again", self.resource.plural)
                 need_list = True
             except ApiError as exc:
                 if exc.status == 404 and need_list:
                     # Not installed (yet): an empty cache until the resource appears.
+                    self.last_contact = time.monotonic()
                     if not self.synced.is_set():
                         log.warning("%s: not served (%s); retrying", self.resource.plural, exc)
                     self.synced.set()

@@ -1,8 +1,16 @@
 """`virtualtarget reconcile`: run the ExporterSet pool reconciler against a cluster.
 
 Leader election is on by default (a coordination Lease), so several replicas can run
-and only one reconciles. SIGTERM or SIGINT finishes the passes in flight, releases the
-Lease and exits 0; losing the Lease exits 1 so the supervisor restarts the process.
+and only one reconciles; every replica fills its caches at once, so a standby is ready
+and takes over from warm caches. SIGTERM or SIGINT finishes the passes in flight,
+releases the Lease and exits 0; losing the Lease exits 1 so the supervisor restarts the
+process.
+
+Endpoints, named like controller-runtime's flags: `--health-probe-bind-address` serves
+`/healthz` (fails when a list-and-watch loop has not heard from the apiserver for
+`WATCH_STALL_BOUND` seconds) and `/readyz` (passes once the caches are filled) over
+plain HTTP; `--metrics-bind-address` serves `/metrics` over HTTPS to callers the
+apiserver authenticates and authorizes for `GET /metrics` (`scrape.auth`).
 """
 
 from __future__ import annotations
@@ -11,11 +19,26 @@ import argparse
 import logging
 import os
 import signal
+import ssl
 import sys
+import tempfile
 import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-__all__ = ["configure", "run"]
+from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
+
+if TYPE_CHECKING:
+    from reconciler.controller import Controller
+    from reconciler.kube import Kube
+
+__all__ = ["WATCH_STALL_BOUND", "configure", "run"]
+
+# A watch ends after at most 240 s by the server's clock and bookmarks arrive about once
+# a minute: a loop that heard nothing for this long has stopped.
+WATCH_STALL_BOUND = 300.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,12 +62,86 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument(
+        "--metrics-bind-address",
+        default=":8443",
+        metavar="[HOST]:PORT",
+        help="serve /metrics here (default: %(default)s; 0 disables)",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="HTTPS, and only for callers allowed to GET /metrics (default: on)",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        type=Path,
+        metavar="DIR",
+        help="tls.crt and tls.key for /metrics (default: a self-signed certificate)",
+    )
+    parser.add_argument(
+        "--health-probe-bind-address",
+        default=":8081",
+        metavar="[HOST]:PORT",
+        help="serve /healthz and /readyz here, plain HTTP (default: %(default)s; 0 disables)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
 
 
 def _fail(message: str) -> int:
     print(f"reconcile: {message}", file=sys.stderr)
     return 2
+
+
+def _probes(controller: Controller) -> dict[str, Route]:
+    def healthz(_headers: Mapping[str, str]) -> Reply:
+        stalled = controller.stalled(WATCH_STALL_BOUND)
+        if stalled:
+            return 500, TEXT, f"watch stalled: {', '.join(stalled)}\n".encode()
+        return 200, TEXT, b"ok\n"
+
+    def readyz(_headers: Mapping[str, str]) -> Reply:
+        if controller.synced():
+            return 200, TEXT, b"ok\n"
+        return 503, TEXT, b"caches not synced\n"
+
+    return {"/healthz": healthz, "/readyz": readyz}
+
+
+def _metrics_route(exposition: Callable[[], bytes], kube: Kube, secure: bool) -> Route:
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from reconciler.access import REVIEWS
+    from scrape.auth import ScrapeAuth
+
+    auth = ScrapeAuth(lambda path, body: kube.review(REVIEWS[path], body)) if secure else None
+
+    def metrics(headers: Mapping[str, str]) -> Reply:
+        if auth is not None:
+            answer = auth.check(headers.get("Authorization") or headers.get("authorization"))
+            if not answer.allowed:
+                return answer.status, TEXT, (answer.message + "\n").encode()
+        return 200, CONTENT_TYPE_LATEST, exposition()
+
+    return metrics
+
+
+def _metrics_tls(cert_dir: Path | None) -> ssl.SSLContext:
+    """The given certificate (reloaded on rotation), else a self-signed one made now, as
+    controller-runtime's secure metrics do without a certificate."""
+    from certs.authority import ensure_certificates
+    from certs.reload import CertificateReloader
+
+    if cert_dir is None:
+        cert_dir = Path(tempfile.mkdtemp(prefix="virtualtarget-metrics-"))
+        namespace = os.environ.get("POD_NAMESPACE", "default")
+        ensure_certificates(cert_dir, "virtualtarget-reconciler-metrics", namespace)
+    return CertificateReloader(cert_dir).serving_context()
+
+
+def _addresses(args: argparse.Namespace) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
+    return parse_address(args.metrics_bind_address), parse_address(args.health_probe_bind_address)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,12 +155,17 @@ def run(args: argparse.Namespace) -> int:
     from reconciler.controller import Controller
     from reconciler.kube import Kube
     from reconciler.leader import ElectionConfig, Elector
+    from reconciler.metrics import ReconcilerMetrics
     from reconciler.provisioners import provisioner
 
     try:
         plugin = provisioner(args.provisioner)
     except KeyError as exc:
         return _fail(str(exc.args[0]))
+    try:
+        metrics_address, health_address = _addresses(args)
+    except ValueError as exc:
+        return _fail(str(exc))
     try:
         if args.kubeconfig:
             if not os.path.isfile(args.kubeconfig):
@@ -87,10 +189,12 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    controller = Controller(kube, plugin, namespace=args.namespace, workers=args.workers)
     elector = None
     if not args.no_leader_election:
+        # Its own client: the Lease's renewals are the one write never held back.
         elector = Elector(
-            kube,
+            Kube(api_client),
             ElectionConfig(
                 namespace=args.leader_election_namespace,
                 name=args.leader_election_id,
@@ -101,19 +205,50 @@ def run(args: argparse.Namespace) -> int:
             ),
         )
 
-        def lose() -> None:
-            lost.set()
-            stop.set()
-
-        threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
-        logging.getLogger(__name__).info("waiting for leadership as %s", elector.identity)
-        while not elector.leading.wait(0.2):
-            if stop.is_set():
-                return 0
-    controller = Controller(kube, plugin, namespace=args.namespace, workers=args.workers)
+        kube.may_write = elector.may_write
+    metrics = ReconcilerMetrics(
+        queue=controller.queue,
+        reconciles=controller.reconciles,
+        informers={r.plural: i for r, i in controller.informers.items()},
+        kube=kube,
+        plans=lambda: list(controller.plans.items()),
+        leading=elector.leading.is_set if elector is not None else lambda: True,
+        lease_name=args.leader_election_id,
+    )
+    servers: list[Server] = []
+    log = logging.getLogger(__name__)
     try:
-        controller.run(stop)
+        if health_address is not None:
+            servers.append(serve(health_address, _probes(controller)))
+            log.info("serving /healthz and /readyz on port %d", servers[-1].port)
+        if metrics_address is not None:
+            tls = _metrics_tls(args.metrics_cert_dir) if args.metrics_secure else None
+            route = _metrics_route(metrics.exposition, kube, args.metrics_secure)
+            servers.append(serve(metrics_address, {"/metrics": route}, tls))
+            log.info("serving /metrics on port %d", servers[-1].port)
+    except (OSError, ssl.SSLError) as exc:
+        for server in servers:
+            server.stop()
+        return _fail(f"cannot serve probes or metrics: {exc}")
+    controller.start_caches(stop)
+    try:
+        if elector is not None:
+
+            def lose() -> None:
+                lost.set()
+                stop.set()
+
+            threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
+            log.info("waiting for leadership as %s", elector.identity)
+            while not elector.leading.wait(0.2):
+                if stop.is_set():
+                    return 0
+        try:
+            controller.run(stop)
+        finally:
+            if elector is not None and not lost.is_set():
+                elector.release()
     finally:
-        if elector is not None and not lost.is_set():
-            elector.release()
+        for server in servers:
+            server.stop()
     return 1 if lost.is_set() else 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -50,6 +51,7 @@ from reconciler.credentials import (
 from reconciler.executor import Executor
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
 from reconciler.kube import Kube
+from reconciler.metrics import ReconcileStats
 from reconciler.observe import Observation
 from reconciler.planner import Plan, plan
 from reconciler.provisioners.base import Provisioner
@@ -92,6 +94,11 @@ class Controller:
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
         self.configs = ConfigSync()
+        self.reconciles = ReconcileStats()
+        # The last plan of each set handled, for the pool metrics; a set that is gone, or
+        # is not this provisioner's, has none.
+        self.plans: dict[ObjKey, Plan] = {}
+        self._caches_started = False
         # What each cache derives and keeps: the planner's view, computed once per event
         # from the whole object; of the object itself only what the executor reads
         # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
@@ -136,7 +143,7 @@ class Controller:
         self.informers[JUMPSTARTER_LEASES].add_index(
             "namespace", lambda o: [_meta(o).get("namespace")]
         )
-        sets.add_handler(lambda _k, new, old: self.queue.add(_key(new)))
+        sets.add_handler(self._on_set)
         exporters.add_handler(self._on_owned)
         self.informers[PODS].add_handler(self._on_pod)
         self.informers[JUMPSTARTER_LEASES].add_handler(self._on_lease)
@@ -145,6 +152,11 @@ class Controller:
         self.informers[CONFIGMAPS].add_handler(self._on_configmap)
 
     # -- event routing -------------------------------------------------------------------
+    def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.plans.pop(_key(new), None)  # its metric series go with it
+        self.queue.add(_key(new))
+
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.configs.forget(*key_of(new))
@@ -244,9 +256,11 @@ class Controller:
     def sync(self, key: ObjKey) -> Plan | None:
         exporter_set = self.informers[EXPORTERSETS].get(*key)
         if exporter_set is None or _meta(exporter_set).get("deletionTimestamp"):
+            self.plans.pop(key, None)
             return None  # owned objects go with the set (garbage collection)
         observed = self.observe(exporter_set)
         if observed is None:
+            self.plans.pop(key, None)
             return None
         observation, klass = observed
         now = self.clock()
@@ -263,6 +277,7 @@ class Controller:
             cached_secret=lambda n: secrets.get(key[0], n),
             configs=self.configs,
         )
+        self.plans[key] = result
         executor.run(result.actions)
         executor.keep_current(result.keep_current)
         self.writes += executor.writes
@@ -271,22 +286,44 @@ class Controller:
     # -- running -------------------------------------------------------------------------
     def _worker(self) -> None:
         while (key := self.queue.get()) is not None:
+            started = time.monotonic()
             try:
                 result = self.sync(key)
                 self.queue.forget(key)
+                outcome = "success"
                 if result is not None and result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after.total_seconds() + 0.5)
+                    outcome = "requeue_after"
             except Exception as exc:
+                outcome = "error"
                 delay = self.queue.add_rate_limited(key)
                 log.warning("%s/%s: %s (retry in %.1fs)", *key, exc, delay)
             finally:
                 self.queue.done(key)
+            self.reconciles.record(outcome, time.monotonic() - started)
 
     def start_caches(self, stop: threading.Event) -> None:
+        """Start every list-and-watch loop (once): a standby fills its caches too, so it
+        is ready, and takes over from warm caches."""
+        if self._caches_started:
+            return
+        self._caches_started = True
         for informer in self.informers.values():
             threading.Thread(
                 target=informer.run, args=(stop,), daemon=True, name=informer.resource.plural
             ).start()
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers.values())
+
+    def stalled(self, bound: float) -> list[str]:
+        """The resources whose list-and-watch loop has not heard from the apiserver for
+        more than `bound` seconds (or has ended): what the liveness probe reports."""
+        if not self._caches_started:
+            return []
+        return sorted(
+            r.plural for r, informer in self.informers.items() if informer.stalled_for() > bound
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Fill the caches, then reconcile until `stop`; finishes the passes in flight."""

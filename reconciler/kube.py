@@ -4,12 +4,18 @@ Objects stay plain dicts end to end (the planner's adapter reads dicts), custom 
 built-in resources go through one code path, and every call is checked against
 `reconciler.access.ACCESS` before it is sent, so an undeclared call fails in tests
 rather than in a cluster with generated RBAC.
+
+Writes are counted by verb and resource (a metric), and each one is preceded by the
+`may_write` check, if one is set: leader election sets it, so a leader that has not
+renewed its Lease in time (a process that was paused, say) sends no write at all, as
+late as the moment before the request leaves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,7 +24,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from reconciler.access import Resource, allowed
 
-__all__ = ["ApiError", "Kube", "WatchExpired"]
+__all__ = ["ApiError", "Kube", "NotLeading", "WatchExpired"]
 
 Obj = dict[str, Any]
 
@@ -35,10 +41,28 @@ class WatchExpired(Exception):
     """The watch's resource version is too old (410 Gone): list again."""
 
 
+class NotLeading(Exception):
+    """A write refused before it was sent: this process no longer knows itself the leader."""
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
 class Kube:
     def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
         self.api = api_client
         self.timeout = request_timeout
+        self.may_write: Callable[[], bool] | None = None
+        # (verb, resource plural with its subresource) -> writes sent
+        self.writes: dict[tuple[str, str], int] = {}
+        self._writes_lock = threading.Lock()
+
+    def _count(self, method: str, resource: Resource, sub: str) -> None:
+        if self.may_write is not None and not self.may_write():
+            raise NotLeading(f"{_VERBS[method]} {resource.plural}: not the leader any more")
+        key = (_VERBS[method], f"{resource.plural}/{sub}" if sub else resource.plural)
+        with self._writes_lock:
+            self.writes[key] = self.writes.get(key, 0) + 1
 
     def _call(
         self,
@@ -137,7 +161,15 @@ class Kube:
 
     def create(self, resource: Resource, namespace: str, body: Obj) -> Obj:
         self._check(resource, "create")
+        self._count("POST", resource, "")
         result: Obj = self._call("POST", resource.path(namespace), body=body)
+        return result
+
+    def review(self, resource: Resource, body: Obj) -> Obj:
+        """Create a cluster-scoped review (TokenReview, SubjectAccessReview): a question to
+        the apiserver, not a write, so neither counted nor held back by leadership."""
+        self._check(resource, "create")
+        result: Obj = self._call("POST", resource.path(), body=body, timeout=5)
         return result
 
     def patch(
@@ -145,6 +177,7 @@ class Kube:
     ) -> Obj:
         """A JSON merge patch; include metadata.resourceVersion to make it conditional."""
         self._check(resource, "patch", sub)
+        self._count("PATCH", resource, sub)
         result: Obj = self._call(
             "PATCH",
             resource.path(namespace, name, sub),
@@ -155,12 +188,14 @@ class Kube:
 
     def update(self, resource: Resource, namespace: str, name: str, body: Obj) -> Obj:
         self._check(resource, "update")
+        self._count("PUT", resource, "")
         result: Obj = self._call("PUT", resource.path(namespace, name), body=body)
         return result
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete (only the object with `uid` when given); False when it was already gone."""
         self._check(resource, "delete")
+        self._count("DELETE", resource, "")
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}

@@ -6,6 +6,13 @@ A candidate takes the Lease when it is free or its holder has not renewed within
 stops reconciling) when it cannot renew within `renew_deadline`. Every write is an
 update with the read resourceVersion, so two candidates cannot both win. On graceful
 shutdown the holder releases the Lease so a successor need not wait for it to expire.
+
+`may_write` is what client-go lacks: the holder knows when it last renewed (the moment
+it wrote into `renewTime`, on its monotonic clock), and stops writing `renew_deadline`
+after it, whether or not its renewal thread has noticed yet. A successor takes over only
+`lease_duration` after that `renewTime`, so a leader paused (SIGSTOP, a long GC, a frozen
+VM) and resumed past its lease finds its writes refused before any is sent; the margin is
+`lease_duration - renew_deadline` (5 s by default), less the clock skew between nodes.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +64,14 @@ class Elector:
         self.kube, self.config, self.clock = kube, config, clock
         self.identity = config.identity or default_identity()
         self.leading = threading.Event()
+        self._renewed_at = float("-inf")  # monotonic time of the renewTime last written
+
+    def may_write(self) -> bool:
+        """Leading, and within `renew_deadline` of the last renewal that succeeded."""
+        return (
+            self.leading.is_set()
+            and time.monotonic() - self._renewed_at < self.config.renew_deadline
+        )
 
     def _spec(self, now: datetime, acquired: str | None, transitions: int) -> dict[str, Any]:
         return {
@@ -117,11 +133,15 @@ class Elector:
             log.warning("could not release the leader Lease: %s", exc)
 
     def _attempt(self) -> bool:
+        started = time.monotonic()  # before the renewTime it writes: the safe side
         try:
-            return self.try_acquire_or_renew()
+            won = self.try_acquire_or_renew()
         except Exception as exc:
             log.warning("leader election: %s", exc)
             return False
+        if won:
+            self._renewed_at = started
+        return won
 
     def run(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
         """Campaign until leading, then renew until `stop`; call `on_lost` if renewal fails."""

@@ -91,6 +91,13 @@ class Plan:
     # instances whose config Secret (and other rendered objects) the runtime keeps current
     keep_current: tuple[str, ...] = ()
     awaiting: tuple[str, ...] = ()  # instances waiting for credentials
+    warm: int = 0  # the warm buffer in force (0 under WaitForFirstConsumer)
+    at_ceiling: bool = False  # more instances wanted than maxReplicas allows
+
+    @property
+    def warm_shortfall(self) -> int:
+        """How many warm instances the pool lacks now."""
+        return max(0, self.warm - self.buckets.get(Bucket.AVAILABLE, 0))
 
 
 def instance_name(set_name: str, index: int) -> str:
@@ -259,6 +266,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
         requeue,
         keep_current=tuple(keep_current),
         awaiting=tuple(awaiting),
+        warm=warm,
+        at_ceiling=ceiling_blocks,
     )
 
 

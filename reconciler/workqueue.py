@@ -5,6 +5,10 @@ most once; a key being processed is never handed to a second worker, and if it w
 added meanwhile it is queued again when the worker calls `done`; failures back off
 exponentially per key; `add_after` requeues at a deadline (the next cooldown end).
 The clock is injectable so tests need no sleeping.
+
+It keeps the figures client-go's workqueue metrics report (`stats()`): adds, retries,
+the time each key waited in the queue and the time each took to process, and the start
+times of the keys being processed now (for unfinished work and the longest processor).
 """
 
 from __future__ import annotations
@@ -13,11 +17,28 @@ import heapq
 import threading
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["WorkQueue"]
+from scrape.histogram import Histogram
+
+__all__ = ["DURATION_BUCKETS", "QueueStats", "WorkQueue"]
 
 K = TypeVar("K", bound=Hashable)
+
+# client-go's and controller-runtime's buckets for both durations: 10 ns to 1,000 s.
+DURATION_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    depth: int
+    adds: int
+    retries: int
+    queue_duration: Histogram
+    work_duration: Histogram
+    processing_since: tuple[float, ...]  # clock readings when the keys in work were taken
+    now: float
 
 
 class WorkQueue(Generic[K]):
@@ -37,6 +58,12 @@ class WorkQueue(Generic[K]):
         self._cond = threading.Condition()
         self._closed = False
         self.base_delay, self.max_delay, self.clock = base_delay, max_delay, clock
+        self._adds = 0
+        self._retries = 0
+        self._queued_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._queue_duration = Histogram(DURATION_BUCKETS)
+        self._work_duration = Histogram(DURATION_BUCKETS)
 
     def __len__(self) -> int:
         with self._cond:
@@ -46,12 +73,17 @@ class WorkQueue(Generic[K]):
         with self._cond:
             if self._closed:
                 return
+            self._adds += 1
             if key in self._processing:
                 self._dirty.add(key)
             elif key not in self._queued:
-                self._queued.add(key)
-                self._queue.append(key)
+                self._enqueue(key)
                 self._cond.notify()
+
+    def _enqueue(self, key: K) -> None:
+        self._queued.add(key)
+        self._queue.append(key)
+        self._queued_at[key] = self.clock()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -67,6 +99,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
+            self._retries += 1
         delay = min(self.max_delay, self.base_delay * float(2**failures))
         self.add_after(key, delay)
         return delay
@@ -83,8 +116,7 @@ class WorkQueue(Generic[K]):
             if key in self._processing:
                 self._dirty.add(key)
             elif key not in self._queued:
-                self._queued.add(key)
-                self._queue.append(key)
+                self._enqueue(key)
         return self._delayed[0][0] - now if self._delayed else None
 
     def get(self, timeout: float | None = None) -> K | None:
@@ -97,6 +129,9 @@ class WorkQueue(Generic[K]):
                     key = self._queue.pop(0)
                     self._queued.discard(key)
                     self._processing.add(key)
+                    now = self.clock()
+                    self._queue_duration.observe(now - self._queued_at.pop(key, now))
+                    self._started_at[key] = now
                     return key
                 if self._closed:
                     return None
@@ -110,12 +145,27 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
+            started = self._started_at.pop(key, None)
+            if started is not None:
+                self._work_duration.observe(self.clock() - started)
             if key in self._dirty:
                 self._dirty.discard(key)
                 if key not in self._queued:
-                    self._queued.add(key)
-                    self._queue.append(key)
+                    self._enqueue(key)
                     self._cond.notify()
+
+    def stats(self) -> QueueStats:
+        """A consistent snapshot of what the queue's metrics report."""
+        with self._cond:
+            return QueueStats(
+                depth=len(self._queue),
+                adds=self._adds,
+                retries=self._retries,
+                queue_duration=self._queue_duration.copy(),
+                work_duration=self._work_duration.copy(),
+                processing_since=tuple(self._started_at.values()),
+                now=self.clock(),
+            )
 
     def close(self) -> None:
         """Stop handing out keys; workers see None and exit."""
@@ -123,4 +173,5 @@ class WorkQueue(Generic[K]):
             self._closed = True
             self._queue.clear()
             self._queued.clear()
+            self._queued_at.clear()
             self._cond.notify_all()

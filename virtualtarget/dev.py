@@ -21,7 +21,12 @@ from pathlib import Path
 from types import FrameType
 
 from virtualtarget.controlplane import REPO_ROOT, ControlPlaneError, running_control_plane
-from virtualtarget.stack import register_webhooks, running_reconciler, running_webhook
+from virtualtarget.stack import (
+    ReconcilerProcess,
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+)
 from virtualtarget.standin import CredentialStandIn
 
 __all__ = ["configure", "run"]
@@ -41,8 +46,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _usage(kubeconfig: Path, workdir: Path) -> str:
+def _usage(kubeconfig: Path, workdir: Path, reconciler: ReconcilerProcess | None = None) -> str:
     examples = REPO_ROOT / "examples"
+    endpoints = (
+        [
+            f"  curl {reconciler.health_url}/readyz",
+            f"  curl -k -H \"Authorization: Bearer $(awk '/token:/{{print $2}}' {kubeconfig})\" "
+            f"{reconciler.metrics_url}/metrics   # the admin's token may read them",
+        ]
+        if reconciler is not None
+        else []
+    )
     return "\n".join(
         [
             f"control plane ready; logs in {workdir}",
@@ -52,6 +66,7 @@ def _usage(kubeconfig: Path, workdir: Path) -> str:
             f"-f {examples / 'exporterset-qemu.yaml'}",
             "  kubectl get exportersets,exporters,secrets,pods -o wide",
             f"  kubectl apply -f {examples / 'invalid'}/   # each one is rejected, with reasons",
+            *endpoints,
             "",
             "Ctrl-C stops everything.",
         ]
@@ -87,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                     flush=True,
                 )
                 with running_reconciler(plane, workdir) as reconciler:
-                    print(_usage(plane.kubeconfig, workdir), flush=True)
+                    print(_usage(plane.kubeconfig, workdir, reconciler), flush=True)
                     while not stop.wait(1.0):
                         reconciler.check_alive()
             print("stopping", flush=True)

@@ -34,7 +34,9 @@ from virtualtarget.deploy_render import (
 
 __all__ = [
     "ChildProcess",
+    "ReconcilerProcess",
     "WebhookServer",
+    "reconciler_args",
     "register_webhooks",
     "running_reconciler",
     "running_webhook",
@@ -194,6 +196,28 @@ def unregister_webhooks(plane: ControlPlane) -> None:
     )
 
 
+@dataclass
+class ReconcilerProcess(ChildProcess):
+    """The reconciler, with where its probes (HTTP) and metrics (HTTPS) are served."""
+
+    health_url: str = ""
+    metrics_url: str = ""
+
+
+def reconciler_args(kubeconfig: Path) -> tuple[list[str], str, str]:
+    """The reconciler's arguments on loopback, with probes and metrics on free ports;
+    and those two endpoints' base URLs."""
+    health, metrics = free_port(), free_port()
+    args = [
+        "reconcile",
+        f"--kubeconfig={kubeconfig}",
+        "--provisioner=qemu.jumpstarter.dev",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+    ]
+    return args, f"http://127.0.0.1:{health}", f"https://127.0.0.1:{metrics}"
+
+
 @contextlib.contextmanager
 def running_reconciler(
     plane: ControlPlane,
@@ -202,19 +226,12 @@ def running_reconciler(
     name: str = "reconciler",
     kubeconfig: Path | None = None,
     extra: Sequence[str] = (),
-) -> Iterator[ChildProcess]:
+) -> Iterator[ReconcilerProcess]:
     """Run `virtualtarget reconcile` against the loopback control plane (as the admin
     unless another `kubeconfig` is given)."""
-    process = ChildProcess.start(
-        name,
-        [
-            "reconcile",
-            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
-            "--provisioner=qemu.jumpstarter.dev",
-            *extra,
-        ],
-        workdir,
-    )
+    args, health_url, metrics_url = reconciler_args(kubeconfig or plane.kubeconfig)
+    started = ChildProcess.start(name, [*args, *extra], workdir)
+    process = ReconcilerProcess(started.name, started.popen, started.log, health_url, metrics_url)
     try:
         yield process
     finally:

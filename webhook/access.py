@@ -6,7 +6,7 @@ reads them live on a miss; the deploy RBAC is generated from this table.
 
 from __future__ import annotations
 
-from api.access import Permission
+from api.access import SCRAPE_REVIEWS, Permission
 from webhook.routes import KINDS
 
 __all__ = ["ACCESS", "CACHED_KINDS"]
@@ -14,6 +14,8 @@ __all__ = ["ACCESS", "CACHED_KINDS"]
 # The kinds the cross-object checks look up, in the order their caches start.
 CACHED_KINDS = (KINDS["VirtualTargetClass"], KINDS["ExporterSet"])
 
-ACCESS: tuple[Permission, ...] = tuple(
-    Permission(kind.group, kind.plural, ("get", "list", "watch")) for kind in CACHED_KINDS
+ACCESS: tuple[Permission, ...] = (
+    *(Permission(kind.group, kind.plural, ("get", "list", "watch")) for kind in CACHED_KINDS),
+    # `/metrics` only for callers the apiserver authenticates and authorizes (scrape.auth)
+    *SCRAPE_REVIEWS,
 )

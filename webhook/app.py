@@ -7,6 +7,7 @@ Any unexpected failure of a check is answered as a denial, never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 from api.duration import parse_go_duration_ns
+from scrape.auth import Answer
 from webhook.admission import Admission, object_name
 from webhook.decode import DecodeError, decode_review, read_body
 from webhook.envelope import Outcome, error_body, review_response
@@ -63,11 +65,22 @@ def _json(body: dict[str, Any], status: int = 200) -> Response:
     return Response(compact_json(body), status_code=status, media_type=_JSON)
 
 
-def create_app(admission: Admission, ready: Callable[[], bool] = lambda: True) -> FastAPI:
+MetricsAuth = Callable[[str | None], Answer]  # Authorization header -> answer
+
+
+def create_app(
+    admission: Admission,
+    ready: Callable[[], bool] = lambda: True,
+    *,
+    metrics_auth: MetricsAuth | None = None,
+    certificate_expiry: Callable[[], float] | None = None,
+) -> FastAPI:
+    """The webhook's app. `metrics_auth` guards `/metrics` (`scrape.auth.ScrapeAuth.check`;
+    the server always passes one, an app built without it serves metrics to anyone)."""
     app = FastAPI(
         title="virtualtarget admission webhook", docs_url=None, redoc_url=None, openapi_url=None
     )
-    metrics = Metrics()
+    metrics = Metrics(certificate_expiry)
     app.state.metrics = metrics
 
     # Plain Starlette routes: the handlers take the raw Request, so FastAPI's dependency
@@ -85,7 +98,12 @@ def create_app(admission: Admission, ready: Callable[[], bool] = lambda: True) -
             return Response("ok", media_type="text/plain")
         return Response("caches not synced", status_code=503, media_type="text/plain")
 
-    async def metrics_endpoint(_request: Request) -> Response:
+    async def metrics_endpoint(request: Request) -> Response:
+        if metrics_auth is not None:
+            # The reviews block on the apiserver (once per token and ttl): off the loop.
+            answer = await asyncio.to_thread(metrics_auth, request.headers.get("authorization"))
+            if not answer.allowed:
+                return Response(answer.message + "\n", answer.status, media_type="text/plain")
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     app.router.add_route("/healthz", healthz, methods=["GET"])

@@ -107,6 +107,7 @@ class ClusterCache:
     """The `ClusterView` the server uses: caches for classes and sets, live reads on a miss."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
         self.api = client.CustomObjectsApi(api_client)
         self.caches = {kind.kind: KindCache(self.api, kind) for kind in CACHED_KINDS}
         self._stop = threading.Event()

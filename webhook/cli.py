@@ -14,12 +14,14 @@ import ssl
 import sys
 from pathlib import Path
 
+from scrape.auth import Answer, ScrapeAuth
+from scrape.kubeclient import poster
 from webhook.admission import Admission
-from webhook.app import create_app
+from webhook.app import MetricsAuth, create_app
 from webhook.cache import ClusterCache
 from webhook.clusterview import ClusterView
 from webhook.schemas import crd_schema
-from webhook.server import bind, tls_context
+from webhook.server import bind, tls_reloader
 from webhook.server import run as run_server
 
 __all__ = ["configure", "run", "server_admission"]
@@ -82,12 +84,20 @@ def server_admission(view: ClusterView | None) -> Admission:
     return Admission(crd_schema, view, schema_enforced_upstream=True)
 
 
+def _metrics_auth(cache: ClusterCache | None) -> MetricsAuth:
+    """Scrapes reviewed by the apiserver; without cluster access nobody can be reviewed."""
+    if cache is None:
+        return lambda _header: Answer(403, "Forbidden: no cluster access to review the caller")
+    return ScrapeAuth(poster(cache.api_client)).check
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        context = tls_context(args.cert_dir, args.client_ca)
+        reloader = tls_reloader(args.cert_dir, args.client_ca)
+        context = reloader.serving_context()
     except (OSError, ssl.SSLError) as exc:
         return _fail(f"cannot load the serving certificate: {exc}")
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
@@ -103,7 +113,12 @@ def run(args: argparse.Namespace) -> int:
     view: ClusterView | None = cache
     if cache is not None:
         cache.start()
-    app = create_app(server_admission(view), ready=cache.synced if cache else lambda: True)
+    app = create_app(
+        server_admission(view),
+        ready=cache.synced if cache else lambda: True,
+        metrics_auth=_metrics_auth(cache),
+        certificate_expiry=lambda: reloader.expires_at,
+    )
     mode = (
         "cross-object checks via the cluster"
         if cache

@@ -8,12 +8,18 @@ take a lock per increment, which cost more per review than any single admission 
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from scrape.histogram import Histogram
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -26,25 +32,20 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class _Series:
     """The counts of one (kind, operation, endpoint)."""
 
-    __slots__ = ("bucket_counts", "denials", "requests", "seconds")
+    __slots__ = ("denials", "latency", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
         self.denials = 0
-        self.seconds = 0.0
-        self.bucket_counts = [0] * (len(_BUCKETS) + 1)  # the last one is +Inf
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        total = 0
-        buckets: list[tuple[str, float]] = []
-        for bound, count in zip((*map(str, _BUCKETS), "+Inf"), self.bucket_counts, strict=True):
-            total += count
-            buckets.append((bound, total))
-        return buckets
+        self.latency = Histogram(_BUCKETS)
 
 
 class Metrics(Collector):
-    def __init__(self) -> None:
+    """`certificate_expiry` reports when the certificate being served expires (UNIX
+    seconds), so an expiring certificate can alert before the apiserver refuses it."""
+
+    def __init__(self, certificate_expiry: Callable[[], float] | None = None) -> None:
+        self.certificate_expiry = certificate_expiry
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._rejected: dict[tuple[str, str], int] = {}
         self.registry = CollectorRegistry()
@@ -60,8 +61,7 @@ class Metrics(Collector):
         series.requests += 1
         if not allowed:
             series.denials += 1
-        series.seconds += seconds
-        series.bucket_counts[bisect_left(_BUCKETS, seconds)] += 1
+        series.latency.observe(seconds)
 
     def reject(self, endpoint: str, status: int) -> None:
         """A body that was not a usable AdmissionReview, answered with HTTP `status`."""
@@ -84,7 +84,7 @@ class Metrics(Collector):
             labels = list(key)
             requests.add_metric(labels, series.requests)
             denials.add_metric(labels, series.denials)
-            latency.add_metric(labels, series.cumulative(), series.seconds)
+            latency.add_metric(labels, series.latency.cumulative(), series.latency.total)
         rejected = CounterMetricFamily(
             "virtualtarget_webhook_rejected_bodies",
             "Bodies that were not a usable AdmissionReview, by HTTP status.",
@@ -93,6 +93,12 @@ class Metrics(Collector):
         for (endpoint, status), count in sorted(self._rejected.items()):
             rejected.add_metric([endpoint, status], count)
         yield from (requests, denials, latency, rejected)
+        if self.certificate_expiry is not None:
+            yield GaugeMetricFamily(
+                "virtualtarget_webhook_certificate_expiration_timestamp_seconds",
+                "When the serving certificate expires (UNIX time).",
+                value=self.certificate_expiry(),
+            )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,7 +1,7 @@
 """Serving the app over TLS with uvicorn, certificates reloaded on rotation.
 
 The socket is bound here, before uvicorn starts, so a port in use is a one-line error
-rather than uvicorn's exit; the TLS context comes from `certs.reload.serving_context`, so
+rather than uvicorn's exit; the TLS context comes from `certs.reload.CertificateReloader`, so
 a rotated `tls.crt`/`tls.key` is served to new connections without a restart.
 """
 
@@ -17,19 +17,24 @@ import uvicorn
 import uvloop
 from fastapi import FastAPI
 
-from certs.reload import serving_context
+from certs.reload import CertificateReloader
 
-__all__ = ["bind", "run", "serve", "tls_context"]
+__all__ = ["bind", "run", "serve", "tls_context", "tls_reloader"]
 
 
-def tls_context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext:
-    """The reloading server context; OSError/ssl.SSLError name what could not be loaded."""
+def tls_reloader(cert_dir: Path, client_ca: Path | None = None) -> CertificateReloader:
+    """The reloading certificate; OSError/ssl.SSLError name what could not be loaded."""
     for name in ("tls.crt", "tls.key"):
         if not (cert_dir / name).is_file():
             raise FileNotFoundError(
                 f"{cert_dir / name}: no such file (expected tls.crt and tls.key)"
             )
-    return serving_context(cert_dir, client_ca)
+    return CertificateReloader(cert_dir, client_ca)
+
+
+def tls_context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """The reloading server context to listen with."""
+    return tls_reloader(cert_dir, client_ca).serving_context()
 
 
 def bind(host: str, port: int) -> socket.socket:

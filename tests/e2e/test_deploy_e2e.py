@@ -9,7 +9,10 @@ from the generated ClusterRoles, fails these tests.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +160,83 @@ def test_webhook_works_with_its_service_account(
         "VirtualTargetClass is in use by ExporterSets guarded; delete or move them first\n"
     )
     assert "forbidden" not in log.lower(), log
+
+
+def _get(url: str, token: str | None, context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except urllib.error.URLError as error:  # not listening yet
+        return 0, str(error.reason)
+
+
+def test_metrics_only_for_callers_allowed_to_get_them_and_probes(
+    installed: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """No token: 401; a token without the role: 403; Prometheus's token (bound to the
+    ClusterRole virtualtarget-metrics-reader): the metrics. Both components run under their
+    generated RBAC, so the reviews they ask the apiserver for are granted there too."""
+    plane = installed
+    for account in ("prometheus", "nobody"):
+        plane.kubectl("create", "serviceaccount", account, "-n", namespace)
+    plane.kubectl(
+        "create",
+        "clusterrolebinding",
+        f"prometheus-{namespace}",
+        "--clusterrole=virtualtarget-metrics-reader",
+        f"--serviceaccount={namespace}:prometheus",
+    )
+    tokens = {
+        account: plane.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        for account in ("prometheus", "nobody")
+    }
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE  # self-signed
+
+    def check(url: str, context: ssl.SSLContext, names: list[str]) -> None:
+        assert _get(url, None, context)[0] == 401
+        status, body = _get(url, tokens["nobody"], context)
+        assert status == 403, body
+        assert "virtualtarget-metrics-reader" in body
+        status, body = _get(url, tokens["prometheus"], context)
+        assert status == 200, body
+        for name in names:
+            assert f"\n{name}" in body, name
+
+    reconciler_kubeconfig = plane.service_account_kubeconfig(
+        WEBHOOK_NAMESPACE, "virtualtarget-reconciler", tmp_path / "reconciler.kubeconfig"
+    )
+    with running_reconciler(
+        plane,
+        tmp_path,
+        kubeconfig=reconciler_kubeconfig,
+        extra=[f"--leader-election-namespace={WEBHOOK_NAMESPACE}", "--namespace", namespace],
+    ) as reconciler:
+        wait_for("readyz", lambda: _get(f"{reconciler.health_url}/readyz", None)[0] == 200)
+        assert _get(f"{reconciler.health_url}/healthz", None) == (200, "ok\n")
+        check(
+            f"{reconciler.metrics_url}/metrics",
+            insecure,
+            [
+                "workqueue_depth{",
+                "controller_runtime_reconcile_total{",
+                "leader_election_master_status{",
+                "virtualtarget_reconciler_informer_relists_total{",
+            ],
+        )
+        assert "forbidden" not in reconciler.log_tail(200).lower()
+
+    webhook_kubeconfig = plane.service_account_kubeconfig(
+        WEBHOOK_NAMESPACE, "virtualtarget-webhook", tmp_path / "webhook.kubeconfig"
+    )
+    with running_webhook(plane, tmp_path, kubeconfig=webhook_kubeconfig) as server:
+        trusted = ssl.create_default_context(cadata=server.certificates.ca_pem.decode())
+        check(
+            f"{server.url}/metrics",
+            trusted,
+            ["virtualtarget_webhook_certificate_expiration_timestamp_seconds "],
+        )

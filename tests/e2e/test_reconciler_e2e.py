@@ -27,6 +27,7 @@ import pytest
 from reconciler.keys import SET_LABEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
+from virtualtarget.stack import reconciler_args
 from virtualtarget.standin import CredentialStandIn
 
 LEASE_CRD = {
@@ -133,13 +134,12 @@ class Reconciler:
 
     def __init__(self, plane: ControlPlane, ns: str, log: Path, *extra: str) -> None:
         self.log = log
+        cli, self.health_url, self.metrics_url = reconciler_args(plane.kubeconfig)
         args = [
             sys.executable,
             "-m",
             "virtualtarget.cli",
-            "reconcile",
-            "--kubeconfig",
-            str(plane.kubeconfig),
+            *cli,
             "--namespace",
             ns,
             "--leader-election-namespace",

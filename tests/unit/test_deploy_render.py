@@ -164,12 +164,35 @@ def test_pods_run_non_root_read_only_with_resources(rendered: list[Obj], name: s
         assert "memory" in container["resources"]["limits"]
 
 
-def test_reconciler_runs_the_qemu_provisioner(rendered: list[Obj]) -> None:
+def test_reconciler_runs_the_qemu_provisioner_two_replicas_with_probes(
+    rendered: list[Obj],
+) -> None:
     one(rendered, "ServiceAccount", "virtualtarget-reconciler")
-    (container,) = one(rendered, "Deployment", "virtualtarget-reconciler")["spec"]["template"][
-        "spec"
-    ]["containers"]
-    assert container["args"] == ["reconcile", "--provisioner=qemu.jumpstarter.dev"]
+    deployment = one(rendered, "Deployment", "virtualtarget-reconciler")
+    assert deployment["spec"]["replicas"] == 2  # one leads, one stands by
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == [
+        "reconcile",
+        "--provisioner=qemu.jumpstarter.dev",
+        "--metrics-bind-address=:8443",
+        "--health-probe-bind-address=:8081",
+    ]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8443, "probes": 8081}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    pdb = one(rendered, "PodDisruptionBudget", "virtualtarget-reconciler")
+    assert pdb["spec"]["minAvailable"] == 1
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service = one(rendered, "Service", "virtualtarget-reconciler-metrics")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8443, "targetPort": "metrics"}]
+
+
+def test_metrics_readers_get_only_the_metrics_path(rendered: list[Obj]) -> None:
+    role = one(rendered, "ClusterRole", "virtualtarget-metrics-reader")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
 def test_self_signed_ca_bundle_verifies_the_serving_certificate(tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ def _handler(
             label,
             outcome.allowed,
             time.perf_counter() - started,
+            outcome.code,
         )
         return _json(answer)
 

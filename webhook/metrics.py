@@ -48,13 +48,25 @@ class Metrics(Collector):
         self.certificate_expiry = certificate_expiry
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._rejected: dict[tuple[str, str], int] = {}
+        self._server_errors: dict[tuple[str, str], int] = {}
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
     def record(
-        self, kind: str, operation: str, endpoint: str, allowed: bool, seconds: float
+        self,
+        kind: str,
+        operation: str,
+        endpoint: str,
+        allowed: bool,
+        seconds: float,
+        code: int = 200,
     ) -> None:
+        """One answered review; `code` is the denial's status code (5xx: the webhook could
+        not decide: an internal error, or the cluster it needed did not answer)."""
         key = (kind, operation, endpoint)
+        if not allowed and code >= 500:
+            failed = (endpoint, str(code))
+            self._server_errors[failed] = self._server_errors.get(failed, 0) + 1
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = _Series()
@@ -92,7 +104,14 @@ class Metrics(Collector):
         )
         for (endpoint, status), count in sorted(self._rejected.items()):
             rejected.add_metric([endpoint, status], count)
-        yield from (requests, denials, latency, rejected)
+        server_errors = CounterMetricFamily(
+            "virtualtarget_webhook_server_errors",
+            "Reviews answered with a 5xx status: the webhook could not decide.",
+            labels=["endpoint", "code"],
+        )
+        for (endpoint, code), count in sorted(self._server_errors.items()):
+            server_errors.add_metric([endpoint, code], count)
+        yield from (requests, denials, latency, rejected, server_errors)
         if self.certificate_expiry is not None:
             yield GaugeMetricFamily(
                 "virtualtarget_webhook_certificate_expiration_timestamp_seconds",

@@ -50,3 +50,24 @@ def test_an_unused_registry_exposes_the_families_without_samples() -> None:
     text = Metrics().exposition().decode()
     for name in ("requests", "denials", "latency_seconds", "rejected_bodies"):
         assert f"# TYPE virtualtarget_webhook_{name}" in text
+
+
+def test_reviews_answered_5xx_are_counted_by_endpoint_and_code() -> None:
+    metrics = Metrics()
+    metrics.record("ExporterSet", "CREATE", "/validate-x", False, 0.01, 503)
+    metrics.record("ExporterSet", "CREATE", "/validate-x", False, 0.01, 422)  # a denial
+    metrics.record("ExporterSet", "CREATE", "/validate-x", False, 0.01, 500)
+    metrics.record("ExporterSet", "CREATE", "/validate-x", False, 0.01, 500)
+    got = samples(metrics)
+    errors = {
+        dict(labels)["code"]: value
+        for (name, labels), value in got.items()
+        if name == "virtualtarget_webhook_server_errors_total"
+    }
+    assert errors == {"500": 2, "503": 1}
+
+
+def test_the_serving_certificates_expiry_is_a_gauge() -> None:
+    got = samples(Metrics(certificate_expiry=lambda: 1_900_000_000.0))
+    expiry = ("virtualtarget_webhook_certificate_expiration_timestamp_seconds", frozenset())
+    assert got[expiry] == 1_900_000_000.0

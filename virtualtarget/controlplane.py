@@ -8,11 +8,17 @@ the folder) on exit, also when the caller fails.
 
 No controllers run: there is no kube-controller-manager or scheduler, so Pods stay
 Pending, namespaces stay Terminating and owned objects are not garbage collected.
+
+For the fault tests, either process can be killed and started again on the same data
+and ports, paused and resumed (SIGSTOP, SIGCONT), and etcd's history compacted; with
+`audit=True` kube-apiserver writes an audit log of every write (who, what, when).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -93,6 +99,17 @@ def _write_service_account_key(path: Path) -> None:
     path.chmod(0o600)
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+"""
+
+
 @dataclass
 class ControlPlane:
     """A started etcd + kube-apiserver pair; use `running_control_plane()` to get one."""
@@ -101,8 +118,13 @@ class ControlPlane:
     port: int
     token: str
     binaries: dict[str, Path]
+    audit: bool = False
+    etcd_port: int = 0
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
+    # name -> its arguments and its current process, so it can be started again
+    _args: dict[str, list[str]] = field(default_factory=dict)
+    _running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def server(self) -> str:
@@ -120,7 +142,7 @@ class ControlPlane:
     # -- start and stop -----------------------------------------------------------
 
     def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("wb")
+        log = (self.workdir / f"{name}.log").open("ab")
         self.logs.append(log)
         process = subprocess.Popen(
             [str(self.binaries[name]), *args],
@@ -129,10 +151,17 @@ class ControlPlane:
             start_new_session=True,  # Ctrl-C in a terminal reaches us, not them
         )
         self.processes.append(process)
+        self._args[name] = list(args)
+        self._running[name] = process
         return process
 
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
     def start(self) -> None:
-        etcd_port, peer_port = free_port(), free_port()
+        self.etcd_port = free_port()
+        etcd_port, peer_port = self.etcd_port, free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._spawn(
@@ -153,9 +182,19 @@ class ControlPlane:
         _write_service_account_key(sa_key)
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        audit: list[str] = []
+        if self.audit:
+            policy = self.workdir / "audit-policy.yaml"
+            policy.write_text(AUDIT_POLICY)
+            audit = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",  # each event written before the answer
+            ]
         self._spawn(
             "kube-apiserver",
             [
+                *audit,
                 f"--etcd-servers={etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
@@ -177,9 +216,66 @@ class ControlPlane:
         self._wait_ready()
         self._write_kubeconfig()
 
+    # -- faults ---------------------------------------------------------------------
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Stop `name` (etcd or kube-apiserver) with `sig` and wait until it has exited."""
+        process = self._running.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        process.wait(timeout=30)
+
+    def restart(self, name: str) -> None:
+        """Start `name` again with the same arguments: same ports, same data."""
+        if name in self._running:
+            self.kill(name)
+        self._spawn(name, self._args[name])
+        if name == "kube-apiserver":
+            self._wait_ready()
+
+    def pause(self, name: str) -> None:
+        os.killpg(self._running[name].pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.killpg(self._running[name].pid, signal.SIGCONT)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through its JSON gateway):
+        watches resuming from an older version then get 410 Gone. The revision."""
+        status = self._etcd("/v3/maintenance/status", {})
+        revision = int(status["header"]["revision"])
+        self._etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def advance_etcd(self, writes: int) -> None:
+        """Write `writes` keys outside the apiserver's prefix: etcd's revision moves on
+        while no Kubernetes object changes (ahead of a compaction, say)."""
+        for index in range(writes):
+            key = base64.b64encode(f"/virtualtarget-chaos/{index}".encode()).decode()
+            self._etcd("/v3/kv/put", {"key": key, "value": key})
+
+    def _etcd(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            self.etcd_url + path, data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events (writes only, metadata level), oldest first."""
+        if not self.audit_log.is_file():
+            return []
+        lines = self.audit_log.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
     def _check_alive(self) -> None:
         for process, log in zip(self.processes, self.logs, strict=True):
-            if process.poll() is not None:
+            if process.poll() is not None and process in self._running.values():
                 tail = Path(log.name).read_text(errors="replace").strip().splitlines()[-5:]
                 name = Path(log.name).stem
                 hint = " (is the port in use?)" if any("in use" in line for line in tail) else ""
@@ -249,6 +345,9 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop both processes by their ids (apiserver first), then close the logs."""
         for process in reversed(self.processes):
+            if process.poll() is None:  # resumed first: a stopped process ignores SIGTERM
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGTERM)
@@ -304,16 +403,21 @@ class ControlPlane:
 
 @contextlib.contextmanager
 def running_control_plane(
-    workdir: Path | None = None, *, install_crds: bool = True
+    workdir: Path | None = None, *, install_crds: bool = True, audit: bool = False
 ) -> Iterator[ControlPlane]:
-    """Start etcd and kube-apiserver; stop them and remove the folder on exit."""
+    """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
+    `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`)."""
     binaries = _require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
     assert root is not None
     root.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(
-        workdir=root, port=free_port(), token=secrets.token_hex(16), binaries=binaries
+        workdir=root,
+        port=free_port(),
+        token=secrets.token_hex(16),
+        binaries=binaries,
+        audit=audit,
     )
     try:
         plane.start()

@@ -12,6 +12,55 @@ from virtualtarget.controlplane import ControlPlane
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 
+# Jumpstarter's Lease CRD is not part of this project: a minimal stand-in with the fields
+# the reconciler reads (spec.selector, status.exporterRef, status.ended).
+LEASE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "leases.jumpstarter.dev"},
+    "spec": {
+        "group": "jumpstarter.dev",
+        "names": {
+            "kind": "Lease",
+            "plural": "leases",
+            "singular": "lease",
+            "listKind": "LeaseList",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def install_lease_crd(plane: ControlPlane) -> None:
+    plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
+    plane.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
+    )
+
+
+def lease(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A pending Jumpstarter Lease asking for an exporter with `labels`."""
+    return {
+        "apiVersion": "jumpstarter.dev/v1alpha1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": dict(labels)}},
+    }
+
 
 def virtual_target_class(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     return {

@@ -25,40 +25,17 @@ from typing import Any
 import pytest
 
 from reconciler.keys import SET_LABEL
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    install_lease_crd,
+    virtual_target_class,
+    wait_for,
+)
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import reconciler_args
 from virtualtarget.standin import CredentialStandIn
-
-LEASE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "leases.jumpstarter.dev"},
-    "spec": {
-        "group": "jumpstarter.dev",
-        "names": {
-            "kind": "Lease",
-            "plural": "leases",
-            "singular": "lease",
-            "listKind": "LeaseList",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -66,10 +43,7 @@ NOW = "2026-01-01T00:00:00Z"
 @pytest.fixture(scope="module")
 def plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     """The control plane with the Lease CRD, and Jumpstarter's credential step played."""
-    control_plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
-    )
+    install_lease_crd(control_plane)
     stop = threading.Event()
     standin = CredentialStandIn(control_plane.api_client())
     thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)

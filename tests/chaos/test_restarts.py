@@ -1,0 +1,96 @@
+"""kube-apiserver or etcd killed in the middle of a scale-up, and started again on the same
+data: the pool converges to exactly its desired count, with no duplicate Exporter or Pod,
+and the webhook's cluster cache catches up (a class created after the restart is found
+in the cache, while the apiserver is unreachable again)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.support import names, review, until
+from tests.e2e.objects import apply, exporter_set, virtual_target_class
+from virtualtarget.controlplane import ControlPlane
+from virtualtarget.stack import (
+    WebhookServer,
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+    unregister_webhooks,
+)
+from virtualtarget.standin import CredentialStandIn
+
+SIZE = 30
+
+
+def cached_by_the_webhook(plane: ControlPlane, server: WebhookServer, ns: str, cls: str) -> bool:
+    """True when the webhook answers a review that needs class `cls` while the apiserver
+    hangs: only a cache hit can (a miss waits for its budget, then a retryable 503)."""
+    plane.pause("kube-apiserver")
+    try:
+        probe = exporter_set("probe", ns, class_name=cls, with_template=True)
+        response, _ = review(server, probe, timeout="2s")
+    finally:
+        plane.resume("kube-apiserver")
+    return bool(response["allowed"]) and not response.get("warnings")
+
+
+@pytest.mark.parametrize("victim", ["kube-apiserver", "etcd"])
+def test_killed_mid_scale_up_converges_without_duplicates(
+    victim: str,
+    plane: ControlPlane,
+    namespace: str,
+    standin: CredentialStandIn,
+    tmp_path: Path,
+    recovery: Callable[[str, float], None],
+) -> None:
+    ns = namespace
+    with running_webhook(plane, tmp_path) as server:
+        register_webhooks(plane, server)
+        try:
+            apply(plane, virtual_target_class("qemu", ns))
+            pool = exporter_set(
+                "pool",
+                ns,
+                class_name="qemu",
+                with_template=True,
+                minReplicas=SIZE,
+                maxReplicas=SIZE,
+            )
+            apply(plane, pool)
+            extra = ["--namespace", ns, "--no-leader-election", "--workers", "1"]
+            with running_reconciler(plane, tmp_path, extra=extra) as reconciler:
+                until("the scale-up under way", lambda: names(plane, "exporters", ns), 60)
+                plane.kill(victim)
+                time.sleep(1)  # the reconciler and the webhook meet the outage
+                started = time.monotonic()
+                plane.restart(victim)
+                expected = sorted(f"pool-{i}" for i in range(SIZE))
+                until(
+                    f"{SIZE} Exporters, no duplicate",
+                    lambda: names(plane, "exporters", ns) == expected,
+                    120,
+                )
+                until(f"{SIZE} Pods", lambda: names(plane, "pods", ns) == expected, 120)
+                recovery(
+                    f"pool of {SIZE} complete after {victim} restart", time.monotonic() - started
+                )
+                time.sleep(2)  # a few more passes: still exactly these, no churn
+                assert names(plane, "exporters", ns) == expected
+                assert names(plane, "pods", ns) == expected
+                reconciler.check_alive()
+
+            apply(plane, virtual_target_class("after-restart", ns))
+            created = time.monotonic()
+            until(
+                "the webhook's cache holds a class created after the restart",
+                lambda: cached_by_the_webhook(plane, server, ns, "after-restart"),
+                60,
+            )
+            recovery("webhook cache has a class created after restart", time.monotonic() - created)
+            server.process.check_alive()
+        finally:
+            unregister_webhooks(plane)

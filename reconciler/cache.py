@@ -76,7 +76,7 @@ class Informer:
         label_selector: str | None = None,
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
-        missing_retry: float = 4.0,
+        missing_retry: float = 2.0,
         transform: Transform | None = None,
         derive: Derive | None = None,
     ) -> None:

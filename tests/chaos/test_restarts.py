@@ -5,6 +5,7 @@ in the cache, while the apiserver is unreachable again)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.support import names, review, until
-from tests.e2e.objects import apply, exporter_set, virtual_target_class
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import (
     WebhookServer,
@@ -81,6 +82,28 @@ def test_killed_mid_scale_up_converges_without_duplicates(
                 time.sleep(2)  # a few more passes: still exactly these, no churn
                 assert names(plane, "exporters", ns) == expected
                 assert names(plane, "pods", ns) == expected
+
+                # After the restart the pool still follows: a deleted instance comes back,
+                # a spec change is carried out.
+                def uid() -> str:
+                    return str(get_json(plane, "exporter", "pool-3", "-n", ns)["metadata"]["uid"])
+
+                old = uid()
+                plane.kubectl("delete", "exporter", "pool-3", "-n", ns, "--wait=false")
+                started = time.monotonic()
+                until("pool-3 replaced", lambda: uid() != old, 60)
+                assert names(plane, "exporters", ns) == expected
+                recovery("deleted Exporter replaced", time.monotonic() - started)
+                bigger = json.dumps({"spec": {"minReplicas": SIZE + 2, "maxReplicas": SIZE + 2}})
+                plane.kubectl(
+                    "patch", "exporterset", "pool", "-n", ns, "--type=merge", "-p", bigger
+                )
+                started = time.monotonic()
+                grown = sorted(f"pool-{i}" for i in range(SIZE + 2))
+                until(
+                    "the spec change followed", lambda: names(plane, "exporters", ns) == grown, 60
+                )
+                recovery("spec change followed", time.monotonic() - started)
                 reconciler.check_alive()
 
             apply(plane, virtual_target_class("after-restart", ns))

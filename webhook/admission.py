@@ -12,7 +12,7 @@ from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.crossobject import check_class_delete, check_set_against_class
 from webhook.decode import AdmissionRequest
 from webhook.defaulter import SchemaSource, default_object
-from webhook.envelope import Outcome
+from webhook.envelope import UNAVAILABLE, Outcome
 from webhook.routes import Endpoint, Role
 from webhook.validator import validate_object
 from webhook.verdict import Verdict
@@ -117,7 +117,7 @@ class Admission:
                 )
             return Outcome(
                 warnings=verdict.warnings,
-                code=503,
+                code=UNAVAILABLE,
                 reason="ServiceUnavailable",
                 message=f"cannot check against the cluster ({exc}); retry the request",
             )

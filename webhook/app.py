@@ -20,7 +20,7 @@ from api.duration import parse_go_duration_ns
 from scrape.auth import Answer
 from webhook.admission import Admission, object_name
 from webhook.decode import DecodeError, decode_review, read_body
-from webhook.envelope import Outcome, error_body, review_response
+from webhook.envelope import INTERNAL_ERROR, Outcome, error_body, review_response
 from webhook.jsontext import compact_json
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.routes import ENDPOINTS, Endpoint
@@ -80,7 +80,7 @@ def create_app(
     app = FastAPI(
         title="virtualtarget admission webhook", docs_url=None, redoc_url=None, openapi_url=None
     )
-    metrics = Metrics(certificate_expiry)
+    metrics = Metrics(certificate_expiry, endpoints=[e.path for e in ENDPOINTS])
     app.state.metrics = metrics
 
     # Plain Starlette routes: the handlers take the raw Request, so FastAPI's dependency
@@ -133,7 +133,7 @@ def _handler(
                 "admission of %s %s/%s failed", review.kind, review.namespace, review.name
             )
             outcome = Outcome(
-                code=500,
+                code=INTERNAL_ERROR,
                 reason="InternalError",
                 message="internal error in the admission webhook; see its log",
             )

@@ -14,9 +14,23 @@ from api.fielderrors import FieldError
 from webhook.decode import API_VERSION
 from webhook.patch import Edit, encode_patch
 
-__all__ = ["MAX_WARNING_CHARS", "Outcome", "deny_message", "error_body", "review_response"]
+__all__ = [
+    "INTERNAL_ERROR",
+    "MAX_WARNING_CHARS",
+    "SERVER_ERROR_CODES",
+    "UNAVAILABLE",
+    "Outcome",
+    "deny_message",
+    "error_body",
+    "review_response",
+]
 
 MAX_WARNING_CHARS = 120
+# The codes of a review the webhook could not decide: a failed check, or a cluster that
+# did not answer in time. The metrics count each from zero (webhook.metrics).
+INTERNAL_ERROR = 500
+UNAVAILABLE = 503
+SERVER_ERROR_CODES = (INTERNAL_ERROR, UNAVAILABLE)
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ take a lock per increment, which cost more per review than any single admission 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from scrape.histogram import Histogram
+from webhook.envelope import SERVER_ERROR_CODES
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -42,13 +43,22 @@ class _Series:
 
 class Metrics(Collector):
     """`certificate_expiry` reports when the certificate being served expires (UNIX
-    seconds), so an expiring certificate can alert before the apiserver refuses it."""
+    seconds), so an expiring certificate can alert before the apiserver refuses it.
 
-    def __init__(self, certificate_expiry: Callable[[], float] | None = None) -> None:
+    The 5xx count of every one of `endpoints` is exposed from zero: Prometheus's
+    `increase()` needs a sample before the first error to see that error at all."""
+
+    def __init__(
+        self,
+        certificate_expiry: Callable[[], float] | None = None,
+        endpoints: Iterable[str] = (),
+    ) -> None:
         self.certificate_expiry = certificate_expiry
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._rejected: dict[tuple[str, str], int] = {}
-        self._server_errors: dict[tuple[str, str], int] = {}
+        self._server_errors: dict[tuple[str, str], int] = {
+            (endpoint, str(code)): 0 for endpoint in endpoints for code in SERVER_ERROR_CODES
+        }
         self.registry = CollectorRegistry()
         self.registry.register(self)
 

@@ -25,6 +25,7 @@ from webhook.admission import Admission
 from webhook.app import budget_seconds, create_app
 from webhook.clusterview import StaticView
 from webhook.decode import MAX_BODY_BYTES, DecodeError, read_body
+from webhook.envelope import SERVER_ERROR_CODES
 from webhook.routes import ENDPOINTS
 
 SET_MUTATE = "/mutate-virtualtarget-jumpstarter-dev-v1alpha1-exporterset"
@@ -218,6 +219,11 @@ def test_health_readiness_and_metrics() -> None:
     assert f"virtualtarget_webhook_requests_total{{{labels}}}" in text
     assert f"virtualtarget_webhook_denials_total{{{labels}}}" in text
     assert "virtualtarget_webhook_latency_seconds_bucket" in text
+    # Every served path's 5xx counts are there from the start, at zero until an error.
+    for endpoint in ENDPOINTS:
+        for code in SERVER_ERROR_CODES:
+            series = f'code="{code}",endpoint="{endpoint.path}"'
+            assert f"virtualtarget_webhook_server_errors_total{{{series}}} 0.0" in text
 
 
 def test_budget_is_half_the_timeout_capped_at_3s() -> None:

@@ -71,3 +71,20 @@ def test_the_serving_certificates_expiry_is_a_gauge() -> None:
     got = samples(Metrics(certificate_expiry=lambda: 1_900_000_000.0))
     expiry = ("virtualtarget_webhook_certificate_expiration_timestamp_seconds", frozenset())
     assert got[expiry] == 1_900_000_000.0
+
+
+def test_the_5xx_count_of_every_endpoint_starts_at_zero() -> None:
+    # A series born at its first error has no earlier sample: increase() would miss it.
+    metrics = Metrics(endpoints=["/validate-x", "/mutate-y"])
+    metrics.record("ExporterSet", "CREATE", "/validate-x", False, 0.01, 503)
+    errors = {
+        (dict(labels)["endpoint"], dict(labels)["code"]): value
+        for (name, labels), value in samples(metrics).items()
+        if name == "virtualtarget_webhook_server_errors_total"
+    }
+    assert errors == {
+        ("/validate-x", "500"): 0,
+        ("/validate-x", "503"): 1,
+        ("/mutate-y", "500"): 0,
+        ("/mutate-y", "503"): 0,
+    }

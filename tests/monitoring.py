@@ -1,0 +1,64 @@
+"""The monitoring component (`deploy/components/monitoring`) as the tests read it, and
+Prometheus's own programs to run its rules.
+
+promtool and prometheus come from Debian's package (`.ci/run` installs it). When they
+are missing the tests fail with the command that installs them; they never skip.
+"""
+
+from __future__ import annotations
+
+import shutil
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from virtualtarget.deploy_render import render_overlay
+
+Obj = dict[str, Any]
+
+COMPONENT = "monitoring"
+INSTALL = "apt-get install -y --no-install-recommends prometheus"
+ALERT_TESTS = Path(__file__).parent / "data" / "monitoring" / "alerts.test.yaml"
+
+
+def binary(name: str) -> str:
+    """The path of `promtool` or `prometheus`; the test fails when it is not installed."""
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(
+            f"{name} not found on PATH: install Prometheus's package "
+            f"(`apt-get update && {INSTALL}`; .ci/run does)",
+            pytrace=False,
+        )
+    return found
+
+
+@cache
+def rendered(overlay: str = "cert-manager") -> tuple[Obj, ...]:
+    """The overlay with the monitoring component, as a cluster would install it."""
+    return tuple(render_overlay(overlay, components=[COMPONENT]))
+
+
+def of_kind(objects: tuple[Obj, ...] | list[Obj], kind: str) -> list[Obj]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def rule_groups() -> dict[str, Any]:
+    """The PrometheusRule's spec: a Prometheus rules file as it is (`groups:`)."""
+    (rule,) = of_kind(rendered(), "PrometheusRule")
+    spec: dict[str, Any] = rule["spec"]
+    return spec
+
+
+def alerting_rules(spec: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    spec = rule_groups() if spec is None else spec
+    return [r for group in spec["groups"] for r in group["rules"] if "alert" in r]
+
+
+def write_rules(path: Path, spec: dict[str, Any] | None = None) -> Path:
+    """Write the rules file Prometheus and promtool load (the PrometheusRule's spec)."""
+    path.write_text(yaml.safe_dump(rule_groups() if spec is None else spec, sort_keys=False))
+    return path

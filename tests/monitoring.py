@@ -46,6 +46,33 @@ def of_kind(objects: tuple[Obj, ...] | list[Obj], kind: str) -> list[Obj]:
     return [o for o in objects if o["kind"] == kind]
 
 
+def one(objects: tuple[Obj, ...] | list[Obj], kind: str, name: str) -> Obj:
+    (found,) = [o for o in of_kind(objects, kind) if o["metadata"]["name"] == name]
+    return found
+
+
+def selected_service(objects: tuple[Obj, ...], monitor: Obj) -> Obj:
+    wanted = monitor["spec"]["selector"]["matchLabels"].items()
+    namespace = monitor["metadata"]["namespace"]
+    (service,) = [
+        s
+        for s in of_kind(objects, "Service")
+        if s["metadata"]["namespace"] == namespace
+        and wanted <= (s["metadata"].get("labels") or {}).items()
+    ]
+    return service
+
+
+def webhook_tls_secret(objects: tuple[Obj, ...]) -> str:
+    """The Secret the webhook serves from (mounted at /tls)."""
+    pod = one(objects, "Deployment", "virtualtarget-webhook")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    name: str = volumes[mounts["/tls"]]["secret"]["secretName"]
+    return name
+
+
 def rule_groups() -> dict[str, Any]:
     """The PrometheusRule's spec: a Prometheus rules file as it is (`groups:`)."""
     (rule,) = of_kind(rendered(), "PrometheusRule")

@@ -11,6 +11,7 @@ from typing import Any
 from virtualtarget.controlplane import ControlPlane
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
+NOW = "2026-01-01T00:00:00Z"
 
 # Jumpstarter's Lease CRD is not part of this project: a minimal stand-in with the fields
 # the reconciler reads (spec.selector, status.exporterRef, status.ended).
@@ -125,3 +126,23 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
 def try_apply(plane: ControlPlane, *objects: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     """`apply` that returns a refusal instead of raising, for tests about refusals."""
     return apply(plane, *objects, check=False)
+
+
+def set_status(plane: ControlPlane, ns: str, exporter: str, **status: Any) -> None:
+    """Write Exporter status as the Jumpstarter controller and exporter would."""
+    conditions = [
+        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": NOW}
+        for kind in ("Registered", "Online")
+    ]
+    body = {"status": {"conditions": conditions, "exporterStatus": "Available", **status}}
+    plane.kubectl(
+        "patch",
+        "exporter",
+        exporter,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(body),
+    )

@@ -30,14 +30,13 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     install_lease_crd,
+    set_status,
     virtual_target_class,
     wait_for,
 )
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import reconciler_args
 from virtualtarget.standin import CredentialStandIn
-
-NOW = "2026-01-01T00:00:00Z"
 
 
 @pytest.fixture(scope="module")
@@ -75,26 +74,6 @@ def names(plane: ControlPlane, ns: str, name: str = "pool") -> list[str]:
 def pods(plane: ControlPlane, ns: str) -> list[str]:
     items = get_json(plane, "pods", "-n", ns)["items"]
     return sorted(p["metadata"]["name"] for p in items)
-
-
-def set_status(plane: ControlPlane, ns: str, exporter: str, **status: Any) -> None:
-    """Write Exporter status as the Jumpstarter controller and exporter would."""
-    conditions = [
-        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": NOW}
-        for kind in ("Registered", "Online")
-    ]
-    body = {"status": {"conditions": conditions, "exporterStatus": "Available", **status}}
-    plane.kubectl(
-        "patch",
-        "exporter",
-        exporter,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(body),
-    )
 
 
 def bring_online(plane: ControlPlane, ns: str) -> None:

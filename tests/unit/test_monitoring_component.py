@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,37 +16,19 @@ from cryptography.x509.verification import PolicyBuilder, Store
 
 from certs.authority import serving_names
 from scrape.auth import METRICS_PATH
-from tests.monitoring import COMPONENT, Obj, alerting_rules, of_kind, rendered
+from tests.monitoring import (
+    COMPONENT,
+    Obj,
+    alerting_rules,
+    of_kind,
+    one,
+    rendered,
+    selected_service,
+    webhook_tls_secret,
+)
 from virtualtarget.deploy_render import DEPLOY, OVERLAYS, REPO, WEBHOOK_NAMESPACE, kubectl
 
 TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # in Prometheus's pod
-
-
-def one(objects: Any, kind: str, name: str) -> Obj:
-    (found,) = [o for o in of_kind(objects, kind) if o["metadata"]["name"] == name]
-    return found
-
-
-def selected_service(objects: tuple[Obj, ...], monitor: Obj) -> Obj:
-    wanted = monitor["spec"]["selector"]["matchLabels"].items()
-    namespace = monitor["metadata"]["namespace"]
-    (service,) = [
-        s
-        for s in of_kind(objects, "Service")
-        if s["metadata"]["namespace"] == namespace
-        and wanted <= (s["metadata"].get("labels") or {}).items()
-    ]
-    return service
-
-
-def webhook_tls_secret(objects: tuple[Obj, ...]) -> str:
-    """The Secret the webhook serves from (mounted at /tls)."""
-    pod = one(objects, "Deployment", "virtualtarget-webhook")["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    name: str = volumes[mounts["/tls"]]["secret"]["secretName"]
-    return name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -1,0 +1,191 @@
+"""The monitoring component against a real Prometheus: it scrapes the webhook and the
+reconciler of the loopback stack with the token of the ServiceAccount the component
+binds, and the component's warm-buffer alert fires for a pool that cannot fill, then
+resolves once the pool fills.
+
+Prometheus evaluates the component's rules with every `for:` shortened to `FOR` (the
+rules are the PrometheusRule's spec, rewritten here only in that field): the alerts'
+real durations are minutes. Waits are bounded polls, not timing assertions; the test
+prints how long firing and resolving took.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from reconciler.keys import SET_LABEL
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    set_status,
+    virtual_target_class,
+    wait_for,
+)
+from tests.e2e.prometheus import Prometheus, running_prometheus, scrape_configs
+from tests.monitoring import one, rendered, rule_groups, webhook_tls_secret
+from virtualtarget.controlplane import ControlPlane
+from virtualtarget.deploy_render import WEBHOOK_SERVICE
+from virtualtarget.stack import (
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+    unregister_webhooks,
+)
+from virtualtarget.standin import CredentialStandIn
+
+ALERT = "VirtualTargetWarmBufferShort"
+FOR = "2s"
+RECONCILER_SERVICE = "virtualtarget-reconciler-metrics"
+
+
+def shortened(spec: dict[str, Any]) -> dict[str, Any]:
+    """The rules with every `for:` set to FOR; nothing else changes."""
+    rules = copy.deepcopy(spec)
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if "for" in rule:
+                rule["for"] = FOR
+    return rules
+
+
+def prometheus_token(plane: ControlPlane, path: Path) -> Path:
+    """A token of the ServiceAccount the component binds to the metrics-reader role, with
+    that binding and role applied as rendered."""
+    objects = rendered()
+    binding = one(objects, "ClusterRoleBinding", "virtualtarget-metrics-reader-prometheus")
+    role = one(objects, "ClusterRole", binding["roleRef"]["name"])
+    (subject,) = binding["subjects"]
+    name, namespace = subject["name"], subject["namespace"]
+    items = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace},
+        },
+        role,
+        binding,
+    ]
+    plane.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    path.write_text(plane.kubectl("create", "token", name, "-n", namespace).stdout.strip())
+    return path
+
+
+def targets_health(prometheus: Prometheus) -> dict[str, str]:
+    """Each job's last scrape: "up", or its health and error; {} until both were tried."""
+    prometheus.check_alive()
+    tried = [
+        t for t in prometheus.api("/api/v1/targets")["activeTargets"] if t["health"] != "unknown"
+    ]
+    if len(tried) < 2:
+        return {}
+    return {
+        t["labels"]["job"]: t["health"]
+        if t["health"] == "up"
+        else f"{t['health']}: {t['lastError']}"
+        for t in tried
+    }
+
+
+def pool_alerts(prometheus: Prometheus, namespace: str) -> list[dict[str, Any]]:
+    prometheus.check_alive()
+    return [a for a in prometheus.alerts(ALERT) if a["labels"].get("namespace") == namespace]
+
+
+def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_it_fills(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    plane, ns = control_plane, namespace
+    token = prometheus_token(plane, tmp_path / "prometheus-token")
+    stop = threading.Event()
+    standin = CredentialStandIn(plane.api_client(), namespace=ns)
+    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    objects = rendered()
+    with (
+        running_webhook(plane, tmp_path) as webhook,
+        running_reconciler(
+            plane, tmp_path, extra=["--namespace", ns, "--leader-election-namespace", ns]
+        ) as reconciler,
+    ):
+        register_webhooks(plane, webhook)
+        try:
+            # Through the webhook, so the webhook's metrics have reviews to report too.
+            apply(
+                plane,
+                exporter_set(
+                    "pool", ns, class_name="qemu", with_template=True, minAvailableReplicas=1
+                ),
+            )
+            configs = scrape_configs(
+                objects,
+                {
+                    WEBHOOK_SERVICE: urlsplit(webhook.url).netloc,
+                    RECONCILER_SERVICE: urlsplit(reconciler.metrics_url).netloc,
+                },
+                token,
+                {webhook_tls_secret(objects): webhook.certificates.directory},
+            )
+            rules = shortened(rule_groups())
+            with running_prometheus(tmp_path / "prometheus", configs, rules) as prometheus:
+                started = time.monotonic()
+                # Both scraped with the token and TLS settings the ServiceMonitors give.
+                up = {WEBHOOK_SERVICE: "up", RECONCILER_SERVICE: "up"}
+                assert wait_for("both targets scraped", lambda: targets_health(prometheus)) == up
+                (alert,) = wait_for("the alert firing", lambda: pool_alerts(prometheus, ns))
+                fired = time.monotonic() - started
+                assert alert["labels"]["exporterset"] == "pool"
+                assert alert["annotations"]["summary"] == (
+                    f"ExporterSet {ns}/pool is 1 warm instance(s) short of its buffer"
+                )
+                assert alert["annotations"]["runbook_url"].endswith("#virtualtargetwarmbuffershort")
+                # The metrics' own `endpoint` label survives the target's (honorLabels).
+                reviews = prometheus.api(
+                    "/api/v1/query",
+                    query=f'virtualtarget_webhook_requests_total{{job="{WEBHOOK_SERVICE}"}}',
+                )["result"]
+                assert reviews and all(r["metric"]["endpoint"].startswith("/") for r in reviews)
+
+                # The class appears: the pool gets an instance, Jumpstarter's credential
+                # step (the stand-in) issues it a token, and it comes online.
+                apply(plane, virtual_target_class("qemu", ns))
+                created = time.monotonic()
+                (exporter,) = wait_for(
+                    "the instance",
+                    lambda: get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=pool")[
+                        "items"
+                    ],
+                )
+                set_status(plane, ns, exporter["metadata"]["name"])
+                online = time.monotonic()
+                wait_for("the alert resolved", lambda: not pool_alerts(prometheus, ns))
+                resolved = time.monotonic()
+                # Resolved because the buffer is met, not because the scrape stopped.
+                assert targets_health(prometheus) == up
+                shortfall = prometheus.api(
+                    "/api/v1/query",
+                    query=f'virtualtarget_exporterset_warm_buffer_shortfall{{namespace="{ns}"}}',
+                )["result"]
+                assert [s["value"][1] for s in shortfall] == ["0"]
+        finally:
+            unregister_webhooks(plane)
+            stop.set()
+        reconciler.check_alive()
+    print(
+        f"\n{ALERT} (for: {FOR}): fired {fired:.1f}s after Prometheus started; resolved "
+        f"{resolved - created:.1f}s after the class was created, "
+        f"{resolved - online:.1f}s after the instance came online"
+    )

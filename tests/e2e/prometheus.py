@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -32,6 +30,7 @@ import yaml
 
 from tests.monitoring import Obj, binary, of_kind, selected_service
 from virtualtarget.controlplane import free_port
+from virtualtarget.stack import ChildProcess
 
 SCRAPE_INTERVAL = "1s"
 _ENDPOINT_FIELDS = {"port", "path", "scheme", "honorLabels", "bearerTokenFile", "tlsConfig"}
@@ -96,8 +95,7 @@ def scrape_configs(
 @dataclass
 class Prometheus:
     url: str
-    process: subprocess.Popen[bytes]
-    log: Path
+    process: ChildProcess
 
     def api(self, path: str, **params: str) -> Any:
         """The `data` of a Prometheus HTTP API answer (`/api/v1/...`)."""
@@ -112,11 +110,7 @@ class Prometheus:
         return [a for a in found if a["labels"]["alertname"] == name and a["state"] == state]
 
     def check_alive(self) -> None:
-        if self.process.poll() is not None:
-            tail = self.log.read_text(errors="replace").splitlines()[-10:]
-            raise AssertionError(
-                f"prometheus exited: {self.process.returncode}; " + "\n".join(tail)
-            )
+        self.process.check_alive()  # raises with the tail of its log once it has exited
 
 
 @contextlib.contextmanager
@@ -138,20 +132,19 @@ def running_prometheus(
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     address = f"127.0.0.1:{free_port()}"
-    log = workdir / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                binary("prometheus"),
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address={address}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    prometheus = Prometheus(f"http://{address}", process, log)
+    log = (workdir / "prometheus.log").open("wb")
+    popen = subprocess.Popen(
+        [
+            binary("prometheus"),
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address={address}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    prometheus = Prometheus(f"http://{address}", ChildProcess("prometheus", popen, log))
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -161,14 +154,10 @@ def running_prometheus(
                     break
             except (urllib.error.URLError, OSError):
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"prometheus not ready after 30s; see {log}") from None
+                    raise AssertionError(
+                        f"prometheus not ready after 30s; see {log.name}"
+                    ) from None
                 time.sleep(0.2)
         yield prometheus
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        prometheus.process.stop(timeout=15)

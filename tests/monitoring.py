@@ -63,6 +63,15 @@ def selected_service(objects: tuple[Obj, ...], monitor: Obj) -> Obj:
     return service
 
 
+def service_of(objects: tuple[Obj, ...], deployment: str) -> Obj:
+    """The Service in front of a Deployment's pods."""
+    labels = one(objects, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"]
+    (service,) = [
+        s for s in of_kind(objects, "Service") if s["spec"]["selector"].items() <= labels.items()
+    ]
+    return service
+
+
 def webhook_tls_secret(objects: tuple[Obj, ...]) -> str:
     """The Secret the webhook serves from (mounted at /tls)."""
     pod = one(objects, "Deployment", "virtualtarget-webhook")["spec"]["template"]["spec"]

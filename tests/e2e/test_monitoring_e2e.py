@@ -29,9 +29,8 @@ from tests.e2e.objects import (
     wait_for,
 )
 from tests.e2e.prometheus import Prometheus, running_prometheus, scrape_configs
-from tests.monitoring import one, rendered, rule_groups, webhook_tls_secret
+from tests.monitoring import one, rendered, rule_groups, service_of, webhook_tls_secret
 from virtualtarget.controlplane import ControlPlane
-from virtualtarget.deploy_render import WEBHOOK_SERVICE
 from virtualtarget.stack import (
     register_webhooks,
     running_reconciler,
@@ -42,7 +41,6 @@ from virtualtarget.standin import CredentialStandIn
 
 ALERT = "VirtualTargetWarmBufferShort"
 FOR = "2s"
-RECONCILER_SERVICE = "virtualtarget-reconciler-metrics"
 
 
 def shortened(spec: dict[str, Any]) -> dict[str, Any]:
@@ -130,11 +128,14 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                     "pool", ns, class_name="qemu", with_template=True, minAvailableReplicas=1
                 ),
             )
+            # Where a cluster has each Deployment's Service, the process on loopback.
+            webhook_job = service_of(objects, "virtualtarget-webhook")["metadata"]["name"]
+            reconciler_job = service_of(objects, "virtualtarget-reconciler")["metadata"]["name"]
             configs = scrape_configs(
                 objects,
                 {
-                    WEBHOOK_SERVICE: urlsplit(webhook.url).netloc,
-                    RECONCILER_SERVICE: urlsplit(reconciler.metrics_url).netloc,
+                    webhook_job: urlsplit(webhook.url).netloc,
+                    reconciler_job: urlsplit(reconciler.metrics_url).netloc,
                 },
                 token,
                 {webhook_tls_secret(objects): webhook.certificates.directory},
@@ -143,7 +144,7 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
             with running_prometheus(tmp_path / "prometheus", configs, rules) as prometheus:
                 started = time.monotonic()
                 # Both scraped with the token and TLS settings the ServiceMonitors give.
-                up = {WEBHOOK_SERVICE: "up", RECONCILER_SERVICE: "up"}
+                up = {webhook_job: "up", reconciler_job: "up"}
                 assert wait_for("both targets scraped", lambda: targets_health(prometheus)) == up
                 (alert,) = wait_for("the alert firing", lambda: pool_alerts(prometheus, ns))
                 fired = time.monotonic() - started
@@ -155,7 +156,7 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                 # The metrics' own `endpoint` label survives the target's (honorLabels).
                 reviews = prometheus.api(
                     "/api/v1/query",
-                    query=f'virtualtarget_webhook_requests_total{{job="{WEBHOOK_SERVICE}"}}',
+                    query=f'virtualtarget_webhook_requests_total{{job="{webhook_job}"}}',
                 )["result"]
                 assert reviews and all(r["metric"]["endpoint"].startswith("/") for r in reviews)
 
@@ -169,7 +170,17 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                         "items"
                     ],
                 )
-                set_status(plane, ns, exporter["metadata"]["name"])
+                name = exporter["metadata"]["name"]
+                # Its Pod is made once the stand-in has issued the credentials.
+                wait_for(
+                    "the instance's Pod",
+                    lambda: [
+                        p
+                        for p in get_json(plane, "pods", "-n", ns)["items"]
+                        if p["metadata"]["name"] == name
+                    ],
+                )
+                set_status(plane, ns, name)
                 online = time.monotonic()
                 wait_for("the alert resolved", lambda: not pool_alerts(prometheus, ns))
                 resolved = time.monotonic()

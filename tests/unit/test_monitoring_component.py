@@ -24,6 +24,7 @@ from tests.monitoring import (
     one,
     rendered,
     selected_service,
+    service_of,
     webhook_tls_secret,
 )
 from virtualtarget.deploy_render import DEPLOY, OVERLAYS, REPO, WEBHOOK_NAMESPACE, kubectl
@@ -38,7 +39,8 @@ def test_each_metrics_service_is_scraped_over_https_with_prometheus_token(overla
         selected_service(objects, m)["metadata"]["name"]: m
         for m in of_kind(objects, "ServiceMonitor")
     }
-    assert monitors.keys() == {"virtualtarget-webhook", "virtualtarget-reconciler-metrics"}
+    components = ("virtualtarget-webhook", "virtualtarget-reconciler")  # the Deployments
+    assert monitors.keys() == {service_of(objects, c)["metadata"]["name"] for c in components}
     for name, monitor in monitors.items():
         service = one(objects, "Service", name)
         (endpoint,) = monitor["spec"]["endpoints"]

@@ -207,7 +207,10 @@ def plan(obs: Observation, now: datetime) -> Plan:
             ceiling_blocks = True
         if creates:
             taken = owned_names | obs.taken_names
-            actions.extend(CreateExporter(n) for n in _free_names(pool.name, taken, creates))
+            # First in the plan: a replacement's boot is what a lease may be waiting for,
+            # and every other step of the pass (served marks, Pods, status) can follow it.
+            new = [CreateExporter(n) for n in _free_names(pool.name, taken, creates)]
+            actions[:0] = new
             scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
 
         candidates = _newest_first(members[Bucket.PROVISIONING]) + _newest_first(

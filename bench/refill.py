@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._stats import percentile
+from bench.webhook import _cpu_seconds as process_cpu_seconds
 from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
 from reconciler.cache import Informer, ObjKey, key_of
 from reconciler.keys import SET_LABEL
@@ -475,15 +476,7 @@ Cpu = dict[tuple[str, int], dict[str, float]]
 
 def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
     """User plus system CPU seconds per named group of processes, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total: dict[str, float] = {}
-    for name, group in pids.items():
-        seconds = 0.0
-        for pid in group:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            seconds += (int(fields[11]) + int(fields[12])) / ticks
-        total[name] = seconds
-    return total
+    return {name: sum(map(process_cpu_seconds, group)) for name, group in pids.items()}
 
 
 def run() -> tuple[Results, Passes, Cpu, dict[int, float], str]:
@@ -563,7 +556,7 @@ def main() -> str:
     return report(results, passes, cpu, sending, load, started)
 
 
-def _row(label: str, samples: list[Sample], pick: Callable[[Sample], float]) -> str:
+def _p50_p95(samples: list[Sample], pick: Callable[[Sample], float]) -> str:
     values = [pick(s) for s in samples]
     return f"{percentile(values, 50) * 1000:.0f} / {percentile(values, 95) * 1000:.0f}"
 
@@ -591,10 +584,10 @@ def report(
     for (reconciler, pools), samples in results.items():
         lines.append(
             f"| {pools} | {reconciler} | {len(samples)} "
-            f"| {_row('', samples, lambda s: s.exporter_from_arrival)} "
-            f"| {_row('', samples, lambda s: s.exporter_from_assignment)} "
-            f"| {_row('', samples, lambda s: s.pod_from_arrival)} "
-            f"| {_row('', samples, lambda s: s.pod_from_credentials)} |"
+            f"| {_p50_p95(samples, lambda s: s.exporter_from_arrival)} "
+            f"| {_p50_p95(samples, lambda s: s.exporter_from_assignment)} "
+            f"| {_p50_p95(samples, lambda s: s.pod_from_arrival)} "
+            f"| {_p50_p95(samples, lambda s: s.pod_from_credentials)} |"
         )
         if reconciler == "ours":
             p95 = percentile([s.exporter_from_arrival for s in samples], 95)

@@ -11,7 +11,11 @@ from typing import Any
 
 from bench.reconciler import CountingKube, _controller, exporter, exporter_set
 from reconciler.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
+from reconciler.actions import CreateExporter
 from reconciler.controller import Controller
+from reconciler.observe import LeaseView
+from tests.unit.test_reconciler_planner import of, run
+from tests.unit.test_reconciler_support import booting, ready
 
 
 def two_pools() -> tuple[Controller, CountingKube]:
@@ -70,3 +74,12 @@ def test_an_urgent_pass_only_creates_and_the_rest_follows_in_turn() -> None:
     assert kube.calls == 4  # no status patch yet
     full = controller.sync(key)
     assert full is not None and kube.calls > 4  # the ordinary pass writes the status
+
+
+def test_a_lease_an_exporter_already_serves_is_not_also_pending() -> None:
+    # The Exporter's leaseRef reached the cache before the Lease's exporterRef did.
+    lease_view = LeaseView("l1", {"matchLabels": {"board": "qemu"}})
+    exporters = [ready("pool-0", lease_ref="l1"), ready("pool-1"), booting("pool-2")]
+    result = run(exporters, min_available=2, leases=[lease_view])
+    assert result.pending_leases == 0
+    assert of(result, CreateExporter) == []  # busy 1 + warm 2 = 3, all there

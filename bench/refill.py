@@ -426,12 +426,12 @@ class Refill:
             )
 
     def burst(self, namespace: str, pool: str, tag: str) -> tuple[str, set[str]]:
-        """Lease every warm instance of the pool back to back; the last Lease's name and
-        the pool's Exporters before the burst."""
+        """Lease every warm instance of the pool back to back (WARM, or more if the pool
+        ever made a surplus); the last Lease's name and the pool's Exporters before."""
         key = (namespace, pool)
         before = set(self.recorder.pool_exporters(namespace, pool))
         lease = ""
-        for index in range(WARM):
+        for index in range(len(self.warm[key])):
             exporter = self.warm[key].pop(0)
             self.leased[key].add(exporter)
             lease = f"{pool}-{tag}-{index}"

@@ -3,7 +3,7 @@
 The warm buffer exists so that a lease never waits for a boot: when a lease takes the
 last warm instance, the replacement must be on its way at once. This benchmark plays
 Jumpstarter on a loopback kube-apiserver (`virtualtarget.controlplane`), as the
-end-to-end tests do: it creates a Lease (Jumpstarter's Lease CRD stand-in of the tests),
+end-to-end tests do: it creates a Lease (the tests' stand-in of Jumpstarter's Lease CRD),
 assigns it (the Lease's `status.exporterRef`, then the Exporter's `status.leaseRef`),
 issues credentials as Jumpstarter's controller would (`CredentialStandIn.issue`, driven
 by a watch rather than its half-second sweep, so its own pace is not measured) and marks
@@ -58,7 +58,8 @@ from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
 from reconciler.cache import Informer, ObjKey, key_of
 from reconciler.keys import SET_LABEL
 from reconciler.kube import Kube
-from tests.e2e.test_reconciler_e2e import LEASE_CRD
+from tests.e2e.objects import install_lease_crd
+from tests.e2e.objects import lease as pending_lease
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 from virtualtarget.stack import (
     ChildProcess,
@@ -215,12 +216,7 @@ class Jumpstarter:
     def lease(self, namespace: str, pool: str, lease: str, exporter: str) -> None:
         """Create the Lease, assign it the Exporter, and point the Exporter back at it."""
         api = self.api()
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Lease",
-            "metadata": {"name": lease, "namespace": namespace},
-            "spec": {"selector": {"matchLabels": {"board": pool}}},
-        }
+        body = pending_lease(lease, namespace, {"board": pool})
         api.create_namespaced_custom_object(GROUP, VERSION, namespace, "leases", body)
         api.patch_namespaced_custom_object_status(
             GROUP,
@@ -492,10 +488,7 @@ def run() -> tuple[Results, Passes, Cpu, dict[int, float], str]:
     ):
         workdir = Path(tmp)
         register_webhooks(plane, server)
-        plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
-        plane.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
-        )
+        install_lease_crd(plane)
         recorder = Recorder(Kube(plane.api_client()))
         recorder.start(stop)
         jumpstarter = Jumpstarter(plane, recorder)

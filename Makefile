@@ -81,7 +81,7 @@ check: $(STAMP)
 run: $(STAMP) control-plane
 	$(VT) dev
 
-bench: $(STAMP)
+bench: $(STAMP) control-plane
 	$(PY) -m bench
 
 clean:

@@ -142,10 +142,17 @@ def plan(obs: Observation, now: datetime) -> Plan:
     count = {bucket: len(group) for bucket, group in members.items()}
 
     labels = instance_labels(pool.name, pool.template_labels)
+    # A Lease an owned Exporter already names in its leaseRef is served, not pending, even
+    # while the Lease's own exporterRef has not reached this cache (two watches, either may
+    # lead): counted as both busy and pending, it made the pool create one instance too many.
+    serving = {e.lease_ref for e in obs.exporters if e.lease_ref}
     pending = sum(
         1
         for lease in obs.leases
-        if not lease.ended and not lease.exporter and selector_matches(lease.selector, labels)
+        if not lease.ended
+        and not lease.exporter
+        and lease.name not in serving
+        and selector_matches(lease.selector, labels)
     )
     wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
     warm = 0 if wffc else pool.min_available
@@ -207,7 +214,10 @@ def plan(obs: Observation, now: datetime) -> Plan:
             ceiling_blocks = True
         if creates:
             taken = owned_names | obs.taken_names
-            actions.extend(CreateExporter(n) for n in _free_names(pool.name, taken, creates))
+            # First in the plan: a replacement's boot is what a lease may be waiting for,
+            # and every other step of the pass (served marks, Pods, status) can follow it.
+            new = [CreateExporter(n) for n in _free_names(pool.name, taken, creates)]
+            actions[:0] = new
             scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
 
         candidates = _newest_first(members[Bucket.PROVISIONING]) + _newest_first(

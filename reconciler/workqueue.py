@@ -4,6 +4,9 @@ The semantics of client-go's workqueue, which controllers rely on: a key is queu
 most once; a key being processed is never handed to a second worker, and if it was
 added meanwhile it is queued again when the worker calls `done`; failures back off
 exponentially per key; `add_after` requeues at a deadline (the next cooldown end).
+An `urgent` add goes ahead of the ordinary keys (first come, first served among the
+urgent ones): a Lease taking a pool's capacity should not wait behind the passes that
+only bring Pods, Secrets and status up to date.
 The clock is injectable so tests need no sleeping.
 
 It keeps the figures client-go's workqueue metrics report (`stats()`): adds, retries,
@@ -52,6 +55,8 @@ class WorkQueue(Generic[K]):
         self._queued: set[K] = set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
+        self._dirty_urgent: set[K] = set()
+        self._urgent = 0  # the first `_urgent` keys of `_queue` were added urgent
         self._delayed: list[tuple[float, int, K]] = []
         self._failures: dict[K, int] = {}
         self._serial = 0
@@ -69,20 +74,30 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._queue)
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, urgent: bool = False) -> None:
         with self._cond:
             if self._closed:
                 return
             self._adds += 1
             if key in self._processing:
                 self._dirty.add(key)
+                if urgent:
+                    self._dirty_urgent.add(key)
             elif key not in self._queued:
-                self._enqueue(key)
+                self._enqueue(key, urgent)
                 self._cond.notify()
+            elif urgent and self._queue.index(key) >= self._urgent:
+                self._queue.remove(key)  # queued as ordinary: move it up
+                self._queue.insert(self._urgent, key)
+                self._urgent += 1
 
-    def _enqueue(self, key: K) -> None:
+    def _enqueue(self, key: K, urgent: bool = False) -> None:
         self._queued.add(key)
-        self._queue.append(key)
+        if urgent:
+            self._queue.insert(self._urgent, key)
+            self._urgent += 1
+        else:
+            self._queue.append(key)
         self._queued_at[key] = self.clock()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -121,18 +136,25 @@ class WorkQueue(Generic[K]):
 
     def get(self, timeout: float | None = None) -> K | None:
         """The next key to process, or None on timeout or once closed and drained."""
+        taken = self.take(timeout)
+        return taken[0] if taken is not None else None
+
+    def take(self, timeout: float | None = None) -> tuple[K, bool] | None:
+        """`get`, and whether the key was added urgent."""
         deadline = None if timeout is None else self.clock() + timeout
         with self._cond:
             while True:
                 wait = self._promote_due()
                 if self._queue:
                     key = self._queue.pop(0)
+                    urgent = self._urgent > 0
+                    self._urgent = max(0, self._urgent - 1)
                     self._queued.discard(key)
                     self._processing.add(key)
                     now = self.clock()
                     self._queue_duration.observe(now - self._queued_at.pop(key, now))
                     self._started_at[key] = now
-                    return key
+                    return key, urgent
                 if self._closed:
                     return None
                 if deadline is not None:
@@ -150,8 +172,10 @@ class WorkQueue(Generic[K]):
                 self._work_duration.observe(self.clock() - started)
             if key in self._dirty:
                 self._dirty.discard(key)
+                urgent = key in self._dirty_urgent
+                self._dirty_urgent.discard(key)
                 if key not in self._queued:
-                    self._enqueue(key)
+                    self._enqueue(key, urgent)
                     self._cond.notify()
 
     def stats(self) -> QueueStats:
@@ -172,6 +196,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._closed = True
             self._queue.clear()
+            self._urgent = 0
             self._queued.clear()
             self._queued_at.clear()
             self._cond.notify_all()

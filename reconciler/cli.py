@@ -15,14 +15,16 @@ import sys
 import threading
 from types import FrameType
 
-__all__ = ["configure", "run"]
+__all__ = ["DEFAULT_PROVISIONER", "configure", "run"]
+
+DEFAULT_PROVISIONER = "qemu.jumpstarter.dev"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     parser.add_argument(
         "--provisioner",
-        default="qemu.jumpstarter.dev",
+        default=DEFAULT_PROVISIONER,
         help="handle only sets whose class names this provisioner (default: %(default)s)",
     )
     parser.add_argument("--namespace", help="watch only this namespace (default: all)")
@@ -52,11 +54,8 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
-
     from reconciler.controller import Controller
-    from reconciler.kube import Kube
+    from reconciler.kube import ConfigError, Kube, api_client
     from reconciler.leader import ElectionConfig, Elector
     from reconciler.provisioners import provisioner
 
@@ -65,19 +64,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as exc:
         return _fail(str(exc.args[0]))
     try:
-        if args.kubeconfig:
-            if not os.path.isfile(args.kubeconfig):
-                return _fail(f"kubeconfig {args.kubeconfig}: no such file")
-            api_client = config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-        else:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            from kubernetes.client import ApiClient
-
-            api_client = ApiClient()
-    except ConfigException as exc:
-        return _fail(f"cannot load the cluster configuration: {exc}")
-
-    kube = Kube(api_client)
+        kube = Kube(api_client(args.kubeconfig))
+    except ConfigError as exc:
+        return _fail(str(exc))
     stop = threading.Event()
     lost = threading.Event()
 

@@ -234,6 +234,9 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 else:
                     keep_current.append(exporter.name)
         if awaiting:
+            # By name: the status message names the first, and the caches hand the
+            # instances over in no particular order (a process would rewrite another's).
+            awaiting.sort()
             requeue = AWAITING_REQUEUE
 
         deficit = desired - capacity

@@ -125,7 +125,7 @@ def test_the_deployed_commands_do_not_import_matplotlib() -> None:
     probe = (
         "import sys\n"
         "from virtualtarget.cli import main\n"
-        "for command in ('webhook', 'reconcile'):\n"
+        "for command in ('webhook', 'reconcile', 'plan'):\n"
         "    try:\n"
         "        main([command, '--help'])\n"
         "    except SystemExit:\n"

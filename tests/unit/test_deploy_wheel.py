@@ -74,7 +74,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return bin_dir
 
 
-@pytest.mark.parametrize("command", ["webhook", "reconcile"])
+@pytest.mark.parametrize("command", ["webhook", "reconcile", "plan"])
 def test_the_deployed_commands_run_without_extras(venv: Path, command: str) -> None:
     result = run([str(venv / "virtualtarget"), command, "--help"])
     assert result.stdout.startswith("usage: virtualtarget " + command)

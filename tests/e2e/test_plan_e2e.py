@@ -49,25 +49,19 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     plane, ns = control_plane, namespace
+
+    def pool(name: str, class_name: str, **spec: Any) -> dict[str, Any]:
+        labels = {"board": name}
+        return exporter_set(
+            name, ns, class_name=class_name, labels=labels, with_template=True, **spec
+        )
+
     apply(plane, virtual_target_class("qemu", ns))
-    pool = exporter_set(
-        "pool",
-        ns,
-        class_name="qemu",
-        labels={"board": "pool"},
-        with_template=True,
-        minAvailableReplicas=2,
-        maxReplicas=4,
+    apply(
+        plane,
+        pool("pool", "qemu", minAvailableReplicas=2, maxReplicas=4),
+        pool("broken", "qemu-x86", minReplicas=1),
     )
-    broken = exporter_set(
-        "broken",
-        ns,
-        class_name="qemu-x86",
-        labels={"board": "x86"},
-        with_template=True,
-        minReplicas=1,
-    )
-    apply(plane, pool, broken)
 
     text = plan(plane, "-n", ns)
     assert text.returncode == 0 and text.stderr == "", text.stderr

@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ def containers() -> list[dict[str, Any]]:
     ]
 
 
-FIRST_PARTY = {"api", "codegen", "webhook", "reconciler", "certs", "virtualtarget"}
+def shipped_packages() -> set[str]:
+    """The packages the wheel ships, as pyproject.toml lists them (`api*` -> `api`): one
+    added there and not copied into the image fails below instead of in the cluster."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]}
+
+
+FIRST_PARTY = shipped_packages()
 
 
 def stages() -> list[list[tuple[str, str]]]:

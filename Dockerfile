@@ -12,6 +12,7 @@ COPY api api
 COPY certs certs
 COPY webhook webhook
 COPY reconciler reconciler
+COPY scrape scrape
 COPY virtualtarget virtualtarget
 RUN /opt/venv/bin/pip install . \
  && /opt/venv/bin/pip uninstall -y pip setuptools

@@ -3,12 +3,17 @@
 Each step is idempotent when replayed (deterministic names, "already exists" and "not
 found" are success), so a crash between two steps, or a plan made from a cache that
 lags behind the last writes, never leaves duplicates. No I/O.
+
+The steps that change the pool carry `why`, a short reason in the planner's words
+("warm buffer 2, available 0"): the reconciler logs it and puts it in its Events, and
+`virtualtarget plan` prints it, so all three say the same thing. It is commentary, not
+part of the step: two steps doing the same thing are equal whatever they give as reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +37,7 @@ class CreateExporter:
     once Jumpstarter's controller has issued its credentials (`CreatePod`)."""
 
     name: str
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,7 @@ class CreatePod:
     bringing its config Secret up to date."""
 
     exporter: str
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,7 @@ class DeletePod:
     """Delete a Pod that has finished or whose Exporter is gone (checked live first)."""
 
     name: str
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,7 @@ class Remove:
 
     name: str
     fence: bool
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,7 @@ class Retain:
     (Pod relabelled first, then the Exporter loses its ownerReference and set label)."""
 
     name: str
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +89,7 @@ class SetSurplusSince:
     """Write (or, with None, remove) the SURPLUS_SINCE annotation of the set."""
 
     since: datetime | None
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

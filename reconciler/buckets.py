@@ -55,6 +55,7 @@ __all__ = [
     "is_ready",
     "owes_after_lease",
     "pods_finished",
+    "served_lease",
 ]
 
 # The lease controller's own eligibility test for exporterStatus.
@@ -109,8 +110,9 @@ def pods_finished(pods: tuple[PodView, ...]) -> bool:
     return bool(pods) and all(pod.phase in _FINISHED_POD_PHASES for pod in pods)
 
 
-def _served(exporter: ExporterView) -> bool:
-    return bool(exporter.served_lease) or bool(exporter.hooks and exporter.hooks.lease_name)
+def served_lease(exporter: ExporterView) -> str:
+    """The lease the instance has served, "" when none (annotation, else hook record)."""
+    return exporter.served_lease or (exporter.hooks.lease_name if exporter.hooks else "")
 
 
 def classify(
@@ -130,7 +132,7 @@ def classify(
         return Bucket.DRAINING
     if busy:
         return Bucket.BUSY
-    if release_served and _served(exporter):
+    if release_served and served_lease(exporter):
         return Bucket.RELEASED
     if is_ready(exporter) and exporter.exporter_status in AVAILABLE_STATUSES:
         return Bucket.AVAILABLE

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from reconciler.controller import Controller
     from reconciler.kube import Kube
 
-__all__ = ["WATCH_STALL_BOUND", "configure", "run"]
+__all__ = ["DEFAULT_PROVISIONER", "WATCH_STALL_BOUND", "configure", "run"]
 
+DEFAULT_PROVISIONER = "qemu.jumpstarter.dev"
 # A watch ends after at most 240 s by the server's clock and bookmarks arrive about once
 # a minute: a loop that heard nothing for this long has stopped.
 WATCH_STALL_BOUND = 300.0
@@ -45,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     parser.add_argument(
         "--provisioner",
-        default="qemu.jumpstarter.dev",
+        default=DEFAULT_PROVISIONER,
         help="handle only sets whose class names this provisioner (default: %(default)s)",
     )
     parser.add_argument("--namespace", help="watch only this namespace (default: all)")
@@ -153,11 +154,8 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
-
     from reconciler.controller import Controller
-    from reconciler.kube import Kube
+    from reconciler.kube import ConfigError, Kube, api_client
     from reconciler.leader import ElectionConfig, Elector
     from reconciler.metrics import ReconcilerMetrics
     from reconciler.provisioners import provisioner
@@ -171,19 +169,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     try:
-        if args.kubeconfig:
-            if not os.path.isfile(args.kubeconfig):
-                return _fail(f"kubeconfig {args.kubeconfig}: no such file")
-            api_client = config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-        else:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            from kubernetes.client import ApiClient
-
-            api_client = ApiClient()
-    except ConfigException as exc:
-        return _fail(f"cannot load the cluster configuration: {exc}")
-
-    kube = Kube(api_client)
+        client = api_client(args.kubeconfig)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    kube = Kube(client)
     stop = threading.Event()
     lost = threading.Event()
 
@@ -198,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_leader_election:
         # Its own client: the Lease's renewals are the one write never held back.
         elector = Elector(
-            Kube(api_client),
+            Kube(client),
             ElectionConfig(
                 namespace=args.leader_election_namespace,
                 name=args.leader_election_id,

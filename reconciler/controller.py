@@ -3,7 +3,11 @@
 One `sync` is one pass over one ExporterSet: read its objects from the caches (through
 indexes, so a pass costs the size of the pool, not of the cluster), build the
 observation, call the pure planner, let the executor make the writes, and requeue at
-the next cooldown deadline the planner reports. Failures back off per key.
+the next cooldown deadline the planner reports. Failures back off per key. Each pass
+that acts logs its plan in the planner's words (`reconciler.explain`).
+
+`virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
+one list each (no watch), and `decide` is the reading and planning half of `sync`.
 
 Scope: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -51,8 +55,9 @@ from reconciler.credentials import (
     resolve,
 )
 from reconciler.executor import Executor
+from reconciler.explain import UPDATE_STATUS, explain
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
-from reconciler.kube import Kube
+from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
 from reconciler.observe import Observation
 from reconciler.planner import Plan, instance_labels, plan
@@ -273,20 +278,40 @@ class Controller:
         """An Exporter's credentials from the caches, or why it has none yet."""
         return resolve(exporter, klass, self.informers[SECRETS].get, self.informers[CONFIGMAPS].get)
 
+    def decide(
+        self, exporter_set: Obj, now: datetime
+    ) -> tuple[Plan, Observation, Obj | None] | str:
+        """The plan for one set at `now`, with the observation and class it was made from;
+        or, when the set gets no plan from this process, why."""
+        if _meta(exporter_set).get("deletionTimestamp"):
+            return "being deleted; its instances go with it"  # (garbage collection)
+        observed = self.observe(exporter_set)
+        if observed is None:
+            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+            klass = self.informers[CLASSES].get(
+                _meta(exporter_set).get("namespace", ""), class_name
+            )
+            theirs = ((klass or {}).get("spec") or {}).get("provisioner")
+            return f"its class names provisioner {theirs}, not {self.provisioner.name}"
+        observation, klass = observed
+        return plan(observation, now), observation, klass
+
     def sync(self, key: ObjKey, refill_only: bool = False) -> Plan | None:
         """One pass over the set; `refill_only` carries out only the plan's new instances
         (the rest of the pass is left to an ordinary one)."""
         exporter_set = self.informers[EXPORTERSETS].get(*key)
-        if exporter_set is None or _meta(exporter_set).get("deletionTimestamp"):
-            self.plans.pop(key, None)
-            return None  # owned objects go with the set (garbage collection)
-        observed = self.observe(exporter_set)
-        if observed is None:
-            self.plans.pop(key, None)
-            return None
-        observation, klass = observed
         now = self.clock()
-        result = plan(observation, now)
+        decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
+        if exporter_set is None or isinstance(decided, str):
+            self.plans.pop(key, None)  # its metric series go with it
+            return None
+        result, _, klass = decided
+        # A pass that acts says what and why; a quiet pass (waiting, steady) stays quiet.
+        level = logging.INFO if result.actions else logging.DEBUG
+        if log.isEnabledFor(level):
+            for step in explain(result):
+                quiet = step.verb == UPDATE_STATUS
+                log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
         exporters, secrets = self.informers[EXPORTERS], self.informers[SECRETS]
         executor = Executor(
             self.kube,
@@ -309,6 +334,17 @@ class Controller:
         return result
 
     # -- running -------------------------------------------------------------------------
+    def snapshot(self) -> None:
+        """Fill every cache with one list and no watch: the cluster as it is now, read
+        only. A resource that is not served reads as empty, as in `run` (Jumpstarter's
+        Lease CRD may be absent), except the ExporterSets themselves."""
+        for informer in self.informers.values():
+            try:
+                informer.relist()
+            except ApiError as exc:
+                if exc.status != 404 or informer.resource == EXPORTERSETS:
+                    raise
+
     def _worker(self) -> None:
         while (taken := self.queue.take()) is not None:
             key, urgent = taken

@@ -8,7 +8,8 @@
   holds the instance, the fence is lifted and nothing is deleted;
 - deletes carry a uid precondition, so a newer object of the same name survives;
 - an instance's config Secret is rendered and compared with the cached one, and written
-  only when it differs (a steady pool writes nothing; a rotated token is written at once).
+  only when it differs (a steady pool writes nothing; a rotated token is written at once);
+- the Event of a created, removed or retained instance carries the planner's reason.
 
 Returns the number of API writes made, which the benchmarks and tests count.
 """
@@ -88,10 +89,11 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(name):
+            case CreateExporter(name, why):
                 exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
                 if exporter is not None and controller_of(exporter) == self._set_uid:
-                    self._event("InstanceCreated", "Create", f"created Exporter {name}", exporter)
+                    note = _because(f"created Exporter {name}", why)
+                    self._event("InstanceCreated", "Create", note, exporter)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
@@ -102,23 +104,19 @@ class Executor:
                     self._create(PODS, self.provisioner.render_pod(ctx))
             case DeletePod(name):
                 self._delete_pod_if_stale(name)
-            case Remove(name, fence):
+            case Remove(name, fence, why):
                 if self._fence_and_check(name, fence):
                     exporter = self.cached_exporter(name) or {}
                     uid = (exporter.get("metadata") or {}).get("uid")
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
                     self._write(lambda: self.kube.delete(PODS, self.namespace, name))
-                    self._event("InstanceRemoved", "Delete", f"removed Exporter {name}", exporter)
-            case Retain(name):
+                    note = _because(f"removed Exporter {name}", why)
+                    self._event("InstanceRemoved", "Delete", note, exporter)
+            case Retain(name, why):
                 if self._fence_and_check(name, True):
                     self._detach(name)
-                    self._event(
-                        "InstanceRetained",
-                        "Retain",
-                        f"detached Exporter {name} from the pool for debugging "
-                        "(reclaimPolicy Retain)",
-                        self.cached_exporter(name),
-                    )
+                    note = _because(f"detached Exporter {name} from the pool for debugging", why)
+                    self._event("InstanceRetained", "Retain", note, self.cached_exporter(name))
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
@@ -288,3 +286,7 @@ class Executor:
         ]
         patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
         self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+
+
+def _because(done: str, why: str) -> str:
+    return f"{done}: {why}" if why else done

@@ -14,17 +14,19 @@ late as the moment before the request leaves.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+import yaml
 from kubernetes.client import ApiClient
 from kubernetes.watch.watch import iter_resp_lines
 
 from reconciler.access import Resource, allowed
 
-__all__ = ["ApiError", "Kube", "NotLeading", "WatchExpired"]
+__all__ = ["ApiError", "ConfigError", "Kube", "NotLeading", "WatchExpired", "api_client"]
 
 Obj = dict[str, Any]
 
@@ -46,6 +48,33 @@ class NotLeading(Exception):
 
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class ConfigError(Exception):
+    """The cluster configuration cannot be loaded; the message says why, on one line."""
+
+
+def api_client(kubeconfig: str | None) -> ApiClient:
+    """A client from a kubeconfig (a file, or files joined with the path separator as in
+    $KUBECONFIG), or from the in-cluster configuration when none is given."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        if not kubeconfig:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return ApiClient()
+        if not any(os.path.isfile(path) for path in kubeconfig.split(os.pathsep)):
+            raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
+        client: ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return client
+    except ConfigException as exc:
+        raise ConfigError(f"cannot load the cluster configuration: {exc}") from None
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())  # the parser's message spans several lines
+        raise ConfigError(f"kubeconfig {kubeconfig}: not valid YAML: {detail}") from None
+    except (TypeError, AttributeError) as exc:  # the loader indexes whatever YAML it got
+        raise ConfigError(f"kubeconfig {kubeconfig}: not a kubeconfig ({exc})") from None
 
 
 class Kube:

@@ -37,6 +37,13 @@ compares and writes only what differs, so a steady pool writes nothing).
 
 Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
 lagging cache or after a crash hits "already exists" instead of making a duplicate.
+
+Explanations: every step that changes the pool carries its reason (`why`, in the terms
+of the rules above: "warm buffer 2, available 0", "surplus since ..., cooldown 5m"),
+and `Plan.waits` says what the pass holds back: the scale-down steps a cooldown delays,
+with the moment they become due, a problem that stops scaling, the ceiling. The
+reconciler's log and Events and `virtualtarget plan` print these words
+(`reconciler.explain`), so they always agree with what a pass does.
 """
 
 from __future__ import annotations
@@ -59,25 +66,51 @@ from reconciler.actions import (
     Retain,
     SetSurplusSince,
 )
-from reconciler.buckets import Bucket, classify, is_busy, is_leased, is_ready, pods_finished
+from reconciler.buckets import (
+    Bucket,
+    classify,
+    is_busy,
+    is_leased,
+    is_ready,
+    pods_finished,
+    served_lease,
+)
 from reconciler.keys import SET_LABEL
 from reconciler.observe import (
     BindingMode,
     ExporterView,
     Observation,
     PodView,
+    PoolView,
     ReclaimPolicy,
     RecycleStrategy,
 )
 from reconciler.status import ConditionSpec, Counters, build_status
-from reconciler.timefmt import format_time
+from reconciler.timefmt import format_duration, format_time
 
-__all__ = ["AWAITING_REQUEUE", "WAITING_FOR_CREDENTIALS", "Plan", "instance_labels", "plan"]
+__all__ = [
+    "AWAITING_REQUEUE",
+    "WAITING_FOR_CREDENTIALS",
+    "Plan",
+    "Wait",
+    "instance_labels",
+    "plan",
+]
 
 _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
 WAITING_FOR_CREDENTIALS = "WaitingForCredentials"
 # A safety net: the Exporter's status update and the Secret's creation wake the pass too.
 AWAITING_REQUEUE = timedelta(seconds=10)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a pass holds back, and why: a step due at `at` (a scale-down waiting for its
+    cooldown), or, without a step, what stops or limits scaling (a problem, the ceiling)."""
+
+    reason: str
+    action: Action | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +131,8 @@ class Plan:
     def warm_shortfall(self) -> int:
         """How many warm instances the pool lacks now."""
         return max(0, self.warm - self.buckets.get(Bucket.AVAILABLE, 0))
+
+    waits: tuple[Wait, ...] = ()
 
 
 def instance_name(set_name: str, index: int) -> str:
@@ -163,6 +198,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     owned = len(obs.exporters)
 
     actions: list[Action] = []
+    waits: list[Wait] = []
     requeue: timedelta | None = None
     awaiting: list[str] = []
     keep_current: list[str] = []
@@ -179,32 +215,43 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if obs.problem is None:
         # Instances leaving on their own account: finished, released, fenced earlier.
         for exporter in members[Bucket.TERMINATING]:
-            if not exporter.deleting:
-                actions.append(Remove(exporter.name, fence=exporter.enabled))
+            if not exporter.deleting:  # not being deleted: its Pods finished (classify)
+                actions.append(
+                    Remove(exporter.name, exporter.enabled, "its Pod finished (ExitAndReplace)")
+                )
+        leaving = "reclaimPolicy Retain keeps it" if retain else "ExitAndReplace replaces it"
         for exporter in members[Bucket.RELEASED]:
-            actions.append(Retain(exporter.name) if retain else Remove(exporter.name, fence=True))
+            why = f"served lease {served_lease(exporter)}; {leaving}"
+            actions.append(
+                Retain(exporter.name, why) if retain else Remove(exporter.name, True, why)
+            )
         for exporter in members[Bucket.DRAINING]:
             if exporter.fenced and not is_busy(exporter, leased_by):
-                actions.append(Remove(exporter.name, fence=False))
+                actions.append(Remove(exporter.name, False, "fenced by the pool, not busy"))
 
         # Workload upkeep of instances that stay: replace finished Pods, create missing ones
         # once credentials allow, keep the running ones' rendered objects current.
         owned_names = {e.name for e in obs.exporters}
         for pod in obs.pods:
             if pod.exporter not in owned_names:
-                actions.append(DeletePod(pod.name))
+                actions.append(DeletePod(pod.name, "its Exporter is not in the pool"))
         for bucket in _STAYING:
             for exporter in members[bucket]:
                 own = tuple(pods_of.get(exporter.name, ()))
                 if exporter.name in obs.awaiting:
                     awaiting.append(exporter.name)
                 elif not own:
-                    actions.append(CreatePod(exporter.name))
+                    actions.append(CreatePod(exporter.name, "credentials issued, no Pod yet"))
                 elif pods_finished(own):
-                    actions.extend(DeletePod(pod.name) for pod in own)
+                    actions.extend(
+                        DeletePod(pod.name, "finished; a new Pod follows") for pod in own
+                    )
                 else:
                     keep_current.append(exporter.name)
         if awaiting:
+            # By name: the status message names the first, and the caches hand the
+            # instances over in no particular order (a process would rewrite another's).
+            awaiting.sort()
             requeue = AWAITING_REQUEUE
 
         deficit = desired - capacity
@@ -213,10 +260,15 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if deficit > room:
             ceiling_blocks = True
         if creates:
+            why = _shortfall(pool, count, warm, pending)
+            if creates < deficit:
+                why += f", room for {creates} under maxReplicas {ceiling}"
+            elif desired < wanted:
+                why += f", capped at maxReplicas {ceiling}"
             taken = owned_names | obs.taken_names
             # First in the plan: a replacement's boot is what a lease may be waiting for,
             # and every other step of the pass (served marks, Pods, status) can follow it.
-            new = [CreateExporter(n) for n in _free_names(pool.name, taken, creates)]
+            new = [CreateExporter(n, why) for n in _free_names(pool.name, taken, creates)]
             actions[:0] = new
             scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
 
@@ -227,12 +279,15 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if surplus > 0:
             since = pool.surplus_since or now
             if pool.surplus_since is None:
-                actions.append(SetSurplusSince(now))
+                actions.append(SetSurplusSince(now, f"capacity {capacity}, desired {desired}"))
             deadline = since + pool.cooldown
+            why = f"surplus since {format_time(since)}, cooldown {format_duration(pool.cooldown)}"
+            victims = [Remove(e.name, True, why) for e in candidates[:surplus]]
             if now >= deadline:
-                actions.extend(Remove(e.name, fence=True) for e in candidates[:surplus])
+                actions.extend(victims)
                 scale_note = ("ScalingDown", f"removing {surplus} instance(s) towards {desired}")
             else:
+                waits.extend(Wait(why, victim, deadline) for victim in victims)
                 requeue = min(requeue or deadline - now, deadline - now)
                 scale_note = (
                     "ScaleDownCooldown",
@@ -240,11 +295,18 @@ def plan(obs: Observation, now: datetime) -> Plan:
                     f"scale down at {format_time(deadline)}",
                 )
         elif pool.surplus_since is not None:
-            actions.append(SetSurplusSince(None))
-    elif pool.surplus_since is not None:
-        # While broken nothing scales; after the repair the cooldown starts afresh, so
-        # fixing a class never triggers an immediate scale-down.
-        actions.append(SetSurplusSince(None))
+            actions.append(SetSurplusSince(None, "no surplus now"))
+    else:
+        waits.append(Wait(obs.problem[1]))
+        if pool.surplus_since is not None:
+            # While broken nothing scales; after the repair the cooldown starts afresh, so
+            # fixing a class never triggers an immediate scale-down.
+            actions.append(SetSurplusSince(None, f"scaling stopped ({obs.problem[0]})"))
+    ceiling_note = (
+        f"{wanted} instance(s) wanted, maxReplicas is {ceiling}" if ceiling_blocks else ""
+    )
+    if ceiling_note and obs.problem is None:
+        waits.append(Wait(ceiling_note))
 
     if awaiting and scale_note[0] not in ("ScalingUp", "ScalingDown"):
         first = awaiting[0]
@@ -260,7 +322,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
         selector_string(pool.selector)
         if pool.selector is not None
         else selector_string({"matchLabels": {SET_LABEL: pool.name}}),
-        _conditions(obs, count, desired, warm, wanted, ceiling_blocks, scale_note, wffc),
+        _conditions(obs, count, desired, warm, ceiling_note, scale_note, wffc),
         pool.status,
         pool.generation,
         now,
@@ -278,7 +340,24 @@ def plan(obs: Observation, now: datetime) -> Plan:
         awaiting=tuple(awaiting),
         warm=warm,
         at_ceiling=ceiling_blocks,
+        waits=tuple(waits),
     )
+
+
+def _shortfall(pool: PoolView, count: Mapping[Bucket, int], warm: int, pending: int) -> str:
+    """Why the pool needs more instances, in the terms that set `desired`: the floor, or
+    the warm buffer and pending leases against what is ready or booting (busy instances
+    count on both sides of that comparison, so they are left out)."""
+    busy = count[Bucket.BUSY]
+    if pool.min_replicas > busy + warm + pending:
+        terms = [f"minReplicas {pool.min_replicas}"] + ([f"busy {busy}"] if busy else [])
+    else:
+        terms = [f"warm buffer {warm}"] if warm or not pending else []
+        terms += [f"pending leases {pending}"] if pending else []
+    terms.append(f"available {count[Bucket.AVAILABLE]}")
+    if count[Bucket.PROVISIONING]:
+        terms.append(f"provisioning {count[Bucket.PROVISIONING]}")
+    return ", ".join(terms)
 
 
 def _progressing_reason(status: Mapping[str, object]) -> str:
@@ -319,8 +398,7 @@ def _conditions(
     count: Mapping[Bucket, int],
     desired: int,
     warm: int,
-    wanted: int,
-    ceiling_blocks: bool,
+    ceiling_note: str,
     scale_note: tuple[str, str],
     wffc: bool,
 ) -> list[ConditionSpec]:
@@ -363,13 +441,8 @@ def _conditions(
             "Progressing", False, "Stable", f"{desired} instance(s) desired"
         )
     limited = (
-        ConditionSpec(
-            "ScalingLimited",
-            True,
-            "CeilingReached",
-            f"{wanted} instance(s) wanted, maxReplicas is {obs.pool.max_replicas}",
-        )
-        if ceiling_blocks
+        ConditionSpec("ScalingLimited", True, "CeilingReached", ceiling_note)
+        if ceiling_note
         else ConditionSpec(
             "ScalingLimited", False, "WithinBounds", "within minReplicas and maxReplicas"
         )

@@ -1,8 +1,9 @@
 """The simulation's two artefacts: a Markdown summary table and a plot of the pool.
 
-The plot uses matplotlib's Agg backend (no display); it shows the first outcome
-(the pool as specified): total, busy and available instances over time, with lease
-requests still waiting as a shaded area.
+The plot uses matplotlib's Agg backend (no display), imported only when a plot is
+drawn: matplotlib is the optional extra `simulate`, absent from the image. It shows the
+first outcome (the pool as specified): total, busy and available instances over time,
+with lease requests still waiting as a shaded area.
 """
 
 from __future__ import annotations

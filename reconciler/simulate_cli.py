@@ -2,6 +2,11 @@
 
 Writes DIR/summary.md (lease wait p50/p95, idle instance-minutes, peak instances,
 scale events; one row per variant) and DIR/pool.png (total, busy, available over time).
+
+The plot needs matplotlib, an optional extra (`pip install 'virtualtarget[simulate]'`):
+the webhook and reconciler image does not carry it. Without it the summary is still
+written and printed, one line says what to install, and the exit code is 1 (pool.png
+was asked for and is missing); `--no-plot` writes the summary alone and exits 0.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", required=True, type=Path, help="scenario YAML file")
     parser.add_argument("--out", required=True, type=Path, help="folder for summary.md, pool.png")
+    parser.add_argument(
+        "--no-plot", action="store_true", help="write summary.md only (no matplotlib needed)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +50,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulate: {args.scenario}: {detail}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.md").write_text(summary_markdown(scenario, outcomes))
-    write_plot(outcomes[0], args.out / "pool.png", str(scenario.get("name", "pool")))
-    print((args.out / "summary.md").read_text())
+    summary = summary_markdown(scenario, outcomes)
+    (args.out / "summary.md").write_text(summary)
+    print(summary)
+    if args.no_plot:
+        return 0
+    try:
+        write_plot(outcomes[0], args.out / "pool.png", str(scenario.get("name", "pool")))
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
+        print(
+            "simulate: plotting needs matplotlib: pip install 'virtualtarget[simulate]' "
+            f"(or pass --no-plot); wrote {args.out / 'summary.md'} without pool.png",
+            file=sys.stderr,
+        )
+        return 1
     return 0

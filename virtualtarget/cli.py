@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("webhook.validate_cli", "default and validate manifests offline"),
     "certs": ("certs.cli", "create or renew the webhook CA and serving certificate"),
     "reconcile": ("reconciler.cli", "run the ExporterSet pool reconciler"),
+    "plan": ("reconciler.plan_cli", "show what the reconciler would do now to each pool, and why"),
     "simulate": ("reconciler.simulate_cli", "replay a lease-demand trace through the planner"),
     "dev": ("virtualtarget.dev", "start a loopback control plane with webhook and reconciler"),
 }

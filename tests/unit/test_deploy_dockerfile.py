@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,14 @@ def containers() -> list[dict[str, Any]]:
     ]
 
 
-FIRST_PARTY = {"api", "codegen", "webhook", "reconciler", "certs", "virtualtarget"}
+def shipped_packages() -> set[str]:
+    """The packages the wheel ships, as pyproject.toml lists them (`api*` -> `api`): one
+    added there and not copied into the image fails below instead of in the cluster."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]}
+
+
+FIRST_PARTY = shipped_packages()
 
 
 def stages() -> list[list[tuple[str, str]]]:
@@ -107,3 +117,30 @@ def test_dockerignore_admits_only_what_is_copied() -> None:
 def test_image_name_matches_the_deployments() -> None:
     (image,) = {c["image"] for c in containers()}
     assert f"docker build -t {image} ." in (REPO / "Dockerfile").read_text()
+
+
+def test_build_installs_the_package_without_extras() -> None:
+    installs = [args for op, args in stages()[0] if op == "RUN" and "pip install" in args]
+    assert installs, "the build stage installs the package"
+    for args in installs:
+        target = args.split("pip install", 1)[1].split("&&")[0].split()
+        assert target == ["."], args  # no `.[extra]`: the image carries the runtime only
+
+
+def test_the_deployed_commands_do_not_import_matplotlib() -> None:
+    # matplotlib is an optional extra (simulate only); here it is installed (dev), so a
+    # stray import would go unnoticed in the tests and break the image.
+    probe = (
+        "import sys\n"
+        "from virtualtarget.cli import main\n"
+        "for command in ('webhook', 'reconcile', 'plan'):\n"
+        "    try:\n"
+        "        main([command, '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]"

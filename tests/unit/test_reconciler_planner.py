@@ -261,3 +261,11 @@ def test_running_credentialed_instances_are_kept_current() -> None:
     members = [ready("pool-0"), ready("pool-1"), ready("pool-2", enabled=False)]
     result = run(members, min_available=2, awaiting={"pool-1": 'Secret "c" not found'})
     assert result.keep_current == ("pool-0",)  # not the waiting one, not the draining one
+
+
+def test_status_does_not_depend_on_the_order_the_caches_give_instances_in() -> None:
+    members = [booting(f"pool-{i}") for i in range(4)]
+    waiting = {e.name: "no status.credential and status.endpoint yet" for e in members}
+    forward = run(members, pods=False, awaiting=waiting)
+    backward = run(members[::-1], pods=False, awaiting=waiting)
+    assert forward.status == backward.status and forward.awaiting == backward.awaiting

@@ -1,0 +1,123 @@
+"""`virtualtarget plan` against a real kube-apiserver: what it says before the
+reconciler runs is what the reconciler then does, and the reconciler's log and Events
+give the same reasons.
+
+Jumpstarter's credential step is played by the development stand-in
+(`virtualtarget.standin`), as in the other end-to-end tests. Waits are bounded polls.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from virtualtarget.controlplane import ControlPlane
+from virtualtarget.stack import running_reconciler
+from virtualtarget.standin import CredentialStandIn
+
+WHY = "warm buffer 2, available 0"
+
+
+def plan(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    kubeconfig = f"--kubeconfig={plane.kubeconfig}"
+    return subprocess.run(
+        [sys.executable, "-m", "virtualtarget.cli", "plan", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def planned(plane: ControlPlane, ns: str, name: str) -> dict[str, Any]:
+    result = plan(plane, "-n", ns, "-o", "json", name)
+    assert result.returncode == 0, result.stderr
+    (entry,) = json.loads(result.stdout)["sets"]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def names(plane: ControlPlane, kind: str, ns: str) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in get_json(plane, kind, "-n", ns)["items"])
+
+
+def test_plan_before_the_reconciler_is_what_the_reconciler_does(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    plane, ns = control_plane, namespace
+
+    def pool(name: str, class_name: str, **spec: Any) -> dict[str, Any]:
+        labels = {"board": name}
+        return exporter_set(
+            name, ns, class_name=class_name, labels=labels, with_template=True, **spec
+        )
+
+    apply(plane, virtual_target_class("qemu", ns))
+    apply(
+        plane,
+        pool("pool", "qemu", minAvailableReplicas=2, maxReplicas=4),
+        pool("broken", "qemu-x86", minReplicas=1),
+    )
+
+    text = plan(plane, "-n", ns)
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    assert text.stdout.splitlines() == [
+        f"{ns}/broken  class qemu-x86  desired 1  pending leases 0",
+        "  buckets   terminating 0, draining 0, busy 0, released 0, available 0, provisioning 0",
+        "  steps     update status",
+        f'            waiting: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
+        "  awaiting  none",
+        "",
+        f"{ns}/pool  class qemu  desired 2  pending leases 0",
+        "  buckets   terminating 0, draining 0, busy 0, released 0, available 0, provisioning 0",
+        f"  steps     create 2 (pool-0, pool-1): {WHY}",
+        "            update status",
+        "  awaiting  none",
+    ]
+    before = planned(plane, ns, "pool")
+    creates = [step for step in before["steps"] if step["verb"] == "create"]
+    assert [(s["names"], s["reason"], s["at"]) for s in creates] == [
+        (["pool-0", "pool-1"], WHY, None)
+    ]
+    assert before["desired"] == 2 and set(before["buckets"].values()) == {0}
+    promised = creates[0]["names"]
+
+    stop = threading.Event()
+    standin = CredentialStandIn(plane.api_client(), namespace=ns, interval=0.2)
+    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    try:
+        with running_reconciler(
+            plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
+        ) as reconciler:
+            wait_for("the promised Pods", lambda: names(plane, "pods", ns) == promised)
+            # Settled: plan sees nothing left to do, the status the reconciler wrote included.
+            after = wait_for(
+                "a settled plan",
+                lambda: (e := planned(plane, ns, "pool"))["steps"] == e["awaiting"] == [] and e,
+            )
+            assert names(plane, "exporters", ns) == promised  # the same names, no more
+            assert after["buckets"]["provisioning"] == 2 and after["desired"] == 2
+            log = Path(reconciler.log.name).read_text()
+            assert f"{ns}/pool: create 2 (pool-0, pool-1): {WHY}" in log
+            assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
+            events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
+            notes = sorted(e["note"] for e in events if e["reason"] == "InstanceCreated")
+            assert notes == [f"created Exporter {name}: {WHY}" for name in promised]
+            reconciler.check_alive()
+    finally:
+        stop.set()
+
+
+def test_unknown_set_or_namespace_is_one_line(control_plane: ControlPlane, namespace: str) -> None:
+    missing_set = plan(control_plane, "-n", namespace, "nope")
+    assert missing_set.returncode == 1 and missing_set.stdout == ""
+    assert missing_set.stderr == f'plan: ExporterSet "nope" not found in namespace "{namespace}"\n'
+    missing_namespace = plan(control_plane, "-n", f"{namespace}-absent")
+    assert missing_namespace.returncode == 2
+    assert missing_namespace.stderr == f'plan: namespace "{namespace}-absent" not found\n'
+    empty = plan(control_plane, "-n", namespace)
+    assert (empty.returncode, empty.stdout) == (0, f'no ExporterSets in namespace "{namespace}"\n')

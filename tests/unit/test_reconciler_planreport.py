@@ -1,0 +1,44 @@
+"""What `virtualtarget plan` prints, as text and as the documented JSON shape."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from reconciler.planreport import JSON_SHAPE, SetPlan, as_json, as_text
+from tests.unit.test_reconciler_planner import run
+from tests.unit.test_reconciler_support import T0, booting
+
+WAITING = {"pool-1": "no status.credential and status.endpoint yet"}
+
+
+def test_text_shows_buckets_desired_steps_and_waiting_instances() -> None:
+    result = run([booting("pool-0"), booting("pool-1")], pods=False, awaiting=WAITING)
+    planned = SetPlan("ns", "pool", "qemu", result, WAITING)
+    skipped = SetPlan("ns", "gpu", "gpu", skipped="its class names provisioner x, not y")
+    assert as_text([planned, skipped], "any namespace").splitlines() == [
+        "ns/pool  class qemu  desired 2  pending leases 0",
+        "  buckets   terminating 0, draining 0, busy 0, released 0, available 0, provisioning 2",
+        "  steps     create pod pool-0: credentials issued, no Pod yet",
+        "            record event: WaitingForCredentials, 1 instance(s) wait for credentials "
+        "from Jumpstarter's controller; pool-1: no status.credential and status.endpoint yet",
+        "            update status",
+        "  awaiting  pool-1: no status.credential and status.endpoint yet",
+        "",
+        "ns/gpu  class gpu  skipped: its class names provisioner x, not y",
+    ]
+    assert as_text([], 'namespace "lab"') == 'no ExporterSets in namespace "lab"'
+
+
+def test_json_output_has_the_documented_shape() -> None:
+    documented = json.loads(re.sub(r"#.*", "", JSON_SHAPE))
+    planned = SetPlan("ns", "pool", "qemu", run([], min_available=2))
+    skipped = SetPlan("ns", "gpu", "gpu", skipped="its class names provisioner x, not y")
+    printed = json.loads(as_json([planned, skipped], T0, "qemu.jumpstarter.dev"))
+    assert printed.keys() == documented.keys()
+    for entry in printed["sets"]:
+        assert entry.keys() == documented["sets"][0].keys()
+    assert printed["sets"][0]["buckets"].keys() == documented["sets"][0]["buckets"].keys()
+    assert printed["sets"][0]["steps"][0] == documented["sets"][0]["steps"][0]
+    assert printed["sets"][1]["skipped"] and printed["sets"][1]["steps"] == []
+    assert printed["sets"][1]["buckets"] is None

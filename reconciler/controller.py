@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from enum import IntEnum
 from typing import Any
 
 from api.labels import selector_matches
@@ -36,7 +37,7 @@ from reconciler.access import (
     WATCHED,
     Resource,
 )
-from reconciler.actions import CreateExporter
+from reconciler.actions import CreateExporter, CreatePod
 from reconciler.adapt import (
     class_view,
     controller_of,
@@ -65,9 +66,21 @@ from reconciler.provisioners.base import Provisioner
 from reconciler.render import Credentials, merged_parameters
 from reconciler.workqueue import WorkQueue
 
-__all__ = ["Controller"]
+__all__ = ["LANE_STEPS", "Controller", "Lane"]
 
 log = logging.getLogger(__name__)
+
+
+class Lane(IntEnum):
+    """The work queue's lanes, the highest served first (`WorkQueue.add`)."""
+
+    ORDINARY = 0
+    PODS = 1  # credentials came: the instance's config Secret and Pod
+    REFILL = 2  # a Lease took capacity: the replacement instances
+
+
+# What a pass taken from a lane above the ordinary one carries out.
+LANE_STEPS: dict[Lane, type] = {Lane.REFILL: CreateExporter, Lane.PODS: CreatePod}
 
 Obj = dict[str, Any]
 
@@ -167,10 +180,12 @@ class Controller:
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.configs.forget(*key_of(new))
+        # Credentials just issued: the instance's Pod is what a lease may be waiting for.
+        lane = Lane.PODS if _issued(new) and (old is None or not _issued(old)) else Lane.ORDINARY
         for obj in (new, old):
             if obj is not None:
                 for key in _owner_set(obj):
-                    self.queue.add(key)
+                    self.queue.add(key, lane)
 
     def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
         for obj in (new, old):
@@ -183,14 +198,15 @@ class Controller:
         before) and those its selector matches (it is pending for them, or was). Waking
         every pool of the namespace cost, with 100 pools in one, a pass of each per Lease
         event: passes queued 1.3 s on average and a refill took seconds (bench/RESULTS.md).
-        Urgent: a Lease takes capacity, so the refill it may call for goes first."""
+        In the refill lane: a Lease takes capacity, so the refill it may call for goes
+        first."""
         namespace = _meta(new).get("namespace", "")
         views = [lease_view(lease) for lease in (new, old) if lease is not None]
         exporters = self.informers[EXPORTERS]
         for view in views:
             exporter = exporters.get(namespace, view.exporter) if view.exporter else None
             for key in _owner_set(exporter) if exporter is not None else ():
-                self.queue.add(key, urgent=True)
+                self.queue.add(key, Lane.REFILL)
         for exporter_set in self.informers[EXPORTERSETS].by_index("namespace", namespace):
             name = _meta(exporter_set).get("name", "")
             template = ((exporter_set.get("spec") or {}).get("template") or {}).get("metadata")
@@ -200,19 +216,22 @@ class Controller:
             except (AttributeError, KeyError, TypeError):
                 matched = True  # a selector the planner cannot read either: its pass says so
             if matched:
-                self.queue.add(_key(exporter_set), urgent=True)
+                self.queue.add(_key(exporter_set), Lane.REFILL)
 
     def _on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
         key = (_meta(new).get("namespace"), _meta(new).get("name"))
         for exporter_set in self.informers[EXPORTERSETS].by_index("class", key):
             self.queue.add(_key(exporter_set))
 
-    def _on_secret(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+    def _on_secret(self, kind: str, new: Obj, _old: Obj | None) -> None:
         """A credential Secret (token issued or rotated) wakes the pools of the Exporters
-        naming it; a config Secret (changed or deleted by someone) wakes its own pool."""
+        naming it (a new one in the Pods lane); a config Secret (changed or deleted by
+        someone) wakes its own pool."""
         namespace = _meta(new).get("namespace", "")
+        lane = Lane.PODS if kind == "ADDED" else Lane.ORDINARY
         for exporter in self.informers[EXPORTERS].by_index("credential", key_of(new)):
-            self._on_owned("MODIFIED", exporter, None)
+            for key in _owner_set(exporter):
+                self.queue.add(key, lane)
         owner = (_meta(new).get("labels") or {}).get(SET_LABEL)
         if owner:
             self.queue.add((namespace, owner))
@@ -296,9 +315,9 @@ class Controller:
         observation, klass = observed
         return plan(observation, now), observation, klass
 
-    def sync(self, key: ObjKey, refill_only: bool = False) -> Plan | None:
-        """One pass over the set; `refill_only` carries out only the plan's new instances
-        (the rest of the pass is left to an ordinary one)."""
+    def sync(self, key: ObjKey, lane: Lane = Lane.ORDINARY) -> Plan | None:
+        """One pass over the set; in a lane above the ordinary one it carries out only the
+        steps that lane is for (the rest of the pass is left to an ordinary one)."""
         exporter_set = self.informers[EXPORTERSETS].get(*key)
         now = self.clock()
         decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
@@ -325,8 +344,8 @@ class Controller:
             configs=self.configs,
         )
         self.plans[key] = result
-        if refill_only:
-            executor.run(a for a in result.actions if isinstance(a, CreateExporter))
+        if lane in LANE_STEPS:
+            executor.run(a for a in result.actions if isinstance(a, LANE_STEPS[lane]))
         else:
             executor.run(result.actions)
             executor.keep_current(result.keep_current)
@@ -347,15 +366,16 @@ class Controller:
 
     def _worker(self) -> None:
         while (taken := self.queue.take()) is not None:
-            key, urgent = taken
+            key, lane = taken
             started = time.monotonic()
             try:
-                # An urgent key (a Lease took capacity) first gets a pass that only creates
-                # the instances its plan wants, then waits its turn for the rest (served
-                # marks, Pods, Secrets, status): with many pools leased at once, the passes
-                # that refill are not queued behind the writes that can wait.
-                result = self.sync(key, refill_only=urgent)
-                if urgent:
+                # A key in a higher lane first gets a pass that only takes that lane's
+                # steps (the replacements a Lease calls for; the Pods credentials allow),
+                # then waits its turn for the rest (served marks, Secrets, status): with
+                # many pools leased at once, refills and Pods do not queue behind the
+                # writes that can wait, and Pods do not hold up refills.
+                result = self.sync(key, Lane(lane))
+                if lane != Lane.ORDINARY:
                     self.queue.add(key)
                 self.queue.forget(key)
                 outcome = "success"
@@ -412,6 +432,12 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
+
+
+def _issued(exporter: Obj) -> bool:
+    """Jumpstarter's controller has issued the Exporter's credentials (in its status)."""
+    status = exporter.get("status") or {}
+    return bool(credential_secret_name(exporter) and status.get("endpoint"))
 
 
 def _key(obj: Obj) -> ObjKey:

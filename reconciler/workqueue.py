@@ -4,9 +4,10 @@ The semantics of client-go's workqueue, which controllers rely on: a key is queu
 most once; a key being processed is never handed to a second worker, and if it was
 added meanwhile it is queued again when the worker calls `done`; failures back off
 exponentially per key; `add_after` requeues at a deadline (the next cooldown end).
-An `urgent` add goes ahead of the ordinary keys (first come, first served among the
-urgent ones): a Lease taking a pool's capacity should not wait behind the passes that
-only bring Pods, Secrets and status up to date.
+Keys wait in lanes: a key added with a higher `lane` goes ahead of those in lower lanes
+(first come, first served within a lane), and a queued key added again in a higher lane
+moves up: a Lease taking a pool's capacity should not wait behind a Pod to create, nor
+a Pod whose credentials just came behind the passes that only bring status up to date.
 The clock is injectable so tests need no sleeping.
 
 It keeps the figures client-go's workqueue metrics report (`stats()`): adds, retries,
@@ -51,12 +52,10 @@ class WorkQueue(Generic[K]):
         max_delay: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._queue: list[K] = []
-        self._queued: set[K] = set()
+        self._lanes: dict[int, list[K]] = {}  # lane -> its keys in arrival order
+        self._queued: dict[K, int] = {}  # queued key -> its lane
         self._processing: set[K] = set()
-        self._dirty: set[K] = set()
-        self._dirty_urgent: set[K] = set()
-        self._urgent = 0  # the first `_urgent` keys of `_queue` were added urgent
+        self._dirty: dict[K, int] = {}  # added while processing -> the highest lane asked
         self._delayed: list[tuple[float, int, K]] = []
         self._failures: dict[K, int] = {}
         self._serial = 0
@@ -72,32 +71,26 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue)
+            return len(self._queued)
 
-    def add(self, key: K, urgent: bool = False) -> None:
+    def add(self, key: K, lane: int = 0) -> None:
         with self._cond:
             if self._closed:
                 return
             self._adds += 1
             if key in self._processing:
-                self._dirty.add(key)
-                if urgent:
-                    self._dirty_urgent.add(key)
+                self._dirty[key] = max(lane, self._dirty.get(key, lane))
             elif key not in self._queued:
-                self._enqueue(key, urgent)
+                self._enqueue(key, lane)
                 self._cond.notify()
-            elif urgent and self._queue.index(key) >= self._urgent:
-                self._queue.remove(key)  # queued as ordinary: move it up
-                self._queue.insert(self._urgent, key)
-                self._urgent += 1
+            elif lane > self._queued[key]:
+                self._lanes[self._queued[key]].remove(key)  # move it up
+                self._lanes.setdefault(lane, []).append(key)
+                self._queued[key] = lane
 
-    def _enqueue(self, key: K, urgent: bool = False) -> None:
-        self._queued.add(key)
-        if urgent:
-            self._queue.insert(self._urgent, key)
-            self._urgent += 1
-        else:
-            self._queue.append(key)
+    def _enqueue(self, key: K, lane: int = 0) -> None:
+        self._queued[key] = lane
+        self._lanes.setdefault(lane, []).append(key)
         self._queued_at[key] = self.clock()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -129,7 +122,7 @@ class WorkQueue(Generic[K]):
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             if key in self._processing:
-                self._dirty.add(key)
+                self._dirty.setdefault(key, 0)
             elif key not in self._queued:
                 self._enqueue(key)
         return self._delayed[0][0] - now if self._delayed else None
@@ -139,22 +132,21 @@ class WorkQueue(Generic[K]):
         taken = self.take(timeout)
         return taken[0] if taken is not None else None
 
-    def take(self, timeout: float | None = None) -> tuple[K, bool] | None:
-        """`get`, and whether the key was added urgent."""
+    def take(self, timeout: float | None = None) -> tuple[K, int] | None:
+        """`get`, and the lane the key waited in."""
         deadline = None if timeout is None else self.clock() + timeout
         with self._cond:
             while True:
                 wait = self._promote_due()
-                if self._queue:
-                    key = self._queue.pop(0)
-                    urgent = self._urgent > 0
-                    self._urgent = max(0, self._urgent - 1)
-                    self._queued.discard(key)
+                lane = max((n for n, keys in self._lanes.items() if keys), default=None)
+                if lane is not None:
+                    key = self._lanes[lane].pop(0)
+                    del self._queued[key]
                     self._processing.add(key)
                     now = self.clock()
                     self._queue_duration.observe(now - self._queued_at.pop(key, now))
                     self._started_at[key] = now
-                    return key, urgent
+                    return key, lane
                 if self._closed:
                     return None
                 if deadline is not None:
@@ -170,19 +162,16 @@ class WorkQueue(Generic[K]):
             started = self._started_at.pop(key, None)
             if started is not None:
                 self._work_duration.observe(self.clock() - started)
-            if key in self._dirty:
-                self._dirty.discard(key)
-                urgent = key in self._dirty_urgent
-                self._dirty_urgent.discard(key)
-                if key not in self._queued:
-                    self._enqueue(key, urgent)
-                    self._cond.notify()
+            lane = self._dirty.pop(key, None)
+            if lane is not None and key not in self._queued:
+                self._enqueue(key, lane)
+                self._cond.notify()
 
     def stats(self) -> QueueStats:
         """A consistent snapshot of what the queue's metrics report."""
         with self._cond:
             return QueueStats(
-                depth=len(self._queue),
+                depth=len(self._queued),
                 adds=self._adds,
                 retries=self._retries,
                 queue_duration=self._queue_duration.copy(),
@@ -195,8 +184,7 @@ class WorkQueue(Generic[K]):
         """Stop handing out keys; workers see None and exit."""
         with self._cond:
             self._closed = True
-            self._queue.clear()
-            self._urgent = 0
+            self._lanes.clear()
             self._queued.clear()
             self._queued_at.clear()
             self._cond.notify_all()

@@ -7,6 +7,8 @@ PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 CP_MODULE   := tools/control-plane
 CP_BINARIES := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
+# The node tier's parts (tests/node, `make cluster`), built in the same `go build`.
+NODE_BINARIES := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
 K8S_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' $(CP_MODULE)/go.mod)
 # Stamp the release into the binaries, as the release build does (`kubectl version` needs it).
 CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
@@ -36,16 +38,18 @@ docs: $(STAMP)
 	$(VT) crds --only docs
 
 ## kube-apiserver, etcd and kubectl, built from Go modules into $(BIN) (first build: minutes).
-control-plane: $(CP_BINARIES)
+control-plane: $(CP_BINARIES) $(NODE_BINARIES)
 
-CP_PACKAGES := ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+CP_PACKAGES := ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+               k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+               k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
 CP_LOG      := $(BIN)/build.log
 
 # go build -v names each package as it compiles: every 200th is shown as progress, the
 # whole output goes to $(CP_LOG), and a failure shows its last lines and the command.
-$(CP_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
+$(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see README)"; exit 1; }
-	@echo "control-plane: building kube-apiserver, etcd and kubectl from Go modules into $(BIN)/ (first build: about 7 minutes on 2 cores)"
+	@echo "control-plane: building kube-apiserver, etcd, kubectl, kubelet, kube-controller-manager, kube-scheduler and kube-proxy from Go modules into $(BIN)/ (first build: about 15 minutes on 2 cores)"
 	@mkdir -p $(BIN)
 	@cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ $(CP_PACKAGES) > $(abspath $(CP_LOG)) 2>&1 & \
 	pid=$$!; i=0; while kill -0 $$pid 2>/dev/null; do sleep 2; i=$$((i + 1)); \
@@ -53,9 +57,9 @@ $(CP_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	if ! wait $$pid; then \
 		tail -n 20 $(CP_LOG); \
 		echo "control-plane: build failed (full log: $(CP_LOG)); run: cd $(CP_MODULE) && go build -o $(abspath $(BIN))/ $(CP_PACKAGES)"; \
-		rm -f $(CP_BINARIES); exit 1; \
+		rm -f $(CP_BINARIES) $(NODE_BINARIES); exit 1; \
 	fi
-	@touch $(CP_BINARIES)
+	@touch $(CP_BINARIES) $(NODE_BINARIES)
 	@echo "control-plane: ready in $(BIN)/"
 
 ## Unit, property and end-to-end tests.

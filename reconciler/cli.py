@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from api.imagepolicy import add_flags, from_flags
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="[HOST]:PORT",
         help="serve /healthz and /readyz here, plain HTTP (default: %(default)s; 0 disables)",
     )
+    add_flags(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
 
 
@@ -169,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     try:
+        image_policy = from_flags(args)
+    except ValueError as exc:
+        return _fail(f"--allowed-image-prefixes: {exc}")
+    try:
         client = api_client(args.kubeconfig)
     except ConfigError as exc:
         return _fail(str(exc))
@@ -182,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    controller = Controller(kube, plugin, namespace=args.namespace, workers=args.workers)
+    controller = Controller(
+        kube, plugin, namespace=args.namespace, workers=args.workers, image_policy=image_policy
+    )
     elector = None
     if not args.no_leader_election:
         # Its own client: the Lease's renewals are the one write never held back.
@@ -210,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     )
     servers: list[Server] = []
     log = logging.getLogger(__name__)
+    log.info(image_policy.describe() if image_policy else "no image allow-list: any image")
     try:
         if health_address is not None:
             servers.append(serve(health_address, _probes(controller)))

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
+from api.imagepolicy import ImagePolicy
 from api.labels import selector_matches
 from api.provisioners.check import check_parameters
 from reconciler.access import (
@@ -57,6 +58,7 @@ from reconciler.credentials import (
 )
 from reconciler.executor import Executor
 from reconciler.explain import UPDATE_STATUS, explain
+from reconciler.imagecheck import images_condition
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
@@ -109,8 +111,10 @@ class Controller:
         namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         workers: int = 2,
+        image_policy: ImagePolicy | None = None,
     ) -> None:
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
+        self.image_policy = image_policy  # the administrator's allow-list; None: any image
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
         self.configs = ConfigSync()
@@ -290,6 +294,11 @@ class Controller:
             taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
             awaiting=awaiting,
+            images=images_condition(
+                self.image_policy, exporter_set, klass, self.provisioner.default_images
+            )
+            if self.image_policy is not None
+            else None,
         )
         return observation, klass
 

@@ -10,6 +10,8 @@ and its documentation; the tests check them against the real packages. No I/O.
 
 from __future__ import annotations
 
+from api.jumpstarter import JUMPSTARTER_RELEASE
+
 __all__ = [
     "CONFIG_DIR",
     "CONFIG_FILE",
@@ -29,10 +31,6 @@ __all__ = [
     "config_secret_name",
     "run_command",
 ]
-
-# The Jumpstarter release this product targets: default image tags and the pinned test
-# dependencies (pyproject.toml) follow it; a unit test keeps the two equal.
-JUMPSTARTER_RELEASE = "0.9.0"
 
 # The ExporterConfig document (`jumpstarter.config.exporter.ExporterConfigV1Alpha1`).
 EXPORTER_CONFIG_API_VERSION = "jumpstarter.dev/v1alpha1"

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.status import ConditionSpec
+
 __all__ = [
     "BindingMode",
     "ClassView",
@@ -125,7 +127,9 @@ class Observation:
     names in the namespace that the set does not own, so a new instance never collides;
     `awaiting` names the owned instances that cannot be rendered yet, with the reason
     (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
-    they get no config Secret and no Pod until then.
+    they get no config Secret and no Pod until then. `images` is the `ImagesAllowed`
+    condition when an image allow-list is in force (`reconciler.imagecheck`); while it is
+    False no instance and no Pod is created, and those that exist stay.
     """
 
     pool: PoolView
@@ -136,3 +140,4 @@ class Observation:
     taken_names: frozenset[str] = frozenset()
     problem: tuple[str, str] | None = None
     awaiting: Mapping[str, str] = field(default_factory=dict)
+    images: ConditionSpec | None = None

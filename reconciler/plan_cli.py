@@ -18,6 +18,7 @@ import sys
 import textwrap
 from typing import Any
 
+from api.imagepolicy import add_flags, from_flags
 from reconciler.cli import DEFAULT_PROVISIONER
 
 __all__ = ["configure", "run"]
@@ -54,6 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PROVISIONER,
         help="plan as the reconciler of this provisioner does (default: %(default)s)",
     )
+    add_flags(parser)  # plan as a reconciler given the same image allow-list does
 
 
 class _Refused(Exception):
@@ -87,6 +89,10 @@ def _plans(args: argparse.Namespace) -> str:
         plugin = provisioner(args.provisioner)
     except KeyError as exc:
         raise _Refused(str(exc.args[0])) from None
+    try:
+        image_policy = from_flags(args)
+    except ValueError as exc:
+        raise _Refused(f"--allowed-image-prefixes: {exc}") from None
     kubeconfig = (
         args.kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     )
@@ -95,7 +101,7 @@ def _plans(args: argparse.Namespace) -> str:
     except ConfigError as exc:
         raise _Refused(str(exc)) from None
     namespace = args.namespace or (_context_namespace(kubeconfig) if args.set else None)
-    controller = Controller(Kube(client), plugin, namespace=namespace)
+    controller = Controller(Kube(client), plugin, namespace=namespace, image_policy=image_policy)
     try:
         if args.namespace:
             _require_namespace(client, args.namespace)

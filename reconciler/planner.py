@@ -203,6 +203,9 @@ def plan(obs: Observation, now: datetime) -> Plan:
     awaiting: list[str] = []
     keep_current: list[str] = []
     ceiling_blocks = ceiling > 0 and wanted > ceiling
+    # An image the allow-list refuses: nothing new is rendered from it, nothing is torn down.
+    refused = obs.images.message if obs.images is not None and not obs.images.status else ""
+    withheld = 0
     scale_note = ("", "")  # (reason, message) of a pending or ongoing scale step
 
     # Remember served leases where a release will matter (cheap, and harmless while busy).
@@ -240,6 +243,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 own = tuple(pods_of.get(exporter.name, ()))
                 if exporter.name in obs.awaiting:
                     awaiting.append(exporter.name)
+                elif not own and refused:
+                    withheld += 1
                 elif not own:
                     actions.append(CreatePod(exporter.name, "credentials issued, no Pod yet"))
                 elif pods_finished(own):
@@ -257,6 +262,9 @@ def plan(obs: Observation, now: datetime) -> Plan:
         deficit = desired - capacity
         room = ceiling - owned if ceiling else deficit
         creates = max(0, min(deficit, room))
+        if refused and (creates or withheld):
+            waits.append(Wait(refused))
+            creates = 0
         if deficit > room:
             ceiling_blocks = True
         if creates:
@@ -322,7 +330,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
         selector_string(pool.selector)
         if pool.selector is not None
         else selector_string({"matchLabels": {SET_LABEL: pool.name}}),
-        _conditions(obs, count, desired, warm, ceiling_note, scale_note, wffc),
+        _conditions(obs, count, desired, warm, ceiling_note, scale_note, wffc)
+        + ([obs.images] if obs.images is not None else []),
         pool.status,
         pool.generation,
         now,

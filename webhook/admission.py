@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
+from api.imagepolicy import ImagePolicy
+from webhook.checks_images import own_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.crossobject import check_class_delete, check_set_against_class
 from webhook.decode import AdmissionRequest
@@ -20,6 +22,7 @@ from webhook.verdict import Verdict
 __all__ = ["CROSS_OBJECT_SKIPPED", "Admission", "object_name"]
 
 CROSS_OBJECT_SKIPPED = "cross-object checks skipped: the webhook has no cluster access"
+_IMAGE_KINDS = ("ExporterSet", "VirtualTargetClass")  # the kinds with `spec.images`
 
 
 def object_name(request: AdmissionRequest) -> str:
@@ -43,6 +46,8 @@ class Admission:
     # again is work done twice. Offline validation has no apiserver in front: it keeps
     # both.
     schema_enforced_upstream: bool = False
+    # The administrator's image allow-list; None: every well-formed image is admitted.
+    image_policy: ImagePolicy | None = None
 
     async def review(self, endpoint: Endpoint, request: AdmissionRequest, budget: float) -> Outcome:
         served = endpoint.kind
@@ -93,12 +98,16 @@ class Admission:
             old,
             check_schema=not self.schema_enforced_upstream,
         )
+        if self.image_policy is not None and kind in _IMAGE_KINDS:
+            verdict.extend(own_image_findings(self.image_policy, request.object, old))
         if kind != "ExporterSet":
             return Outcome(verdict.errors, verdict.warnings)
         if self.view is None:
             return Outcome(verdict.errors, [*verdict.warnings, CROSS_OBJECT_SKIPPED])
         return await self._cross(
-            check_set_against_class(request.object, request.namespace, self.view, budget),
+            check_set_against_class(
+                request.object, request.namespace, self.view, budget, self.image_policy, old
+            ),
             verdict,
         )
 

@@ -14,6 +14,7 @@ import ssl
 import sys
 from pathlib import Path
 
+from api.imagepolicy import ImagePolicy, add_flags, from_flags
 from scrape.auth import Answer, ScrapeAuth
 from scrape.kubeclient import poster
 from webhook.admission import Admission
@@ -54,6 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    add_flags(parser)
 
 
 def _cluster(kubeconfig: Path | None) -> ClusterCache | None:
@@ -78,10 +80,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def server_admission(view: ClusterView | None) -> Admission:
+def server_admission(
+    view: ClusterView | None, image_policy: ImagePolicy | None = None
+) -> Admission:
     """The admission the server runs: behind kube-apiserver, which has checked the CRD
     schema (types and the rule table's CEL) before any validating webhook is called."""
-    return Admission(crd_schema, view, schema_enforced_upstream=True)
+    return Admission(crd_schema, view, schema_enforced_upstream=True, image_policy=image_policy)
 
 
 def _metrics_auth(cache: ClusterCache | None) -> MetricsAuth:
@@ -95,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    try:
+        image_policy = from_flags(args)
+    except ValueError as exc:
+        return _fail(f"--allowed-image-prefixes: {exc}")
+    log.info(image_policy.describe() if image_policy else "no image allow-list: any image")
     try:
         reloader = tls_reloader(args.cert_dir, args.client_ca)
         context = reloader.serving_context()
@@ -114,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if cache is not None:
         cache.start()
     app = create_app(
-        server_admission(view),
+        server_admission(view, image_policy),
         ready=cache.synced if cache else lambda: True,
         metrics_auth=_metrics_auth(cache),
         certificate_expiry=lambda: reloader.expires_at,

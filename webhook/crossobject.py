@@ -8,8 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.fielderrors import FieldError
+from api.imagepolicy import ImagePolicy
 from api.merge import deep_merge
+from api.provisioners import DEFAULT_IMAGES
 from api.provisioners.check import check_parameters
+from webhook.checks_images import inherited_image_findings
 from webhook.clusterview import ClusterView
 from webhook.jsontext import compact_json
 from webhook.verdict import Verdict
@@ -18,10 +21,17 @@ __all__ = ["check_class_delete", "check_set_against_class"]
 
 
 async def check_set_against_class(
-    exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
+    exporter_set: Mapping[str, Any],
+    namespace: str,
+    view: ClusterView,
+    budget: float,
+    image_policy: ImagePolicy | None = None,
+    old: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """The set's class exists, agrees with the warm buffer, and accepts the merged
-    parameters; the set's own unknown parameter keys are warnings."""
+    parameters; the set's own unknown parameter keys are warnings. With an image
+    allow-list, the images the set leaves to its class must be on it (`old`: the set
+    before an UPDATE)."""
     set_spec = _mapping(exporter_set.get("spec"))
     name = set_spec.get("virtualTargetClassName")
     if not isinstance(name, str) or not name:
@@ -57,6 +67,11 @@ async def check_set_against_class(
         )
         verdict.errors += errors
         verdict.warnings += warnings
+    if image_policy is not None:
+        defaults = DEFAULT_IMAGES.get(provisioner, {}) if isinstance(provisioner, str) else {}
+        verdict.extend(
+            inherited_image_findings(image_policy, exporter_set, old, name, found, defaults)
+        )
     return verdict
 
 

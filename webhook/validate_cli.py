@@ -5,7 +5,8 @@ and Exporter in the files is defaulted and validated exactly as the webhook woul
 (cross-object checks against the classes in the same files), the defaulted objects are
 printed as YAML, and the errors as `FILE: Kind/name: field error`. Exit 1 on a denial.
 Kinds the project models but does not serve (KubeVirt's VirtualMachineInstance) are
-checked against their generated model only.
+checked against their generated model only. `--allowed-image-prefixes` and
+`--require-image-digest` apply the administrator's image allow-list as the webhook does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 
 from api.fielderrors import FieldError
+from api.imagepolicy import ImagePolicy, add_flags, from_flags
 from api.modelcheck import model_errors
 from webhook.admission import Admission
 from webhook.clusterview import StaticView
@@ -57,6 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="namespace of objects that name none (default: default)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors and warnings")
+    add_flags(parser)
 
 
 def _documents(path: Path) -> Iterator[Mapping[str, Any]]:
@@ -119,14 +122,21 @@ def _modelled_errors(obj: dict[str, Any]) -> list[FieldError]:
     return model_errors(model, obj)
 
 
-async def _check(objects: list[tuple[Path, dict[str, Any]]], namespace: str, quiet: bool) -> int:
+async def _check(
+    objects: list[tuple[Path, dict[str, Any]]],
+    namespace: str,
+    quiet: bool,
+    image_policy: ImagePolicy | None = None,
+) -> int:
     defaulted = [(path, obj, obj.get("kind") in KINDS) for path, obj in objects]
     results: list[tuple[Path, dict[str, Any]]] = []
     for path, obj, served in defaulted:
         results.append(
             (path, default_object(str(obj["kind"]), obj, crd_schema)[0] if served else obj)
         )
-    admission = Admission(crd_schema, StaticView([obj for _, obj in results], namespace))
+    admission = Admission(
+        crd_schema, StaticView([obj for _, obj in results], namespace), image_policy=image_policy
+    )
     denied = 0
     for path, obj in results:
         if obj.get("kind") in MODELLED:
@@ -157,6 +167,11 @@ async def _check(objects: list[tuple[Path, dict[str, Any]]], namespace: str, qui
 
 def run(args: argparse.Namespace) -> int:
     try:
+        image_policy = from_flags(args)
+    except ValueError as exc:
+        print(f"virtualtarget validate: --allowed-image-prefixes: {exc}", file=sys.stderr)
+        return 2
+    try:
         objects = _load(args.files)
     except ManifestError as exc:
         print(f"virtualtarget validate: {exc}", file=sys.stderr)
@@ -165,4 +180,4 @@ def run(args: argparse.Namespace) -> int:
     if not any(obj.get("kind") in known for _, obj in objects):
         print(f"virtualtarget validate: no {', '.join(known)} in the given files", file=sys.stderr)
         return 2
-    return asyncio.run(_check(objects, args.namespace, args.quiet))
+    return asyncio.run(_check(objects, args.namespace, args.quiet, image_policy))

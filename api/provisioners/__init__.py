@@ -1,5 +1,7 @@
-"""Parameter models of the provisioners this project knows.
+"""Parameter models and default images of the provisioners this project knows.
 
+`DEFAULT_IMAGES` maps a provisioner to the image of each container role it runs unless a
+class or set names another (the image allow-list always admits these);
 `PARAMETER_MODELS` maps a VirtualTargetClass `provisioner` to the Pydantic model its
 `parameters` (a class's own, and the set's deep-merged over them) must satisfy;
 `api.provisioners.check` applies it. Provisioners not listed are validated by their own
@@ -10,9 +12,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from api.provisioners.qemu import DEFAULT_IMAGES as QEMU_IMAGES
 from api.provisioners.qemu import PROVISIONER as QEMU
 from api.provisioners.qemu import QemuParameters
 
-__all__ = ["PARAMETER_MODELS"]
+__all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS"]
 
 PARAMETER_MODELS: dict[str, type[BaseModel]] = {QEMU: QemuParameters}
+DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES}

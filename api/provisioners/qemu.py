@@ -26,9 +26,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.jumpstarter import JUMPSTARTER_RELEASE, JUMPSTARTER_REPOSITORIES
 from api.quantity import format_bytes, parse_quantity
 
 __all__ = [
+    "DEFAULT_IMAGES",
     "PROVISIONER",
     "Architecture",
     "QemuFirmware",
@@ -38,6 +40,11 @@ __all__ = [
 ]
 
 PROVISIONER = "qemu.jumpstarter.dev"
+# The images an instance runs unless its class or set names others (DESIGN §7), by role.
+DEFAULT_IMAGES = {
+    "exporter": f"{JUMPSTARTER_REPOSITORIES}jumpstarter:{JUMPSTARTER_RELEASE}",
+    "runtime": f"{JUMPSTARTER_REPOSITORIES}virtual/qemu-runtime:{JUMPSTARTER_RELEASE}",
+}
 
 _MEMORY_RANGE = (parse_quantity("128Mi"), parse_quantity("256Gi"))
 _STORAGE_RANGE = (parse_quantity("1Gi"), parse_quantity("2Ti"))

@@ -9,7 +9,8 @@ added when the template has none.
 The Pod: an init container copies Jumpstarter's exec helper into the shared volume, the
 QEMU runtime runs as a native sidecar (root, for /dev/kvm, with the class's resources),
 and the main container runs `jmp run` as the exporter image's unprivileged user with the
-config Secret mounted. The Pod never restarts: the pool replaces a finished instance.
+config Secret mounted. No ServiceAccount token is mounted: nothing in the Pod calls the
+Kubernetes API. The Pod never restarts: the pool replaces a finished instance.
 No I/O.
 """
 
@@ -19,13 +20,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from api.provisioners.qemu import DEFAULT_IMAGES as IMAGE_REFERENCES
 from api.provisioners.qemu import PROVISIONER, Architecture, QemuParameters, qemu_size
 from reconciler.access import PODS
 from reconciler.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
     EXPORTER_UID,
-    JUMPSTARTER_RELEASE,
     LAUNCHER_SOCKET,
     QEMU_DRIVER,
     SHARED_DIR,
@@ -37,8 +38,7 @@ from reconciler.render import Image, InstanceContext
 __all__ = ["DEFAULT_IMAGES", "FIRMWARE", "QemuProvisioner"]
 
 DEFAULT_IMAGES: Mapping[str, Image] = {
-    "exporter": Image(f"quay.io/jumpstarter-dev/jumpstarter:{JUMPSTARTER_RELEASE}"),
-    "runtime": Image(f"quay.io/jumpstarter-dev/virtual/qemu-runtime:{JUMPSTARTER_RELEASE}"),
+    role: Image(reference) for role, reference in IMAGE_REFERENCES.items()
 }
 
 # UEFI firmware in the runtime image, by guest architecture, under the partition names the
@@ -63,6 +63,17 @@ TCP_DRIVER = {
 SHARED_VOLUME_LIMIT = "100Mi"
 _CONFIG_VOLUME = "exporter-config"
 _SHARED_VOLUME = "shared"
+
+
+def _unprivileged() -> dict[str, Any]:
+    """The exporter image's containers: its unprivileged user, nothing gained, no
+    capability. Only the runtime sidecar runs as root (for /dev/kvm), adding none."""
+    return {
+        "runAsUser": EXPORTER_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def _qemu_config(config: Mapping[str, Any], params: QemuParameters) -> dict[str, Any]:
@@ -120,6 +131,7 @@ class QemuProvisioner:
             "copy-jumpstarter-exec",
             ctx.images["exporter"],
             command=["cp", EXEC_BINARY, f"{SHARED_DIR}/"],
+            securityContext=_unprivileged(),
             volumeMounts=[shared],
         )
         runtime = _container(
@@ -144,11 +156,7 @@ class QemuProvisioner:
             ctx.images["exporter"],
             command=run_command(),
             env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
-            securityContext={
-                "runAsUser": EXPORTER_UID,
-                "runAsNonRoot": True,
-                "allowPrivilegeEscalation": False,
-            },
+            securityContext=_unprivileged(),
             volumeMounts=[
                 shared,
                 {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
@@ -159,6 +167,9 @@ class QemuProvisioner:
                 container["envFrom"] = list(env_from)
         spec: dict[str, Any] = {
             "restartPolicy": "Never",
+            # No container calls the Kubernetes API (the exporter authenticates to
+            # Jumpstarter with its own token): the namespace's ServiceAccount token stays out.
+            "automountServiceAccountToken": False,
             "initContainers": [copy_exec, runtime],
             "containers": [exporter],
             "volumes": [

@@ -2,12 +2,12 @@
 
 Through kube-apiserver: the development stand-in plays Jumpstarter's controller for
 credentials (token Secret, `status.credential`, `status.endpoint`, the CA ConfigMap), the
-reconciler writes the config Secret and the Pod, and the test runs the Pod's exporter
-command, `jmp run --exporter-config FILE` from the jumpstarter 0.9.0 packages, as a local
-process on the config.yaml read back from the apiserver. It registers with a gRPC
-ControllerService built from `jumpstarter-protocol`'s stubs, over TLS with the CA the
-config carries. Then the token is rotated: the config Secret follows within one pass and
-the Pod is left alone.
+reconciler writes the config Secret and the Pod (which mounts no ServiceAccount token),
+and the test runs the Pod's exporter command, `jmp run --exporter-config FILE` from the
+jumpstarter 0.9.0 packages, as a local process on the config.yaml read back from the
+apiserver. It registers with a gRPC ControllerService built from `jumpstarter-protocol`'s
+stubs, over TLS with the CA the config carries. Then the token is rotated: the config
+Secret follows within one pass and the Pod is left alone.
 """
 
 from __future__ import annotations
@@ -110,6 +110,10 @@ def _config_text(plane: ControlPlane, ns: str, exporter: str) -> str:
     return base64.b64decode(secret["data"][CONFIG_KEY]).decode()
 
 
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+
+
 def _token(plane: ControlPlane, ns: str, exporter: str) -> str:
     secret = get_json(plane, "secret", token_secret_name(exporter), "-n", ns)
     return base64.b64decode(secret["data"]["token"]).decode()
@@ -150,6 +154,12 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             (container,) = pod["spec"]["containers"]
             command = container["command"]
             assert command == run_command()
+            # The exporter never calls the Kubernetes API: no ServiceAccount token in the
+            # Pod, and `jmp run` below registers without one.
+            assert pod["spec"]["automountServiceAccountToken"] is False
+            assert [v for v in pod["spec"]["volumes"] if "projected" in v] == []
+            mounts = [m["mountPath"] for c in _containers(pod) for m in c["volumeMounts"]]
+            assert not [m for m in mounts if m.startswith("/var/run/secrets/kubernetes.io")]
 
             # The Pod's command, on the config read back from the apiserver.
             config_file = tmp_path / "config.yaml"

@@ -1,0 +1,236 @@
+"""An instance Pod has no more power than it needs, whatever the ExporterSet's author wrote.
+
+A property over random templates (labels, annotations, drivers, and keys the schema does
+not have), parameters, images, and class scheduling: the rendered Pod carries what the
+author chose only at the documented places (images and pull policies, template labels and
+annotations; drivers and parameters go to the config Secret, not the Pod), and the class's
+scheduling only at its own (nodeSelector, tolerations, the runtime's resources). Never a
+ServiceAccount token or name, privileged, hostPath, hostNetwork/hostPID/hostIPC or an added
+capability; root only in the runtime sidecar, as DESIGN §7 says (for /dev/kvm).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import string
+from collections.abc import Iterator
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.images import PULL_POLICIES
+from reconciler.jumpstarter import EXPORTER_UID
+from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from reconciler.render import Credentials, instance_context, render_exporter
+from tests.unit.test_webhook_support import a_class, a_set
+
+PLUGIN = QemuProvisioner()
+CREDENTIALS = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").decode())
+RUNTIME = "target-runtime"
+POD_FIELDS = {
+    "restartPolicy",
+    "automountServiceAccountToken",
+    "initContainers",
+    "containers",
+    "volumes",
+    "nodeSelector",
+    "tolerations",
+}
+CONTAINER_FIELDS = {
+    "name",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "restartPolicy",
+    "env",
+    "envFrom",
+    "securityContext",
+    "resources",
+    "volumeMounts",
+}
+# Keys an author might try to smuggle into the Pod through the set (the CRD's structural
+# schema prunes them; the reconciler must ignore them even if it did not).
+SMUGGLED = {
+    "hostNetwork": True,
+    "hostPID": True,
+    "hostIPC": True,
+    "serviceAccountName": "cluster-admin",
+    "automountServiceAccountToken": True,
+    "securityContext": {"privileged": True, "runAsUser": 0},
+    "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+    "containers": [{"name": "x", "image": "evil/x", "securityContext": {"privileged": True}}],
+    "capabilities": {"add": ["SYS_ADMIN"]},
+}
+
+_WORD = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=8)
+_SCALAR = st.none() | st.booleans() | st.integers(-5, 100) | _WORD
+_JSON = _SCALAR | st.lists(_SCALAR, max_size=3) | st.dictionaries(_WORD, _SCALAR, max_size=3)
+_IMAGE = st.builds(
+    lambda host, path, tag: f"{host}.example.com/{'/'.join(path)}:{tag}",
+    _WORD,
+    st.lists(_WORD, min_size=1, max_size=3),
+    _WORD,
+)
+_IMAGES = st.fixed_dictionaries(
+    {},
+    optional={
+        role: st.fixed_dictionaries(
+            {"image": _IMAGE}, optional={"imagePullPolicy": st.sampled_from(PULL_POLICIES)}
+        )
+        for role in ("exporter", "runtime")
+    },
+)
+_LABELS = st.dictionaries(_WORD, _WORD, max_size=4)
+_DRIVER = st.fixed_dictionaries(
+    {"name": _WORD, "type": st.sampled_from(["jumpstarter_driver_qemu.driver.Qemu", "x.Y"])},
+    optional={"config": st.dictionaries(_WORD, _JSON, max_size=3)},
+)
+_SMUGGLED = st.dictionaries(st.sampled_from(sorted(SMUGGLED)), st.just(None), max_size=4).map(
+    lambda keys: {k: copy.deepcopy(SMUGGLED[k]) for k in keys}
+)
+_QUANTITY = st.sampled_from(["1", "500m", "2Gi", "128Mi"])
+_SCHEDULING = st.fixed_dictionaries(
+    {},
+    optional={
+        "nodeSelector": _LABELS,
+        "tolerations": st.lists(
+            st.fixed_dictionaries(
+                {"key": _WORD, "operator": st.sampled_from(["Exists", "Equal"])},
+                optional={"effect": st.sampled_from(["NoSchedule", "NoExecute"])},
+            ),
+            max_size=2,
+        ),
+        "resources": st.fixed_dictionaries(
+            {},
+            optional={
+                section: st.dictionaries(
+                    st.sampled_from(["cpu", "memory", "devices.kubevirt.io/kvm"]), _QUANTITY
+                )
+                for section in ("limits", "requests")
+            },
+        ),
+    },
+)
+
+
+@st.composite
+def authored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A set and its class, with what their authors may write and what they may try."""
+    labels = draw(_LABELS)
+    template: dict[str, Any] = {
+        "metadata": {"labels": labels, "annotations": draw(_LABELS)},
+        "spec": {"drivers": draw(st.lists(_DRIVER, max_size=3)), **draw(_SMUGGLED)},
+        **draw(_SMUGGLED),
+    }
+    exporter_set = a_set(
+        template=template,
+        images=draw(_IMAGES),
+        parameters=draw(st.dictionaries(_WORD, _JSON, max_size=3)),
+        recycleStrategy=draw(st.sampled_from(["ExitAndReplace", "InPlaceReuse"])),
+        **draw(_SMUGGLED),
+    )
+    klass = a_class(images=draw(_IMAGES), scheduling=draw(_SCHEDULING))
+    if draw(st.booleans()):
+        klass["spec"]["credentialsSecretRef"] = {"name": draw(_WORD)}
+    return exporter_set, klass
+
+
+def render(exporter_set: dict[str, Any], klass: dict[str, Any]) -> dict[str, Any]:
+    exporter = render_exporter(exporter_set, "pool-a-0")
+    exporter["metadata"]["uid"] = "uid-0"
+    ctx = instance_context(exporter_set, klass, exporter, DEFAULT_IMAGES, CREDENTIALS)
+    return PLUGIN.render_pod(ctx)
+
+
+def walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from walk(value, f"{path}[{index}]")
+
+
+def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
+
+
+def masked(pod: dict[str, Any]) -> dict[str, Any]:
+    """The Pod without the documented places its inputs reach."""
+    pod = copy.deepcopy(pod)
+    pod["metadata"].pop("labels")
+    pod["metadata"].pop("annotations", None)
+    for key in ("nodeSelector", "tolerations"):
+        pod["spec"].pop(key, None)
+    for container in containers(pod):
+        for key in ("image", "imagePullPolicy", "resources", "envFrom"):
+            container.pop(key, None)
+    return pod
+
+
+SKELETON = masked(render(a_set(), a_class()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(authored())
+def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
+    given_objects: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    exporter_set, klass = given_objects
+    pod = render(exporter_set, klass)
+    spec = pod["spec"]
+
+    # Everything but the documented places is the same for every input.
+    assert masked(pod) == SKELETON
+    # The documented places carry exactly their inputs.
+    template = exporter_set["spec"]["template"]["metadata"]
+    assert pod["metadata"]["labels"] == {
+        **template["labels"],
+        SET_LABEL: "pool-a",
+        INSTANCE_LABEL: "pool-a-0",
+    }
+    assert pod["metadata"].get("annotations", {}) == template["annotations"]
+    scheduling = klass["spec"]["scheduling"]
+    assert spec.get("nodeSelector", {}) == scheduling.get("nodeSelector", {})
+    assert spec.get("tolerations", []) == scheduling.get("tolerations", [])
+    for container in containers(pod):
+        role = "runtime" if container["name"] == RUNTIME else "exporter"
+        chosen = [o["spec"]["images"].get(role, {}) for o in (exporter_set, klass)] + [
+            {"image": DEFAULT_IMAGES[role].image}
+        ]
+        assert container["image"] == next(c["image"] for c in chosen if c.get("image"))
+        policy = next((c["imagePullPolicy"] for c in chosen if c.get("imagePullPolicy")), None)
+        assert container.get("imagePullPolicy") == policy
+        if container["name"] == RUNTIME:
+            assert container.get("resources", {}) == scheduling.get("resources", {})
+        else:
+            assert "resources" not in container
+
+    # No power beyond what the instance needs.
+    assert set(spec) <= POD_FIELDS
+    assert spec["automountServiceAccountToken"] is False
+    for name in ("serviceAccountName", "serviceAccount", "hostNetwork", "hostPID", "hostIPC"):
+        assert name not in spec
+    assert {next(iter(set(v) - {"name"})) for v in spec["volumes"]} == {"emptyDir", "secret"}
+    for path, node in walk(pod):
+        if isinstance(node, dict):
+            assert "privileged" not in node, path
+            assert "hostPath" not in node, path
+            assert not node.get("add"), path  # capabilities.add
+    for container in containers(pod):
+        assert set(container) <= CONTAINER_FIELDS
+        security = container["securityContext"]
+        if container["name"] == RUNTIME:
+            # Root for /dev/kvm, as the contract says, and nothing more.
+            assert security == {"runAsUser": 0, "runAsNonRoot": False}
+        else:
+            assert security == {
+                "runAsUser": EXPORTER_UID,
+                "runAsNonRoot": True,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            }

@@ -34,6 +34,7 @@ __all__ = [
     "WEBHOOK_NAMESPACE",
     "WEBHOOK_SERVICE",
     "RenderError",
+    "container_args",
     "kubectl",
     "render_overlay",
 ]
@@ -101,6 +102,15 @@ def _with_components(overlay: Path, components: Sequence[str]) -> Path:
     }
     (wrapper / "kustomization.yaml").write_text(yaml.safe_dump(document))
     return wrapper
+
+
+def container_args(objects: Sequence[dict[str, Any]], deployment: str) -> list[str]:
+    """The args of the first container of the rendered Deployment `deployment`."""
+    for obj in objects:
+        if obj.get("kind") == "Deployment" and obj["metadata"]["name"] == deployment:
+            args: list[str] = obj["spec"]["template"]["spec"]["containers"][0].get("args", [])
+            return list(args)
+    raise RenderError(f"no Deployment {deployment} rendered")
 
 
 def render_overlay(

@@ -116,10 +116,15 @@ def _wait_healthy(server: WebhookServer) -> None:
 
 @contextlib.contextmanager
 def running_webhook(
-    plane: ControlPlane, workdir: Path, *, kubeconfig: Path | None = None
+    plane: ControlPlane,
+    workdir: Path,
+    *,
+    kubeconfig: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[WebhookServer]:
     """Serve the webhook on a free loopback port with certificates kept in `workdir`,
-    acting as the admin unless another `kubeconfig` is given."""
+    acting as the admin unless another `kubeconfig` is given; `extra` are more flags
+    (`--allowed-image-prefixes=...`)."""
     certificates = ensure_certificates(
         workdir / "certs", WEBHOOK_SERVICE, WEBHOOK_NAMESPACE, LOOPBACK_HOSTS
     )
@@ -132,6 +137,7 @@ def running_webhook(
             "--host=127.0.0.1",
             f"--port={port}",
             f"--kubeconfig={kubeconfig or plane.kubeconfig}",
+            *extra,
         ],
         workdir,
     )

@@ -8,11 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
+from api.imagepolicy import from_flags
+from api.jumpstarter import JUMPSTARTER_REPOSITORIES
+from api.provisioners import DEFAULT_IMAGES
 from certs.authority import ensure_certificates
 from reconciler.keys import SET_LABEL
+from virtualtarget.cli import _parser_for
 from virtualtarget.deploy_render import (
     DEPLOY,
     OVERLAYS,
@@ -21,6 +26,7 @@ from virtualtarget.deploy_render import (
     WEBHOOK_NAMESPACE,
     WEBHOOK_SERVICE,
     RenderError,
+    container_args,
     render_overlay,
 )
 from webhook.routes import ENDPOINTS, KINDS, Role
@@ -176,6 +182,7 @@ def test_reconciler_runs_the_qemu_provisioner_two_replicas_with_probes(
         "--provisioner=qemu.jumpstarter.dev",
         "--metrics-bind-address=:8443",
         "--health-probe-bind-address=:8081",
+        f"--allowed-image-prefixes={JUMPSTARTER_REPOSITORIES}",
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8443, "probes": 8081}
@@ -259,3 +266,29 @@ def test_kubectl_kustomize_renders_the_base_alone() -> None:
 
     done = subprocess.run([kubectl(), "kustomize", DEPLOY / "base"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_webhook_and_reconciler_get_the_overlays_one_image_allow_list(
+    rendered: list[Obj],
+) -> None:
+    """Jumpstarter's repositories, read by each component's own command line."""
+    for name in ("virtualtarget-webhook", "virtualtarget-reconciler"):
+        args = container_args(rendered, name)
+        assert [a for a in args if "image" in a] == [
+            f"--allowed-image-prefixes={JUMPSTARTER_REPOSITORIES}"
+        ]
+        policy = from_flags(_parser_for(args).parse_args(args))
+        assert policy is not None and policy.prefixes == (JUMPSTARTER_REPOSITORIES,)
+        assert not policy.require_digest
+        for reference in DEFAULT_IMAGES["qemu.jumpstarter.dev"].values():
+            assert policy.refusal(reference) is None
+        assert policy.refusal("registry.example.com/lab/qemu-runtime:1") is not None
+
+
+def test_the_base_alone_configures_no_image_allow_list() -> None:
+    from virtualtarget.deploy_render import kubectl
+
+    done = subprocess.run([kubectl(), "kustomize", DEPLOY / "base"], capture_output=True, text=True)
+    objects = [o for o in yaml.safe_load_all(done.stdout) if o]
+    for name in ("virtualtarget-webhook", "virtualtarget-reconciler"):
+        assert not [a for a in container_args(objects, name) if "image" in a]

@@ -233,4 +233,5 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
                 "runAsNonRoot": True,
                 "allowPrivilegeEscalation": False,
                 "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
             }

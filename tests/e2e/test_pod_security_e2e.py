@@ -1,0 +1,61 @@
+"""The Pod Security level instance namespaces need, asked of kube-apiserver's own Pod
+Security admission: the Pod the reconciler renders (the runtime sidecar given /dev/kvm
+through a device plugin's resource, as a class would ask for it) is admitted where the
+namespace enforces `baseline`, and refused under `restricted`, for the runtime sidecar's
+root user alone. kubectl's text is pinned.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+
+from reconciler.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from reconciler.render import Credentials, instance_context, render_exporter
+from tests.e2e.objects import exporter_set, virtual_target_class
+from virtualtarget.controlplane import ControlPlane
+
+# The resource KubeVirt's KVM device plugin advertises for /dev/kvm.
+KVM = "devices.kubevirt.io/kvm"
+
+
+def rendered_pod(ns: str) -> dict[str, object]:
+    klass = virtual_target_class(
+        "kvm", ns, scheduling={"resources": {"limits": {KVM: "1", "memory": "2Gi"}}}
+    )
+    pool = exporter_set("pool", ns, class_name="kvm", with_template=True)
+    exporter = render_exporter(pool, "pool-0")
+    exporter["metadata"]["uid"] = "6c1e0000-0000-4000-8000-000000000001"
+    credentials = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").decode())
+    ctx = instance_context(pool, klass, exporter, DEFAULT_IMAGES, credentials)
+    return QemuProvisioner().render_pod(ctx)
+
+
+def create_under(plane: ControlPlane, level: str) -> tuple[int, str]:
+    ns = f"psa-{level}-{secrets.token_hex(3)}"
+    plane.kubectl("create", "namespace", ns)
+    plane.kubectl("label", "namespace", ns, f"pod-security.kubernetes.io/enforce={level}")
+    done = plane.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(rendered_pod(ns)), check=False
+    )
+    return done.returncode, done.stderr
+
+
+def test_instance_pods_meet_baseline(control_plane: ControlPlane) -> None:
+    assert create_under(control_plane, "baseline") == (0, "")
+
+
+def test_restricted_refuses_only_the_runtime_sidecars_root(control_plane: ControlPlane) -> None:
+    code, stderr = create_under(control_plane, "restricted")
+    assert code == 1
+    runtime = 'container "target-runtime"'
+    assert stderr == (
+        'Error from server (Forbidden): error when creating "STDIN": pods "pool-0" is '
+        'forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false '
+        f"({runtime} must set securityContext.allowPrivilegeEscalation=false), unrestricted "
+        f'capabilities ({runtime} must set securityContext.capabilities.drop=["ALL"]), '
+        f"runAsNonRoot != true ({runtime} must not set securityContext.runAsNonRoot=false), "
+        f"runAsUser=0 ({runtime} must not set runAsUser=0), seccompProfile (pod or {runtime} "
+        'must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")\n'
+    )

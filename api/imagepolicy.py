@@ -125,13 +125,9 @@ class ImagePolicy:
             return None
         pinned = not self.require_digest or bool(_DIGEST.search(reference))
         if self.allows_repository(reference):
-            return (
-                None
-                if pinned
-                else (
-                    f"must be pinned by digest (@sha256:<64 hex digits>): {ALLOW_LIST} requires one"
-                )
-            )
+            if pinned:
+                return None
+            return f"must be pinned by digest (@sha256:<64 hex digits>): {ALLOW_LIST} requires one"
         digest = "" if pinned else "; @sha256: digest required"
         return f"not on {ALLOW_LIST} (allowed prefixes: {', '.join(self.prefixes)}{digest})"
 

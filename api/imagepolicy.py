@@ -41,6 +41,7 @@ ALLOW_LIST = "the administrator's image allow-list"
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DOCKER_HUB = "docker.io"
 _DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
+_REFUSALS_MAX = 4096
 
 
 def _always() -> frozenset[str]:
@@ -97,6 +98,10 @@ class ImagePolicy:
     require_digest: bool = False
     always: frozenset[str] = field(default_factory=_always)
     _match: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # reference -> refusal: the same few images are checked on every review
+    _refusals: dict[str, str | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_match", tuple(_prefix(p) for p in self.prefixes))
@@ -121,6 +126,16 @@ class ImagePolicy:
     def refusal(self, reference: str) -> str | None:
         """Why the list refuses `reference` (a field-error detail naming the allowed
         prefixes), or None when it is allowed."""
+        try:
+            return self._refusals[reference]
+        except KeyError:
+            pass
+        if len(self._refusals) >= _REFUSALS_MAX:
+            self._refusals.clear()
+        found = self._refusals[reference] = self._refusal(reference)
+        return found
+
+    def _refusal(self, reference: str) -> str | None:
         if reference in self.always:
             return None
         pinned = not self.require_digest or bool(_DIGEST.search(reference))
@@ -147,14 +162,15 @@ class ImageRole:
     source: str  # "ExporterSet", "VirtualTargetClass" or "" (the provisioner's default)
 
 
-def _images(spec: Any) -> Mapping[str, Any]:
-    images = spec.get("images") if isinstance(spec, Mapping) else None
-    return images if isinstance(images, Mapping) else {}
+def _images(spec: Any) -> dict[str, Any]:
+    # Decoded JSON or YAML: an object is a `dict` (a tenth of the cost of the Mapping ABC).
+    images = spec.get("images") if isinstance(spec, dict) else None
+    return images if isinstance(images, dict) else {}
 
 
-def _named(spec: Any, role: str) -> str:
-    node = _images(spec).get(role)
-    image = node.get("image") if isinstance(node, Mapping) else None
+def _named(images: dict[str, Any], role: str) -> str:
+    node = images.get(role)
+    image = node.get("image") if isinstance(node, dict) else None
     return image if isinstance(image, str) and image else ""
 
 
@@ -163,17 +179,17 @@ def effective_images(
 ) -> list[ImageRole]:
     """Each role's image after the merge: the set's over the class's over `defaults`
     (the provisioner's; a role without a default and named by neither is left out)."""
-    roles = []
-    names = dict.fromkeys([*defaults, *_images(class_spec), *_images(set_spec)])
-    for role in map(str, names):
+    named = (("ExporterSet", _images(set_spec)), ("VirtualTargetClass", _images(class_spec)))
+    chosen_roles = []
+    for role in map(str, dict.fromkeys([*defaults, *named[1][1], *named[0][1]])):
         chosen = ImageRole(role, defaults.get(role, ""), "")
-        for source, spec in (("ExporterSet", set_spec), ("VirtualTargetClass", class_spec)):
-            if named := _named(spec, role):
-                chosen = ImageRole(role, named, source)
+        for source, images in named:
+            if image := _named(images, role):
+                chosen = ImageRole(role, image, source)
                 break
         if chosen.reference:
-            roles.append(chosen)
-    return roles
+            chosen_roles.append(chosen)
+    return chosen_roles
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -45,8 +45,9 @@ def own_image_findings(
 ) -> Verdict:
     """The images the object itself names (`spec.images.<role>.image`)."""
     verdict = Verdict()
-    before = _named_images(old)
-    for role, image in _named_images(obj).items():
+    named = _named_images(obj)
+    before = _named_images(old) if named and old is not None else {}
+    for role, image in named.items():
         refusal = policy.refusal(image)
         if refusal is None:
             continue
@@ -69,6 +70,8 @@ def inherited_image_findings(
     """The images a set runs because it leaves them to its class. On UPDATE refused only
     when the set has just dropped its own image for that role."""
     verdict = Verdict()
+    if not _named_images(klass):  # the class lends no image of its own (the usual case)
+        return verdict
     overridden_before = _named_images(old)
     for chosen in effective_images(exporter_set.get("spec"), klass.get("spec"), defaults):
         if chosen.source != "VirtualTargetClass":

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.imagepolicy import ImagePolicy, add_flags, effective_images, from_flags, repository
@@ -140,6 +140,7 @@ def test_the_flags_take_commas_and_repetition() -> None:
 _SEGMENT = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=8)
 
 
+@settings(deadline=None)
 @given(path=st.lists(_SEGMENT, min_size=1, max_size=3), tag=_SEGMENT, suffix=_SEGMENT)
 def test_below_a_prefix_is_allowed_and_a_sibling_sharing_its_text_is_not(
     path: list[str], tag: str, suffix: str

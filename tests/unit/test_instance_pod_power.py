@@ -17,7 +17,7 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.images import PULL_POLICIES
@@ -175,7 +175,7 @@ def masked(pod: dict[str, Any]) -> dict[str, Any]:
 SKELETON = masked(render(a_set(), a_class()))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(authored())
 def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     given_objects: tuple[dict[str, Any], dict[str, Any]],

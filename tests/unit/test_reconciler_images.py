@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.imagepolicy import ImagePolicy
@@ -103,6 +103,7 @@ _IMAGE = st.sampled_from(
 CREDENTIALS = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").decode())
 
 
+@settings(deadline=None)
 @given(
     set_images=st.fixed_dictionaries({}, optional={"exporter": _IMAGE, "runtime": _IMAGE}),
     class_images=st.fixed_dictionaries({}, optional={"exporter": _IMAGE, "runtime": _IMAGE}),

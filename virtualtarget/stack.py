@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -56,13 +56,24 @@ class ChildProcess:
     log: IO[bytes]
 
     @classmethod
-    def start(cls, name: str, args: Sequence[str], log_dir: Path) -> ChildProcess:
+    def start(
+        cls,
+        name: str,
+        args: Sequence[str],
+        log_dir: Path,
+        *,
+        module: str = "virtualtarget.cli",
+        env: Mapping[str, str] | None = None,
+    ) -> ChildProcess:
+        """Run `python -m MODULE ARGS` (the `virtualtarget` CLI by default), with `env`
+        added to this process's environment."""
         log = (log_dir / f"{name}.log").open("wb")
         popen = subprocess.Popen(
-            [sys.executable, "-m", "virtualtarget.cli", *args],
+            [sys.executable, "-m", module, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **env} if env is not None else None,
         )
         return cls(name, popen, log)
 

@@ -237,11 +237,12 @@ def running_reconciler(
     name: str = "reconciler",
     kubeconfig: Path | None = None,
     extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[ReconcilerProcess]:
     """Run `virtualtarget reconcile` against the loopback control plane (as the admin
-    unless another `kubeconfig` is given)."""
+    unless another `kubeconfig` is given; `env` added to its environment)."""
     args, health_url, metrics_url = reconciler_args(kubeconfig or plane.kubeconfig)
-    started = ChildProcess.start(name, [*args, *extra], workdir)
+    started = ChildProcess.start(name, [*args, *extra], workdir, env=env)
     process = ReconcilerProcess(started.name, started.popen, started.log, health_url, metrics_url)
     try:
         yield process

@@ -76,7 +76,7 @@ from reconciler.scope import Scope
 from reconciler.surplus import SurplusLeases
 from reconciler.workqueue import WorkQueue
 
-__all__ = ["LANE_STEPS", "Controller", "Lane"]
+__all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class Controller:
             JUMPSTARTER_LEASES: {"derive": lease_view},
         }
         self.secrets: Cache
-        if scope.mode == NAMESPACED:
+        if not secrets_by_name(scope):
             watched = WATCHED
         else:
             watched = tuple(r for r in WATCHED if r != SECRETS)
@@ -492,6 +492,12 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
+
+
+def secrets_by_name(scope: Scope) -> bool:
+    """Whether the Secret cache reads by name: cluster-wide, where RBAC would otherwise
+    let it read every Secret in the cluster (namespaced installs watch theirs)."""
+    return scope.mode != NAMESPACED
 
 
 def _issued(exporter: Obj) -> bool:

@@ -275,6 +275,13 @@ def test_the_webhook_defaults_and_denies_on_jumpstarters_crds(
                     "warm", ns, class_name="lazy", with_template=True, minAvailableReplicas=2
                 ),
             )
+            # A rule our CRD carries as CEL and Jumpstarter's does not: the webhook's.
+            late = try_apply(
+                plane,
+                exporter_set(
+                    "late", ns, class_name="lazy", with_template=True, scaleDownCooldown="soon"
+                ),
+            )
             deleted = plane.kubectl("delete", "virtualtargetclass", "lazy", "-n", ns, check=False)
         finally:
             unregister_webhooks(plane)
@@ -290,6 +297,10 @@ def test_the_webhook_defaults_and_denies_on_jumpstarters_crds(
         'must be 0: VirtualTargetClass "lazy" has bindingMode WaitForFirstConsumer, '
         "which keeps no warm instances\n"
     )
+    assert late.returncode == 1
+    assert late.stderr.startswith(
+        'The ExporterSet "late" is invalid: spec.scaleDownCooldown: Invalid value: "soon": '
+    ), late.stderr
     assert deleted.stderr == (
         'The VirtualTargetClass "lazy" is invalid: metadata.name: Forbidden: '
         "VirtualTargetClass is in use by ExporterSets labelless; delete or move them first\n"

@@ -161,7 +161,6 @@ class Controller:
             watched = WATCHED
         else:
             watched = tuple(r for r in WATCHED if r != SECRETS)
-            self.secrets = NamedCache(kube, SECRETS, secret_resync, transform=keep_credentials)
         # The caches that list and watch (every resource but Secrets cluster-wide).
         self.watches: dict[Resource, Informer] = {
             r: Informer(kube, r, namespaces=scope.namespaces, **shape.get(r, {}))
@@ -171,6 +170,14 @@ class Controller:
         }
         if SECRETS in self.watches:
             self.secrets = self.watches[SECRETS]
+        else:
+            self.secrets = NamedCache(
+                kube,
+                SECRETS,
+                secret_resync,
+                transform=keep_credentials,
+                after=self.watches[EXPORTERS].synced,
+            )
         self.informers: dict[Resource, Cache] = {
             r: self.watches.get(r, self.secrets) for r in WATCHED
         }

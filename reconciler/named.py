@@ -42,8 +42,12 @@ class NamedCache:
         resync: float = DEFAULT_RESYNC,
         transform: Transform | None = None,
         clock: Callable[[], float] = time.monotonic,
+        after: threading.Event | None = None,
     ) -> None:
+        """`after`: the cache that tracks names (the Exporters') is filled; this one is
+        synced once it has read every name tracked then, so a first pass finds them."""
         self.kube, self.resource, self.resync = kube, resource, resync
+        self.after = after
         self.transform, self.clock = transform, clock
         self.synced = threading.Event()
         self.relists = 0  # full rounds of reads (each tracked name once)
@@ -163,8 +167,12 @@ class NamedCache:
     def run(self, stop: threading.Event) -> None:
         """Read what is due until `stop`; woken at once when a new name is tracked."""
         self.running = True
-        self.synced.set()  # nothing tracked is nothing missing; new names are read at once
         try:
+            while self.after is not None and not self.after.wait(0.2):
+                if stop.is_set():
+                    return
+            self.read_due()
+            self.synced.set()
             while not stop.is_set():
                 self.read_due()
                 with self._lock:

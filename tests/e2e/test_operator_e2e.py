@@ -17,7 +17,6 @@ denies on Jumpstarter's CRDs as on ours.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import urllib.error
@@ -36,6 +35,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     install_lease_crd,
+    patch_spec,
     try_apply,
     virtual_target_class,
     wait_for,
@@ -217,16 +217,7 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
         assert election["spec"]["holderIdentity"]
         # The scale subresource of Jumpstarter's CRD sets maxReplicas: down to one, with
         # the floor and the warm buffer lowered to fit.
-        plane.kubectl(
-            "patch",
-            "exporterset",
-            "pool",
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            json.dumps({"spec": {"minReplicas": 1, "minAvailableReplicas": 1}}),
-        )
+        patch_spec(plane, "exporterset", "pool", ns, minReplicas=1, minAvailableReplicas=1)
         plane.kubectl("scale", "exporterset", "pool", "-n", ns, "--replicas=1")
         assert get_json(plane, "exporterset", "pool", "-n", ns)["spec"]["maxReplicas"] == 1
         wait_for("the surplus removed", lambda: len(_names(plane, "exporters", ns)) == 1)

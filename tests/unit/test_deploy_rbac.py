@@ -38,28 +38,8 @@ def grants_of(permissions: tuple[Permission, ...], mode: str = CLUSTER) -> set[G
 
 
 def granted_to(objects: list[dict[str, Any]], account: str) -> set[Grant]:
-    """What the rendered roles bound to `account` allow."""
-    roles = {
-        (o["kind"], o["metadata"]["name"]): o
-        for o in objects
-        if o["kind"] in ("Role", "ClusterRole")
-    }
-    grants: set[Grant] = set()
-    for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
-        subjects = {(s["kind"], s["name"], s.get("namespace")) for s in binding["subjects"]}
-        if ("ServiceAccount", account, WEBHOOK_NAMESPACE) not in subjects:
-            continue
-        ref = binding["roleRef"]
-        own = binding["kind"] == "RoleBinding"
-        for rule in roles[(ref["kind"], ref["name"])]["rules"]:
-            assert "resourceNames" not in rule and "nonResourceURLs" not in rule
-            grants |= {
-                (g, r, v, own)
-                for g in rule["apiGroups"]
-                for r in rule["resources"]
-                for v in rule["verbs"]
-            }
-    return grants
+    """What the rendered roles bound to `account` allow (own namespace: by a Role)."""
+    return {(g, r, v, where is not None) for where, g, r, v in scoped_grants(objects, account)}
 
 
 def test_committed_rbac_is_what_the_access_tables_generate() -> None:
@@ -185,6 +165,7 @@ def scoped_grants(objects: list[dict[str, Any]], account: str) -> set[ScopedGran
         where = binding["metadata"].get("namespace")
         ref = binding["roleRef"]
         role = roles[(ref["kind"], where if ref["kind"] == "Role" else None, ref["name"])]
+        assert all("resourceNames" not in r and "nonResourceURLs" not in r for r in role["rules"])
         found |= {
             (where, g, r, v)
             for rule in role["rules"]

@@ -9,7 +9,8 @@ This module turns those tables into RBAC, so RBAC grants exactly what the code u
   calls confined to the component's own namespace, a Role) with their bindings;
 - `deploy/components/scope-namespace/`: the reconciler watching only its own namespace
   (`NAMESPACE` from its Pod): everything in a Role there, the ClusterRole left with the
-  cluster-scoped reviews;
+  cluster-scoped reviews, and the namespace's Pod Security level lowered to what the
+  pools' Pods need (`POD_SECURITY_LEVEL`);
 - `deploy/components/scope-namespaces/`: the reconciler watching a listed set of
   namespaces, a Role and RoleBinding in each (committed for the example list
   `EXAMPLE_NAMESPACES`; `--namespaces` writes one for yours).
@@ -33,6 +34,7 @@ from typing import Any
 import yaml
 
 from api.access import CLUSTER, NAMESPACED, Permission, merge
+from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from virtualtarget.deploy_render import REPO, WEBHOOK_NAMESPACE
 
 __all__ = [
@@ -154,12 +156,17 @@ def generate_scope(namespaces: Sequence[str]) -> dict[str, str]:
         env = {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
         scope = {"op": "add", "path": f"{container}/env/-", "value": env}
     rbac = "rbac.authorization.k8s.io"
-    patches: dict[str, tuple[str, str, list[Any]]] = {
-        "clusterrole-rules.yaml": (rbac, "ClusterRole", [_replace_rules(cluster)]),
-        "role-rules.yaml": (rbac, "Role", [_replace_rules(roles.pop(WEBHOOK_NAMESPACE))]),
-        "deployment-scope.yaml": ("apps", "Deployment", [scope]),
+    patches: dict[str, tuple[str, str, str, list[Any]]] = {
+        "clusterrole-rules.yaml": (rbac, "ClusterRole", name, [_replace_rules(cluster)]),
+        "role-rules.yaml": (rbac, "Role", name, [_replace_rules(roles.pop(WEBHOOK_NAMESPACE))]),
+        "deployment-scope.yaml": ("apps", "Deployment", name, [scope]),
     }
-    files = {file: header + _dump([ops]) for file, (_, _, ops) in patches.items()}
+    if not namespaces:
+        # The pools' Pods run in the product's namespace now: it must admit them.
+        label = "/metadata/labels/pod-security.kubernetes.io~1enforce"
+        level = {"op": "replace", "path": label, "value": POD_SECURITY_LEVEL}
+        patches["namespace-pod-security.yaml"] = ("", "Namespace", WEBHOOK_NAMESPACE, [level])
+    files = {file: header + _dump([ops]) for file, (_, _, _, ops) in patches.items()}
     component: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1alpha1",
         "kind": "Component",
@@ -177,8 +184,16 @@ def generate_scope(namespaces: Sequence[str]) -> dict[str, str]:
         component["labels"] = [{"pairs": {"app.kubernetes.io/part-of": "virtualtarget"}}]
     own = {"Role": {"namespace": WEBHOOK_NAMESPACE}}  # not the Roles this component adds
     component["patches"] = [
-        {"path": file, "target": {"group": group, "kind": kind, "name": name, **own.get(kind, {})}}
-        for file, (group, kind, _) in patches.items()
+        {
+            "path": file,
+            "target": {
+                **({"group": group} if group else {}),
+                "kind": kind,
+                "name": target,
+                **own.get(kind, {}),
+            },
+        }
+        for file, (group, kind, target, _) in patches.items()
     ]
     what = f"namespaces {', '.join(namespaces)}" if namespaces else "its own namespace"
     files["kustomization.yaml"] = (

@@ -31,6 +31,7 @@ import pytest
 from api.access import CLUSTER, NAMESPACED
 from reconciler.access import ACCESS
 from reconciler.jumpstarter import config_secret_name
+from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.deploy_render import WEBHOOK_NAMESPACE
@@ -122,6 +123,11 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
 ) -> None:
     plane, case = control_plane, CASES[scope]
     plane.kubectl("create", "namespace", WEBHOOK_NAMESPACE, check=False)
+    if case.own_namespace:
+        # What deploy/components/scope-namespace does to the product's namespace, where
+        # the pools' Pods now run (the rest of the component is the RBAC below).
+        label = f"pod-security.kubernetes.io/enforce={POD_SECURITY_LEVEL}"
+        plane.kubectl("label", "namespace", WEBHOOK_NAMESPACE, label, "--overwrite")
     tag = secrets.token_hex(3)
     component = f"reconciler-{scope}-{tag}"
     account = f"virtualtarget-{component}"
@@ -187,7 +193,12 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
 
             def filled() -> bool:
                 reconciler.check_alive()
-                return all(_config_version(plane, ns, f"{name}-0") for ns in pools)
+                return all(
+                    _config_version(plane, ns, f"{name}-0")
+                    and plane.kubectl("get", "pod", f"{name}-0", "-n", ns, check=False).returncode
+                    == 0
+                    for ns in pools
+                )
 
             wait_for(f"the pools in scope ({scope}) filled", filled, timeout=90)
             namespace = pools[0]

@@ -10,6 +10,7 @@ import yaml
 
 from api.access import CLUSTER, MODES, NAMESPACED, Permission
 from reconciler.access import ACCESS as RECONCILER_ACCESS
+from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from virtualtarget.deploy_render import WEBHOOK_NAMESPACE, render_overlay
 from virtualtarget.rbac import (
     COMPONENTS,
@@ -236,6 +237,10 @@ def test_each_scope_component_grants_exactly_that_scope(
         if o["kind"] == "Deployment" and o["metadata"]["name"] == "virtualtarget-reconciler"
     ]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
+    (namespace,) = [o for o in objects if o["kind"] == "Namespace"]
+    enforced = namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+    # the pools' Pods (root for /dev/kvm) run in the product's namespace only in the first
+    assert enforced == (POD_SECURITY_LEVEL if folder == "scope-namespace" else "restricted")
     if folder == "scope-namespace":
         assert {
             "name": "NAMESPACE",

@@ -173,9 +173,27 @@ def election_namespace(explicit: str | None, scope: Scope) -> str:
     return "default"
 
 
-def setup_logging(level: int, json_lines: bool = False) -> None:
+def _timestamp(created: float, encoding: str) -> float | int | str:
+    """A record's time as zap's time encoders write it (`--zap-time-encoding`)."""
+    from datetime import UTC, datetime
+
+    if encoding == "millis":
+        return created * 1000
+    if encoding == "nano":
+        return int(created * 1_000_000_000)
+    moment = datetime.fromtimestamp(created, UTC)
+    if encoding == "iso8601":
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if encoding == "rfc3339":
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if encoding == "rfc3339nano":
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return created  # epoch: seconds, zap's production default
+
+
+def setup_logging(level: int, json_lines: bool = False, time_encoding: str = "epoch") -> None:
     """Lines with time, level and logger; `json_lines` one JSON object per line (the
-    zap encoder `json` of controller-runtime's flags)."""
+    zap encoder `json` of controller-runtime's flags), its time in `time_encoding`."""
     handler = logging.StreamHandler()
     if json_lines:
         import json
@@ -183,7 +201,7 @@ def setup_logging(level: int, json_lines: bool = False) -> None:
         class Json(logging.Formatter):
             def format(self, record: logging.LogRecord) -> str:
                 entry = {
-                    "ts": record.created,
+                    "ts": _timestamp(record.created, time_encoding),
                     "level": record.levelname.lower(),
                     "logger": record.name,
                     "msg": record.getMessage(),

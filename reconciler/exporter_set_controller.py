@@ -150,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     level = ours.zap_log_level or (logging.DEBUG if ours.zap_devel else logging.INFO)
     encoder = ours.zap_encoder or ("console" if ours.zap_devel else "json")
-    cli.setup_logging(level, json_lines=encoder == "json")
+    cli.setup_logging(
+        level, json_lines=encoder == "json", time_encoding=ours.zap_time_encoding or "epoch"
+    )
     args.logging_set = True
     return cli.run(args)
 

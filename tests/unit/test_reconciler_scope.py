@@ -180,3 +180,15 @@ def test_the_command_refuses_what_jumpstarters_refuses(monkeypatch: Any, capsys:
     assert "--provisioner is required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         reconcile_args(["--provisioner=p", "--zap-log-level=loud"], "lab")
+
+
+def test_zap_time_encodings() -> None:
+    from reconciler.cli import _timestamp
+
+    moment = 1764547200.5  # 2025-12-01T00:00:00.5Z
+    assert _timestamp(moment, "epoch") == moment
+    assert _timestamp(moment, "millis") == moment * 1000
+    assert _timestamp(moment, "nano") == 1764547200500000000
+    assert _timestamp(moment, "iso8601") == "2025-12-01T00:00:00.500Z"
+    assert _timestamp(moment, "rfc3339") == "2025-12-01T00:00:00Z"
+    assert _timestamp(moment, "rfc3339nano") == "2025-12-01T00:00:00.500000Z"

@@ -14,12 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["SCRAPE_REVIEWS", "VERBS", "Permission", "merge"]
+__all__ = ["CLUSTER", "MODES", "NAMESPACED", "SCRAPE_REVIEWS", "VERBS", "Permission", "merge"]
 
 # The verbs RBAC knows for resource requests; anything else is a typo.
 VERBS = frozenset(
     {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 )
+
+# The install scopes a component can run in: one ClusterRole for the whole cluster, or a
+# Role in each namespace it serves (`reconciler.scope`).
+CLUSTER = "cluster"
+NAMESPACED = "namespaced"
+MODES = (CLUSTER, NAMESPACED)
 
 
 @dataclass(frozen=True)
@@ -29,13 +35,17 @@ class Permission:
     `api_group` is "" for the core group (pods, events). `resource` is the plural name,
     with a subresource after a slash (`exportersets/status`). `own_namespace` marks calls
     confined to the component's own namespace (leader-election Leases): they are granted
-    by a Role there instead of cluster-wide.
+    by a Role there instead of cluster-wide. `cluster_scoped` marks cluster-scoped
+    resources (reviews), granted by a ClusterRole in every mode. `modes` names the install
+    scopes whose code makes the call (`CLUSTER`, `NAMESPACED`).
     """
 
     api_group: str
     resource: str
     verbs: tuple[str, ...]
     own_namespace: bool = False
+    cluster_scoped: bool = False
+    modes: tuple[str, ...] = MODES
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.verbs) - VERBS)
@@ -43,6 +53,11 @@ class Permission:
             raise ValueError(f"{self.api_group}/{self.resource}: bad verbs {unknown or '(none)'}")
         if not self.resource or self.resource != self.resource.lower():
             raise ValueError(f"resource must be a lower-case plural name, got {self.resource!r}")
+        if not self.modes or set(self.modes) - set(MODES):
+            raise ValueError(f"{self.api_group}/{self.resource}: bad modes {self.modes}")
+
+    def applies(self, mode: str) -> bool:
+        return mode in self.modes
 
 
 def merge(permissions: Iterable[Permission]) -> tuple[Permission, ...]:
@@ -59,6 +74,6 @@ def merge(permissions: Iterable[Permission]) -> tuple[Permission, ...]:
 # What a component serving `/metrics` to authorized callers only needs (scrape.auth): to
 # ask the apiserver who a bearer token belongs to, and whether that user may get /metrics.
 SCRAPE_REVIEWS: tuple[Permission, ...] = (
-    Permission("authentication.k8s.io", "tokenreviews", ("create",)),
-    Permission("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+    Permission("authentication.k8s.io", "tokenreviews", ("create",), cluster_scoped=True),
+    Permission("authorization.k8s.io", "subjectaccessreviews", ("create",), cluster_scoped=True),
 )

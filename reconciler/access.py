@@ -1,16 +1,17 @@
 """Every Kubernetes API call the reconciler makes, in one table.
 
-`ACCESS` is read three ways: the deploy RBAC is generated from it, the runtime builds
-its list-and-watch caches from the entries that grant `watch`, and `reconciler.kube`
-refuses (before sending) any call whose verb the table does not grant, so the table
-cannot drift from the code. No I/O.
+`ACCESS` is read three ways: the deploy RBAC is generated from it (for each install
+scope, `reconciler.scope`), the runtime builds its list-and-watch caches from the
+resources in `WATCHED`, and `reconciler.kube` refuses (before sending) any call whose
+verb the table does not grant in the scope it runs in, so the table cannot drift from
+the code. No I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.access import SCRAPE_REVIEWS, Permission
+from api.access import CLUSTER, NAMESPACED, SCRAPE_REVIEWS, Permission
 
 __all__ = [
     "ACCESS",
@@ -24,6 +25,7 @@ __all__ = [
     "PODS",
     "REVIEWS",
     "SECRETS",
+    "SURPLUS_LEASES",
     "WATCHED",
     "Resource",
     "allowed",
@@ -65,7 +67,12 @@ PODS = Resource("", "v1", "pods", "Pod")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+# The cooldown memory of a namespaced install: a coordination Lease beside each set.
+SURPLUS_LEASES = ELECTION_LEASES
+# Core v1 Events, as controller-runtime's recorder writes them: the Role of Jumpstarter's
+# operator grants `events` in the core group only (`kubectl get events.events.k8s.io`
+# shows them too, `note` being their `message`).
+EVENTS = Resource("", "v1", "events", "Event")
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview"
@@ -76,8 +83,11 @@ REVIEWS = {r.path(): r for r in (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)}
 _READ = ("get", "list", "watch")
 
 ACCESS: tuple[Permission, ...] = (
-    # the pools: read, and the surplus-since annotation
-    Permission(EXPORTERSETS.group, "exportersets", (*_READ, "patch")),
+    # the pools: read, and (cluster-wide installs) the surplus-since annotation; a
+    # namespaced install keeps that memory in a Lease beside the set instead, so it needs
+    # no write to the set itself, as under the Role of Jumpstarter's operator
+    Permission(EXPORTERSETS.group, "exportersets", _READ),
+    Permission(EXPORTERSETS.group, "exportersets", ("patch",), modes=(CLUSTER,)),
     Permission(EXPORTERSETS.group, "exportersets/status", ("patch",)),
     Permission(CLASSES.group, "virtualtargetclasses", _READ),
     # the instances: created, fenced, annotated, detached (Retain), deleted
@@ -88,9 +98,13 @@ ACCESS: tuple[Permission, ...] = (
     Permission(PODS.group, "pods", (*_READ, "create", "patch", "delete")),
     # each instance's config Secret, and the token Jumpstarter's controller issued in the
     # Secret an Exporter's status names (a name known only at run time, so no
-    # resourceNames; the watch brings a rotated token to the config Secret at once, and
-    # the cache keeps only the `token` and `config.yaml` keys of any Secret)
-    Permission(SECRETS.group, "secrets", (*_READ, "create", "update")),
+    # resourceNames). RBAC cannot restrict a list or watch by label, so `list` and `watch`
+    # come only from the Roles of a namespaced install (a rotated token reaches the config
+    # Secret at once); a cluster-wide install reads both kinds by name, again every resync
+    # period (`reconciler.named`). Either cache keeps only the `token` and `config.yaml`
+    # keys of a Secret.
+    Permission(SECRETS.group, "secrets", ("get", "create", "update")),
+    Permission(SECRETS.group, "secrets", ("list", "watch"), modes=(NAMESPACED,)),
     # the CA bundle of the config: the class's caBundleConfigMapRef or the one a
     # Jumpstarter install publishes (the cache keeps only PEM certificate values)
     Permission(CONFIGMAPS.group, "configmaps", _READ),
@@ -98,6 +112,8 @@ ACCESS: tuple[Permission, ...] = (
     Permission(EVENTS.group, "events", ("create",)),
     # leader election, in the reconciler's own namespace only
     Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
+    # the cooldown memory of a namespaced install (`reconciler.surplus`)
+    Permission(SURPLUS_LEASES.group, "leases", ("get", "create", "patch"), modes=(NAMESPACED,)),
     # `/metrics` only for callers the apiserver authenticates and authorizes (scrape.auth)
     *SCRAPE_REVIEWS,
 )
@@ -113,8 +129,13 @@ WATCHED: tuple[Resource, ...] = (
 )
 
 
-def allowed(resource: Resource, verb: str, sub: str = "") -> bool:
+def allowed(resource: Resource, verb: str, sub: str = "", mode: str = CLUSTER) -> bool:
+    """The table grants `verb` on the resource (or its subresource) in install scope `mode`."""
     plural = f"{resource.plural}/{sub}" if sub else resource.plural
     return any(
-        p.api_group == resource.group and p.resource == plural and verb in p.verbs for p in ACCESS
+        p.api_group == resource.group
+        and p.resource == plural
+        and verb in p.verbs
+        and p.applies(mode)
+        for p in ACCESS
     )

@@ -1,6 +1,8 @@
 """List-and-watch caches of raw objects, with secondary indexes.
 
-Each `Informer` lists one resource, then watches from the list's resource version,
+Each `Informer` lists one resource (in every namespace, one, or each of a list: one
+list-and-watch loop per namespace, all feeding one store), then watches from the list's
+resource version,
 resuming every watch from the last version it saw (bookmarks included) and listing
 again only when the server answers 410 Gone. It counts its lists and watch restarts,
 and notes the last time the apiserver answered it, which the liveness probe reads.
@@ -16,13 +18,13 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from reconciler.access import Resource
 from reconciler.kube import ApiError, Kube, WatchExpired
 
-__all__ = ["Informer", "ObjKey", "keep_only", "key_of"]
+__all__ = ["Cache", "Informer", "ObjKey", "keep_only", "key_of"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,26 @@ Handler = Callable[[str, Obj, Obj | None], None]
 IndexFn = Callable[[Obj], Iterable[Any]]
 Transform = Callable[[Obj], Obj]
 Derive = Callable[[Obj], Any]
+
+
+class Cache(Protocol):
+    """What the controller, `virtualtarget plan` and the metrics use of a cache: an
+    `Informer`, or a `reconciler.named.NamedCache` where a resource may not be listed."""
+
+    resource: Resource
+    synced: threading.Event
+    relists: int
+    watch_restarts: int
+
+    def get(self, namespace: str, name: str) -> Obj | None: ...
+    def items(self) -> list[Obj]: ...
+    def apply(self, kind: str, obj: Obj) -> None: ...
+    def add_handler(self, handler: Handler) -> None: ...
+    def relist(self) -> None: ...
+    def run(self, stop: threading.Event) -> None: ...
+    def stalled_for(self, now: float | None = None) -> float: ...
+    def observed_write(self, obj: Obj) -> None: ...
+    def __len__(self) -> int: ...
 
 
 def key_of(obj: Obj) -> ObjKey:
@@ -74,6 +96,8 @@ class Informer:
         resource: Resource,
         namespace: str | None = None,
         label_selector: str | None = None,
+        *,
+        namespaces: Sequence[str] | None = None,
         watch_timeout: int = 240,
         retry_delay: float = 1.0,
         missing_retry: float = 2.0,
@@ -84,16 +108,23 @@ class Informer:
         kept beside each object (the planner's view), so a pass does not recompute it.
         A resource that is not served (a CRD installed later, Jumpstarter's Lease) is
         listed again after 0.5 s, doubling up to `missing_retry`: it is seen within
-        seconds of appearing, at the cost of one cheap 404 every few seconds until then."""
+        seconds of appearing, at the cost of one cheap 404 every few seconds until then.
+        `namespaces` lists and watches each of those namespaces (instead of `namespace`)."""
         self.kube, self.resource = kube, resource
-        self.namespace, self.label_selector = namespace, label_selector
+        # What each list-and-watch loop covers: None is every namespace.
+        self.streams: tuple[str | None, ...] = (
+            tuple(namespaces) if namespaces is not None else (namespace,)
+        )
+        self.label_selector = label_selector
         self.watch_timeout, self.retry_delay = watch_timeout, retry_delay
         self.missing_retry = missing_retry
-        self.synced = threading.Event()
-        self.resource_version = ""
+        self.synced = threading.Event()  # set once every loop has listed
+        self._synced_streams: set[str | None] = set()
+        self._versions: dict[str | None, str] = {}
         self.relists = 0
         self.watch_restarts = 0
-        self.last_contact = time.monotonic()  # the apiserver's last answer (list, event, 404)
+        # each loop's last answer from the apiserver (list, event, 404)
+        self._contact: dict[str | None, float] = dict.fromkeys(self.streams, time.monotonic())
         self.running = False
         self.transform, self.derive = transform, derive
         self._objects: dict[ObjKey, Obj] = {}
@@ -133,6 +164,9 @@ class Informer:
     def items(self) -> list[Obj]:
         with self._lock:
             return list(self._objects.values())
+
+    def observed_write(self, obj: Obj) -> None:
+        """The answer to a write of ours: the watch brings it, nothing to do."""
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -174,47 +208,88 @@ class Informer:
         for handler in self._handlers:
             handler(kind, new, old)
 
-    def replace(self, objs: list[Obj]) -> None:
-        """A fresh list: deletions for what vanished, updates for the rest."""
+    # -- running ---------------------------------------------------------------------
+    @property
+    def last_contact(self) -> float:
+        """When the loop that heard from the apiserver longest ago last did."""
+        return min(self._contact.values())
+
+    @last_contact.setter
+    def last_contact(self, value: float) -> None:
+        for stream in self._contact:
+            self._contact[stream] = value
+
+    def _mark_synced(self, stream: str | None) -> None:
+        self._synced_streams.add(stream)
+        if self._synced_streams.issuperset(self.streams):
+            self.synced.set()
+
+    def relist(self) -> None:
+        """List every namespace of the cache afresh."""
+        for stream in self.streams:
+            self._relist(stream)
+
+    def _relist(self, stream: str | None) -> None:
+        items, version = self.kube.list(self.resource, stream, self.label_selector)
+        self._contact[stream] = time.monotonic()
+        self.replace(items, stream)
+        self._versions[stream] = version
+        self.relists += 1
+        self._mark_synced(stream)
+
+    def replace(self, objs: list[Obj], namespace: str | None = None) -> None:
+        """A fresh list (of one namespace, or of all): deletions for what vanished from it,
+        updates for the rest."""
         fresh = {key_of(o): o for o in objs}
         with self._lock:
-            gone = [o for k, o in self._objects.items() if k not in fresh]
+            gone = [
+                o
+                for k, o in self._objects.items()
+                if k not in fresh and (namespace is None or k[0] == namespace)
+            ]
         for obj in gone:
             self.apply("DELETED", obj)
         for obj in objs:
             self.apply("MODIFIED", obj)
 
-    # -- running ---------------------------------------------------------------------
-    def relist(self) -> None:
-        items, version = self.kube.list(self.resource, self.namespace, self.label_selector)
-        self.last_contact = time.monotonic()
-        self.replace(items)
-        self.resource_version = version
-        self.relists += 1
-        self.synced.set()
-
     def stalled_for(self, now: float | None = None) -> float:
-        """Seconds since the apiserver last answered this loop (infinite once it ended)."""
+        """Seconds since the apiserver last answered a loop of this cache (infinite once
+        they ended)."""
         if not self.running:
             return float("inf")
         return (time.monotonic() if now is None else now) - self.last_contact
 
     def run(self, stop: threading.Event) -> None:
-        """List, then watch until `stop`; errors back off and resume, 410 relists."""
+        """List, then watch until `stop`; errors back off and resume, 410 relists. One
+        loop per namespace of the cache (the first on this thread)."""
         self.running = True
         try:
-            self._loop(stop)
+            others = [
+                threading.Thread(
+                    target=self._loop,
+                    args=(stop, stream),
+                    daemon=True,
+                    name=f"{self.resource.plural}-{stream}",
+                )
+                for stream in self.streams[1:]
+            ]
+            for thread in others:
+                thread.start()
+            self._loop(stop, self.streams[0])
+            for thread in others:
+                thread.join()
         finally:
             self.running = False
 
-    def _loop(self, stop: threading.Event) -> None:
+    def _loop(self, stop: threading.Event, stream: str | None) -> None:
         need_list = True
         missing_wait = 0.5
         first_watch = True
+        where = f"{self.resource.plural}{f' in {stream}' if stream else ''}"
         while not stop.is_set():
             try:
                 if need_list:
-                    self.relist()
+                    self._relist(stream)
                     need_list = False
                     missing_wait = 0.5
                 if not first_watch:
@@ -222,37 +297,37 @@ class Informer:
                 first_watch = False
                 for kind, obj in self.kube.watch(
                     self.resource,
-                    self.namespace,
-                    self.resource_version,
+                    stream,
+                    self._versions.get(stream, ""),
                     self.label_selector,
                     self.watch_timeout,
                 ):
-                    self.last_contact = time.monotonic()
+                    self._contact[stream] = time.monotonic()
                     version = (obj.get("metadata") or {}).get("resourceVersion")
                     if kind != "BOOKMARK":
                         obj.setdefault("apiVersion", self.resource.api_version)
                         obj.setdefault("kind", self.resource.kind)
                         self.apply(kind, obj)
                     if version:
-                        self.resource_version = version
+                        self._versions[stream] = version
                     if stop.is_set():
                         return
-                self.last_contact = time.monotonic()  # a watch the server ended in time
+                self._contact[stream] = time.monotonic()  # a watch the server ended in time
             except WatchExpired:
-                log.info("%s: resource version expired, listing again", self.resource.plural)
+                log.info("%s: resource version expired, listing again", where)
                 need_list = True
             except ApiError as exc:
                 if exc.status == 404 and need_list:
                     # Not installed (yet): an empty cache until the resource appears.
-                    self.last_contact = time.monotonic()
-                    if not self.synced.is_set():
-                        log.warning("%s: not served (%s); retrying", self.resource.plural, exc)
-                    self.synced.set()
+                    self._contact[stream] = time.monotonic()
+                    if stream not in self._synced_streams:
+                        log.warning("%s: not served (%s); retrying", where, exc)
+                    self._mark_synced(stream)
                     stop.wait(missing_wait)
                     missing_wait = min(missing_wait * 2, self.missing_retry)
                 else:
-                    log.warning("%s: %s; retrying", self.resource.plural, exc)
+                    log.warning("%s: %s; retrying", where, exc)
                     stop.wait(self.retry_delay)
             except Exception as exc:  # network errors, apiserver restarts
-                log.warning("%s: watch failed (%s); retrying", self.resource.plural, exc)
+                log.warning("%s: watch failed (%s); retrying", where, exc)
                 stop.wait(self.retry_delay)

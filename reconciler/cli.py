@@ -29,11 +29,13 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags
+from reconciler.named import DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
 
 if TYPE_CHECKING:
     from reconciler.controller import Controller
     from reconciler.kube import Kube
+    from reconciler.scope import Scope
 
 __all__ = ["DEFAULT_PROVISIONER", "WATCH_STALL_BOUND", "configure", "run"]
 
@@ -50,7 +52,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PROVISIONER,
         help="handle only sets whose class names this provisioner (default: %(default)s)",
     )
-    parser.add_argument("--namespace", help="watch only this namespace (default: all)")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        metavar="NS[,NS...]",
+        help="watch pools only in these namespaces (repeat or comma-separate; default: "
+        "$NAMESPACE, else every namespace)",
+    )
+    parser.add_argument(
+        "--secret-resync",
+        type=float,
+        default=DEFAULT_RESYNC,
+        metavar="SECONDS",
+        help="watching every namespace, read each needed Secret by name again this often "
+        "(the bound on a rotated token reaching its config Secret; default: %(default)s)",
+    )
     # A pass mostly waits on the apiserver (its writes), so passes overlap well: with 100
     # pools leased at once, 4 workers refilled in 0.5 s at the median where 2 took 1 s.
     parser.add_argument(
@@ -61,8 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--leader-election-namespace",
-        default=os.environ.get("POD_NAMESPACE", "default"),
-        help="namespace of the leader Lease (default: $POD_NAMESPACE or default)",
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the one namespace "
+        "watched, else default)",
     )
     parser.add_argument("--leader-election-id", default="exporterset-reconciler")
     parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
@@ -147,25 +163,84 @@ def _metrics_tls(cert_dir: Path | None) -> ssl.SSLContext:
     return CertificateReloader(cert_dir).serving_context()
 
 
+def election_namespace(explicit: str | None, scope: Scope) -> str:
+    """Where the leader Lease lives: as given, else the Pod's namespace, else the one
+    namespace watched (a one-namespace install keeps everything there), else default."""
+    if explicit:
+        return explicit
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if scope.namespaces is not None and len(scope.namespaces) == 1:
+        return scope.namespaces[0]
+    return "default"
+
+
+def _timestamp(created: float, encoding: str) -> float | int | str:
+    """A record's time as zap's time encoders write it (`--zap-time-encoding`)."""
+    from datetime import UTC, datetime
+
+    if encoding == "millis":
+        return created * 1000
+    if encoding == "nano":
+        return int(created * 1_000_000_000)
+    moment = datetime.fromtimestamp(created, UTC)
+    if encoding == "iso8601":
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if encoding == "rfc3339":
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if encoding == "rfc3339nano":
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return created  # epoch: seconds, zap's production default
+
+
+def setup_logging(level: int, json_lines: bool = False, time_encoding: str = "epoch") -> None:
+    """Lines with time, level and logger; `json_lines` one JSON object per line (the
+    zap encoder `json` of controller-runtime's flags), its time in `time_encoding`."""
+    handler = logging.StreamHandler()
+    if json_lines:
+        import json
+
+        class Json(logging.Formatter):
+            def format(self, record: logging.LogRecord) -> str:
+                entry = {
+                    "ts": _timestamp(record.created, time_encoding),
+                    "level": record.levelname.lower(),
+                    "logger": record.name,
+                    "msg": record.getMessage(),
+                }
+                if record.exc_info:
+                    entry["stacktrace"] = self.formatException(record.exc_info)
+                return json.dumps(entry)
+
+        handler.setFormatter(Json())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
 def _addresses(args: argparse.Namespace) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
     return parse_address(args.metrics_bind_address), parse_address(args.health_probe_bind_address)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if not getattr(args, "logging_set", False):
+        setup_logging(logging.DEBUG if args.verbose else logging.INFO)
     from reconciler.controller import Controller
     from reconciler.kube import ConfigError, Kube, api_client
     from reconciler.leader import ElectionConfig, Elector
     from reconciler.metrics import ReconcilerMetrics
     from reconciler.provisioners import provisioner
+    from reconciler.scope import Scope
 
     try:
         plugin = provisioner(args.provisioner)
     except KeyError as exc:
         return _fail(str(exc.args[0]))
+    try:
+        scope = Scope.from_args(args.namespace)
+    except ValueError as exc:
+        return _fail(str(exc))
+    lease_namespace = election_namespace(args.leader_election_namespace, scope)
     try:
         metrics_address, health_address = _addresses(args)
     except ValueError as exc:
@@ -178,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
         client = api_client(args.kubeconfig)
     except ConfigError as exc:
         return _fail(str(exc))
-    kube = Kube(client)
+    kube = Kube(client, mode=scope.mode)
+    if scope.namespaces is not None:
+        kube.write_namespaces = frozenset((*scope.namespaces, lease_namespace))
     stop = threading.Event()
     lost = threading.Event()
 
@@ -189,7 +266,12 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     controller = Controller(
-        kube, plugin, namespace=args.namespace, workers=args.workers, image_policy=image_policy
+        kube,
+        plugin,
+        workers=args.workers,
+        image_policy=image_policy,
+        scope=scope,
+        secret_resync=args.secret_resync,
     )
     elector = None
     if not args.no_leader_election:
@@ -197,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         elector = Elector(
             Kube(client),
             ElectionConfig(
-                namespace=args.leader_election_namespace,
+                namespace=lease_namespace,
                 name=args.leader_election_id,
                 identity=os.environ.get("POD_NAME", ""),
                 lease_duration=args.lease_duration,
@@ -219,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
     servers: list[Server] = []
     log = logging.getLogger(__name__)
     log.info(image_policy.describe() if image_policy else "no image allow-list: any image")
+    how = "Secrets watched" if scope.namespaces is not None else "Secrets read by name"
+    log.info("watching pools in %s (%s)", scope.describe(), how)
     try:
         if health_address is not None:
             servers.append(serve(health_address, _probes(controller)))

@@ -9,7 +9,11 @@ that acts logs its plan in the planner's words (`reconciler.explain`).
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the reading and planning half of `sync`.
 
-Scope: a set is handled when its class names this process's provisioner, or when its
+Scope (`reconciler.scope`): the caches cover one namespace, a list, or the cluster; in a
+cluster-wide install Secrets are read by name (`reconciler.named`), and in a namespaced
+one the cooldown memory is a Lease beside each set (`reconciler.surplus`).
+
+Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
 the same words, so several provisioners never flap over it).
 """
@@ -20,10 +24,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
+from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
 from api.labels import selector_matches
 from api.provisioners.check import check_parameters
@@ -47,7 +53,7 @@ from reconciler.adapt import (
     pod_view,
     pool_view,
 )
-from reconciler.cache import Informer, ObjKey, keep_only, key_of
+from reconciler.cache import Cache, Informer, ObjKey, keep_only, key_of
 from reconciler.configsync import ConfigSync
 from reconciler.credentials import (
     ca_source,
@@ -59,16 +65,20 @@ from reconciler.credentials import (
 from reconciler.executor import Executor
 from reconciler.explain import UPDATE_STATUS, explain
 from reconciler.imagecheck import images_condition
+from reconciler.jumpstarter import config_secret_name
 from reconciler.keys import INSTANCE_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
+from reconciler.named import DEFAULT_RESYNC, NamedCache
 from reconciler.observe import Observation
 from reconciler.planner import Plan, instance_labels, plan
 from reconciler.provisioners.base import Provisioner
 from reconciler.render import Credentials, merged_parameters
+from reconciler.scope import Scope
+from reconciler.surplus import SurplusLeases
 from reconciler.workqueue import WorkQueue
 
-__all__ = ["LANE_STEPS", "Controller", "Lane"]
+__all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +121,19 @@ class Controller:
         namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         workers: int = 2,
+        *,
         image_policy: ImagePolicy | None = None,
+        scope: Scope | None = None,
+        secret_resync: float = DEFAULT_RESYNC,
     ) -> None:
+        """`scope` (default: `namespace` alone, else the cluster) is what the caches
+        cover; `secret_resync` how often a cluster-wide install reads each Secret again."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.image_policy = image_policy  # the administrator's allow-list; None: any image
+        if scope is None:
+            scope = Scope((namespace,)) if namespace else Scope()
+        self.scope = scope
+        kube.mode = scope.mode  # the calls the access table grants in this scope
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
         self.configs = ConfigSync()
@@ -141,10 +160,34 @@ class Controller:
             },
             JUMPSTARTER_LEASES: {"derive": lease_view},
         }
-        self.informers: dict[Resource, Informer] = {
-            r: Informer(kube, r, namespace, **shape.get(r, {})) for r in WATCHED
+        self.secrets: Cache
+        if not secrets_by_name(scope):
+            watched = WATCHED
+        else:
+            watched = tuple(r for r in WATCHED if r != SECRETS)
+        # The caches that list and watch (every resource but Secrets cluster-wide).
+        self.watches: dict[Resource, Informer] = {
+            r: Informer(kube, r, namespaces=scope.namespaces, **shape.get(r, {}))
+            if scope.namespaces is not None
+            else Informer(kube, r, **shape.get(r, {}))
+            for r in watched
         }
-        sets, exporters = self.informers[EXPORTERSETS], self.informers[EXPORTERS]
+        if SECRETS in self.watches:
+            self.secrets = self.watches[SECRETS]
+        else:
+            self.secrets = NamedCache(
+                kube,
+                SECRETS,
+                secret_resync,
+                transform=keep_credentials,
+                after=self.watches[EXPORTERS].synced,
+            )
+        self.informers: dict[Resource, Cache] = {
+            r: self.watches.get(r, self.secrets) for r in WATCHED
+        }
+        # Where the cooldown memory lives when the set itself may not be written.
+        self.surplus = SurplusLeases(kube) if scope.mode == NAMESPACED else None
+        sets, exporters = self.watches[EXPORTERSETS], self.watches[EXPORTERS]
         sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
         sets.add_index(
             "class",
@@ -160,26 +203,48 @@ class Controller:
             "credential",
             lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
         )
-        self.informers[PODS].add_index(
+        self.watches[PODS].add_index(
             "set",
             lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(SET_LABEL))],
         )
-        self.informers[JUMPSTARTER_LEASES].add_index(
+        self.watches[JUMPSTARTER_LEASES].add_index(
             "namespace", lambda o: [_meta(o).get("namespace")]
         )
         sets.add_handler(self._on_set)
+        if isinstance(self.secrets, NamedCache):
+            exporters.add_handler(self._track_secrets)
         exporters.add_handler(self._on_owned)
-        self.informers[PODS].add_handler(self._on_pod)
-        self.informers[JUMPSTARTER_LEASES].add_handler(self._on_lease)
-        self.informers[CLASSES].add_handler(self._on_class)
-        self.informers[SECRETS].add_handler(self._on_secret)
-        self.informers[CONFIGMAPS].add_handler(self._on_configmap)
+        self.watches[PODS].add_handler(self._on_pod)
+        self.watches[JUMPSTARTER_LEASES].add_handler(self._on_lease)
+        self.watches[CLASSES].add_handler(self._on_class)
+        self.secrets.add_handler(self._on_secret)
+        self.watches[CONFIGMAPS].add_handler(self._on_configmap)
 
     # -- event routing -------------------------------------------------------------------
     def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
         if kind == "DELETED":
             self.plans.pop(_key(new), None)  # its metric series go with it
+            if self.surplus is not None:
+                self.surplus.forget(str(_meta(new).get("uid", "")))
         self.queue.add(_key(new))
+
+    def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
+        """Read by name the two Secrets of a pool's instance: the credential Secret its
+        status names and its config Secret (before the handlers that may plan with them)."""
+        named = self.secrets
+        assert isinstance(named, NamedCache)
+        if not any(True for _ in _owner_set(new)):
+            return
+        namespace, name = key_of(new)
+        credential = credential_secret_name(new)
+        if kind == "DELETED":
+            named.untrack(namespace, config_secret_name(name))
+            if credential:
+                named.untrack(namespace, credential)
+            return
+        named.track(namespace, config_secret_name(name))
+        if credential:
+            named.track(namespace, credential)
 
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
@@ -206,12 +271,12 @@ class Controller:
         first."""
         namespace = _meta(new).get("namespace", "")
         views = [lease_view(lease) for lease in (new, old) if lease is not None]
-        exporters = self.informers[EXPORTERS]
+        exporters = self.watches[EXPORTERS]
         for view in views:
             exporter = exporters.get(namespace, view.exporter) if view.exporter else None
             for key in _owner_set(exporter) if exporter is not None else ():
                 self.queue.add(key, Lane.REFILL)
-        for exporter_set in self.informers[EXPORTERSETS].by_index("namespace", namespace):
+        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
             name = _meta(exporter_set).get("name", "")
             template = ((exporter_set.get("spec") or {}).get("template") or {}).get("metadata")
             labels = instance_labels(name, (template or {}).get("labels") or {})
@@ -224,7 +289,7 @@ class Controller:
 
     def _on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
         key = (_meta(new).get("namespace"), _meta(new).get("name"))
-        for exporter_set in self.informers[EXPORTERSETS].by_index("class", key):
+        for exporter_set in self.watches[EXPORTERSETS].by_index("class", key):
             self.queue.add(_key(exporter_set))
 
     def _on_secret(self, kind: str, new: Obj, _old: Obj | None) -> None:
@@ -233,7 +298,7 @@ class Controller:
         someone) wakes its own pool."""
         namespace = _meta(new).get("namespace", "")
         lane = Lane.PODS if kind == "ADDED" else Lane.ORDINARY
-        for exporter in self.informers[EXPORTERS].by_index("credential", key_of(new)):
+        for exporter in self.watches[EXPORTERS].by_index("credential", key_of(new)):
             for key in _owner_set(exporter):
                 self.queue.add(key, lane)
         owner = (_meta(new).get("labels") or {}).get(SET_LABEL)
@@ -243,9 +308,9 @@ class Controller:
     def _on_configmap(self, _kind: str, new: Obj, _old: Obj | None) -> None:
         """A CA bundle changed: wake the pools whose class trusts that ConfigMap."""
         namespace, name = key_of(new)
-        for exporter_set in self.informers[EXPORTERSETS].by_index("namespace", namespace):
+        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
             class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
-            klass = self.informers[CLASSES].get(namespace, class_name)
+            klass = self.watches[CLASSES].get(namespace, class_name)
             if klass is not None and ca_source(klass)[0] == name:
                 self.queue.add(_key(exporter_set))
 
@@ -255,13 +320,17 @@ class Controller:
         meta = _meta(exporter_set)
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
         class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
-        klass = self.informers[CLASSES].get(namespace, class_name)
+        klass = self.watches[CLASSES].get(namespace, class_name)
         if (
             klass is not None
             and (klass.get("spec") or {}).get("provisioner") != self.provisioner.name
         ):
             return None
         pool, problem = pool_view(exporter_set)
+        if self.surplus is not None:
+            ours, since = self.surplus.since(exporter_set)
+            if ours:
+                pool = replace(pool, surplus_since=since)
         if klass is None:
             problem = problem or (
                 "ClassNotFound",
@@ -273,7 +342,7 @@ class Controller:
             ).errors
             if errors:
                 problem = ("InvalidParameters", "; ".join(map(str, errors)))
-        exporters = self.informers[EXPORTERS]
+        exporters = self.watches[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
         owned_names = {e.name for e in owned}
         family = exporters.derived_by_index("family", (namespace, name))
@@ -287,10 +356,8 @@ class Controller:
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
             exporters=owned,
-            pods=tuple(self.informers[PODS].derived_by_index("set", (namespace, name))),
-            leases=tuple(
-                self.informers[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
-            ),
+            pods=tuple(self.watches[PODS].derived_by_index("set", (namespace, name))),
+            leases=tuple(self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)),
             taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
             awaiting=awaiting,
@@ -304,7 +371,7 @@ class Controller:
 
     def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
         """An Exporter's credentials from the caches, or why it has none yet."""
-        return resolve(exporter, klass, self.informers[SECRETS].get, self.informers[CONFIGMAPS].get)
+        return resolve(exporter, klass, self.secrets.get, self.watches[CONFIGMAPS].get)
 
     def decide(
         self, exporter_set: Obj, now: datetime
@@ -316,9 +383,7 @@ class Controller:
         observed = self.observe(exporter_set)
         if observed is None:
             class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
-            klass = self.informers[CLASSES].get(
-                _meta(exporter_set).get("namespace", ""), class_name
-            )
+            klass = self.watches[CLASSES].get(_meta(exporter_set).get("namespace", ""), class_name)
             theirs = ((klass or {}).get("spec") or {}).get("provisioner")
             return f"its class names provisioner {theirs}, not {self.provisioner.name}"
         observation, klass = observed
@@ -327,7 +392,7 @@ class Controller:
     def sync(self, key: ObjKey, lane: Lane = Lane.ORDINARY) -> Plan | None:
         """One pass over the set; in a lane above the ordinary one it carries out only the
         steps that lane is for (the rest of the pass is left to an ordinary one)."""
-        exporter_set = self.informers[EXPORTERSETS].get(*key)
+        exporter_set = self.watches[EXPORTERSETS].get(*key)
         now = self.clock()
         decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(decided, str):
@@ -340,7 +405,7 @@ class Controller:
             for step in explain(result):
                 quiet = step.verb == UPDATE_STATUS
                 log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
-        exporters, secrets = self.informers[EXPORTERS], self.informers[SECRETS]
+        exporters, secrets = self.watches[EXPORTERS], self.secrets
         executor = Executor(
             self.kube,
             self.provisioner,
@@ -351,6 +416,8 @@ class Controller:
             credentials=lambda e: self.credentials(e, klass or {}),
             cached_secret=lambda n: secrets.get(key[0], n),
             configs=self.configs,
+            observed_secret=secrets.observed_write,
+            surplus=self.surplus,
         )
         self.plans[key] = result
         if lane in LANE_STEPS:
@@ -429,7 +496,7 @@ class Controller:
             while not informer.synced.wait(0.2):
                 if stop.is_set():
                     return
-        for exporter_set in self.informers[EXPORTERSETS].items():
+        for exporter_set in self.watches[EXPORTERSETS].items():
             self.queue.add(_key(exporter_set))
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
@@ -441,6 +508,12 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
+
+
+def secrets_by_name(scope: Scope) -> bool:
+    """Whether the Secret cache reads by name: cluster-wide, where RBAC would otherwise
+    let it read every Secret in the cluster (namespaced installs watch theirs)."""
+    return scope.mode != NAMESPACED
 
 
 def _issued(exporter: Obj) -> bool:

@@ -3,6 +3,11 @@ reconciler did to it and why.
 
 Building an event is pure; emitting one is best effort: a pool is never left half-done
 because its event could not be written.
+
+They are core v1 Events, as controller-runtime's recorder writes them, so the Role that
+Jumpstarter's operator gives an exporter-set controller (events in the core group)
+allows them. With `eventTime` and the reporting fields set, the apiserver serves them as
+`events.k8s.io/v1` too (`involvedObject` as `regarding`, `message` as `note`).
 """
 
 from __future__ import annotations
@@ -40,19 +45,19 @@ def build_event(
     related: dict[str, Any] | None = None,
     warning: bool = False,
 ) -> dict[str, Any]:
-    """An `events.k8s.io/v1` Event about `regarding` (the ExporterSet)."""
+    """A core v1 Event about `regarding` (the ExporterSet)."""
     reference = _reference(regarding)
     event: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1",
+        "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{reference['name']}-", "namespace": reference["namespace"]},
         "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": REPORTING_CONTROLLER,
+        "reportingComponent": REPORTING_CONTROLLER,
         "reportingInstance": _REPORTING_INSTANCE,
         "action": action,
         "reason": reason,
-        "regarding": reference,
-        "note": note[:1024],  # the API refuses longer notes
+        "involvedObject": reference,
+        "message": note[:1024],  # the API refuses longer notes
         "type": "Warning" if warning else "Normal",
     }
     if related is not None:

@@ -55,6 +55,7 @@ from reconciler.render import (
     instance_context,
     render_exporter,
 )
+from reconciler.surplus import SurplusLeases
 from reconciler.timefmt import format_time
 
 __all__ = ["Executor"]
@@ -76,6 +77,10 @@ class Executor:
     credentials: Callable[[Obj], Credentials | str]
     cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
     configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
+    # the answer to each config Secret write, for a cache that does not watch Secrets
+    observed_secret: Callable[[Obj], None] = lambda _obj: None
+    # a namespaced install's cooldown memory (`reconciler.surplus`); else the annotation
+    surplus: SurplusLeases | None = None
     writes: int = 0
 
     @property
@@ -120,6 +125,9 @@ class Executor:
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
+            case SetSurplusSince(since) if self.surplus is not None:
+                memory = self.surplus
+                self._write(lambda: memory.remember(self.exporter_set, since))
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 patch: Obj = {"metadata": {"annotations": {SURPLUS_SINCE: value}}}
@@ -204,17 +212,23 @@ class Executor:
             return
         if current is None:
             try:
-                self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
+                self.observed_secret(
+                    self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
+                )
                 return
             except ApiError as exc:
                 if exc.status != 409:
                     raise
             current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
             if current is None or same_secret(current, wanted):
+                if current is not None:
+                    self.observed_secret(current)
                 return
         version = (current.get("metadata") or {}).get("resourceVersion")
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
-        self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
+        self.observed_secret(
+            self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
+        )
 
     def _delete_pod_if_stale(self, name: str) -> None:
         pod = self.kube.get(PODS, self.namespace, name)

@@ -8,7 +8,9 @@ rather than in a cluster with generated RBAC.
 Writes are counted by verb and resource (a metric), and each one is preceded by the
 `may_write` check, if one is set: leader election sets it, so a leader that has not
 renewed its Lease in time (a process that was paused, say) sends no write at all, as
-late as the moment before the request leaves.
+late as the moment before the request leaves. A write into a namespace outside
+`write_namespaces` (the scope and the leader Lease's namespace, when the scope is not
+the whole cluster) is refused the same way, so the writes follow the scope.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.watch.watch import iter_resp_lines
 
+from api.access import CLUSTER
 from reconciler.access import Resource, allowed
 
 __all__ = ["ApiError", "ConfigError", "Kube", "NotLeading", "WatchExpired", "api_client"]
@@ -78,17 +81,25 @@ def api_client(kubeconfig: str | None) -> ApiClient:
 
 
 class Kube:
-    def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: ApiClient, request_timeout: float = 30.0, mode: str = CLUSTER
+    ) -> None:
         self.api = api_client
         self.timeout = request_timeout
+        self.mode = mode  # the install scope whose access-table entries apply
         self.may_write: Callable[[], bool] | None = None
+        self.write_namespaces: frozenset[str] | None = None  # None: any namespace
         # (verb, resource plural with its subresource) -> writes sent
         self.writes: dict[tuple[str, str], int] = {}
         self._writes_lock = threading.Lock()
 
-    def _count(self, method: str, resource: Resource, sub: str) -> None:
+    def _count(self, method: str, resource: Resource, sub: str, namespace: str) -> None:
         if self.may_write is not None and not self.may_write():
             raise NotLeading(f"{_VERBS[method]} {resource.plural}: not the leader any more")
+        if self.write_namespaces is not None and namespace not in self.write_namespaces:
+            raise PermissionError(
+                f"{_VERBS[method]} {resource.plural} in namespace {namespace!r}: outside the scope"
+            )
         key = (_VERBS[method], f"{resource.plural}/{sub}" if sub else resource.plural)
         with self._writes_lock:
             self.writes[key] = self.writes.get(key, 0) + 1
@@ -120,11 +131,11 @@ class Kube:
             raise ApiError(response.status, status.get("reason", ""), status.get("message", ""))
         return json.loads(data) if data else {}
 
-    @staticmethod
-    def _check(resource: Resource, verb: str, sub: str = "") -> None:
-        if not allowed(resource, verb, sub):
+    def _check(self, resource: Resource, verb: str, sub: str = "") -> None:
+        if not allowed(resource, verb, sub, self.mode):
             raise PermissionError(
                 f"{verb} {resource.plural}{'/' + sub if sub else ''} is not in ACCESS"
+                f" for a {self.mode} install"
             )
 
     def list(
@@ -190,7 +201,7 @@ class Kube:
 
     def create(self, resource: Resource, namespace: str, body: Obj) -> Obj:
         self._check(resource, "create")
-        self._count("POST", resource, "")
+        self._count("POST", resource, "", namespace)
         result: Obj = self._call("POST", resource.path(namespace), body=body)
         return result
 
@@ -206,7 +217,7 @@ class Kube:
     ) -> Obj:
         """A JSON merge patch; include metadata.resourceVersion to make it conditional."""
         self._check(resource, "patch", sub)
-        self._count("PATCH", resource, sub)
+        self._count("PATCH", resource, sub, namespace)
         result: Obj = self._call(
             "PATCH",
             resource.path(namespace, name, sub),
@@ -217,14 +228,14 @@ class Kube:
 
     def update(self, resource: Resource, namespace: str, name: str, body: Obj) -> Obj:
         self._check(resource, "update")
-        self._count("PUT", resource, "")
+        self._count("PUT", resource, "", namespace)
         result: Obj = self._call("PUT", resource.path(namespace, name), body=body)
         return result
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete (only the object with `uid` when given); False when it was already gone."""
         self._check(resource, "delete")
-        self._count("DELETE", resource, "")
+        self._count("DELETE", resource, "", namespace)
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}

@@ -33,7 +33,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from reconciler.buckets import Bucket
-from reconciler.cache import Informer, ObjKey
+from reconciler.cache import Cache, ObjKey
 from reconciler.kube import Kube
 from reconciler.planner import Plan
 from reconciler.workqueue import WorkQueue
@@ -73,7 +73,7 @@ class ReconcileStats:
 class ReconcilerMetrics(Collector):
     queue: WorkQueue[ObjKey]
     reconciles: ReconcileStats
-    informers: Mapping[str, Informer]  # by resource plural
+    informers: Mapping[str, Cache]  # by resource plural
     kube: Kube
     plans: Callable[[], Iterable[tuple[ObjKey, Plan]]]  # the last plan of every set
     leading: Callable[[], bool]

@@ -1,13 +1,25 @@
-"""Generate `deploy/base/rbac/` from the components' API access tables.
+"""Generate `deploy/base/rbac/` and the reconciler's scope components from the
+components' API access tables.
 
 Each component lists every API call it makes once, in its `access` module
 (`webhook.access.ACCESS`, `reconciler.access.ACCESS`, entries of `api.access.Permission`).
-This module turns those tables into a ClusterRole (and, for calls confined to the
-component's own namespace, a Role) with their bindings, so RBAC grants exactly what the
-code uses. `make crds` runs it; a test checks the committed files equal its output.
+This module turns those tables into RBAC, so RBAC grants exactly what the code uses:
 
-    python -m virtualtarget.rbac           # rewrite deploy/base/rbac/
+- `deploy/base/rbac/`: the cluster-wide install, a ClusterRole per component (and, for
+  calls confined to the component's own namespace, a Role) with their bindings;
+- `deploy/components/scope-namespace/`: the reconciler watching only its own namespace
+  (`NAMESPACE` from its Pod): everything in a Role there, the ClusterRole left with the
+  cluster-scoped reviews, and the namespace's Pod Security level lowered to what the
+  pools' Pods need (`POD_SECURITY_LEVEL`);
+- `deploy/components/scope-namespaces/`: the reconciler watching a listed set of
+  namespaces, a Role and RoleBinding in each (committed for the example list
+  `EXAMPLE_NAMESPACES`; `--namespaces` writes one for yours).
+
+`make crds` runs it; a test checks the committed files equal its output.
+
+    python -m virtualtarget.rbac           # rewrite deploy/base/rbac/ and the components
     python -m virtualtarget.rbac --check   # exit 1 if the committed files are stale
+    python -m virtualtarget.rbac --namespaces lab-a,lab-b --out deploy/components/mine
 """
 
 from __future__ import annotations
@@ -21,12 +33,31 @@ from typing import Any
 
 import yaml
 
-from api.access import Permission, merge
+from api.access import CLUSTER, NAMESPACED, Permission, merge
+from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from virtualtarget.deploy_render import REPO, WEBHOOK_NAMESPACE
 
-__all__ = ["COMPONENTS", "RBAC_DIR", "generate", "main", "render_component"]
+__all__ = [
+    "COMPONENTS",
+    "EXAMPLE_NAMESPACES",
+    "RBAC_DIR",
+    "SCOPE_COMPONENTS",
+    "generate",
+    "generate_scope",
+    "main",
+    "render_component",
+]
 
 RBAC_DIR = REPO / "deploy" / "base" / "rbac"
+COMPONENTS_DIR = REPO / "deploy" / "components"
+# The listed-namespaces component as committed: an example; regenerate it for yours.
+EXAMPLE_NAMESPACES = ("lab-a", "lab-b")
+# component folder -> the pool namespaces it grants (() = the reconciler's own namespace)
+SCOPE_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "scope-namespace": (),
+    "scope-namespaces": EXAMPLE_NAMESPACES,
+}
+SCOPED = "reconciler"  # the component whose scope the components choose
 # component -> the module holding its ACCESS table. Its ServiceAccount, roles and
 # bindings are all named `virtualtarget-<component>`.
 COMPONENTS = {"webhook": "webhook.access", "reconciler": "reconciler.access"}
@@ -41,39 +72,141 @@ def _rules(permissions: Sequence[Permission]) -> list[dict[str, Any]]:
     ]
 
 
-def _role_and_binding(kind: str, name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    namespaced = {"namespace": WEBHOOK_NAMESPACE} if kind == "Role" else {}
-    return [
-        {
-            "apiVersion": RBAC_API,
-            "kind": kind,
-            "metadata": {"name": name, **namespaced},
-            "rules": rules,
-        },
-        {
-            "apiVersion": RBAC_API,
-            "kind": f"{kind}Binding",
-            "metadata": {"name": name, **namespaced},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": WEBHOOK_NAMESPACE}],
-        },
-    ]
+def _role(kind: str, name: str, namespace: str | None, rules: list[dict[str, Any]]) -> Any:
+    namespaced = {"namespace": namespace} if namespace else {}
+    return {
+        "apiVersion": RBAC_API,
+        "kind": kind,
+        "metadata": {"name": name, **namespaced},
+        "rules": rules,
+    }
 
 
-def render_component(component: str, access: Sequence[Permission]) -> list[dict[str, Any]]:
-    """The RBAC objects granting `access` to the component's ServiceAccount."""
+def _binding(kind: str, name: str, namespace: str | None) -> dict[str, Any]:
+    namespaced = {"namespace": namespace} if namespace else {}
+    return {
+        "apiVersion": RBAC_API,
+        "kind": f"{kind}Binding",
+        "metadata": {"name": name, **namespaced},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": WEBHOOK_NAMESPACE}],
+    }
+
+
+def split(
+    access: Sequence[Permission], mode: str, namespaces: Sequence[str]
+) -> tuple[list[Permission], dict[str, list[Permission]]]:
+    """What the ClusterRole grants, and what a Role grants in each namespace, for a
+    component in install scope `mode` (serving `namespaces` when namespaced)."""
+    applicable = [p for p in access if p.applies(mode)]
+    roles: dict[str, list[Permission]] = {}
+    own = [p for p in applicable if p.own_namespace]
+    if own:
+        roles[WEBHOOK_NAMESPACE] = own
+    if mode == CLUSTER:
+        return [p for p in applicable if not p.own_namespace], roles
+    pools = [p for p in applicable if not p.own_namespace and not p.cluster_scoped]
+    for namespace in namespaces:
+        roles[namespace] = roles.get(namespace, []) + pools
+    return [p for p in applicable if p.cluster_scoped], roles
+
+
+def render_component(
+    component: str,
+    access: Sequence[Permission],
+    mode: str = CLUSTER,
+    namespaces: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The RBAC objects granting `access` to the component's ServiceAccount in install
+    scope `mode`; a namespaced one serves `namespaces` (a Role and RoleBinding in each)."""
     name = f"virtualtarget-{component}"
+    cluster, roles = split(access, mode, namespaces)
     objects: list[dict[str, Any]] = []
-    cluster = [p for p in access if not p.own_namespace]
-    local = [p for p in access if p.own_namespace]
     if cluster:
-        objects += _role_and_binding("ClusterRole", name, _rules(cluster))
-    if local:
-        objects += _role_and_binding("Role", name, _rules(local))
+        objects += [
+            _role("ClusterRole", name, None, _rules(cluster)),
+            _binding("ClusterRole", name, None),
+        ]
+    for namespace, permissions in roles.items():
+        objects += [
+            _role("Role", name, namespace, _rules(permissions)),
+            _binding("Role", name, namespace),
+        ]
     return objects
 
 
-def _dump(objects: list[dict[str, Any]]) -> str:
+def generate_scope(namespaces: Sequence[str]) -> dict[str, str]:
+    """File name -> content of a kustomize Component that turns the base's cluster-wide
+    reconciler into one serving `namespaces` (none: its own namespace, named by the Pod's
+    `NAMESPACE`): the base's ClusterRole and own-namespace Role get the rules of that
+    scope, the other namespaces a Role and RoleBinding each, and the Deployment its scope."""
+    access = _tables()[SCOPED]
+    name = f"virtualtarget-{SCOPED}"
+    cluster, roles = split(access, NAMESPACED, tuple(namespaces) or (WEBHOOK_NAMESPACE,))
+    header = HEADER.format(source=f"{COMPONENTS[SCOPED]}.ACCESS")
+    container = "/spec/template/spec/containers/0"
+    scope: dict[str, Any]
+    if namespaces:
+        scope = {
+            "op": "add",
+            "path": f"{container}/args/-",
+            "value": f"--namespace={','.join(namespaces)}",
+        }
+    else:
+        env = {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+        scope = {"op": "add", "path": f"{container}/env/-", "value": env}
+    rbac = "rbac.authorization.k8s.io"
+    patches: dict[str, tuple[str, str, str, list[Any]]] = {
+        "clusterrole-rules.yaml": (rbac, "ClusterRole", name, [_replace_rules(cluster)]),
+        "role-rules.yaml": (rbac, "Role", name, [_replace_rules(roles.pop(WEBHOOK_NAMESPACE))]),
+        "deployment-scope.yaml": ("apps", "Deployment", name, [scope]),
+    }
+    if not namespaces:
+        # The pools' Pods run in the product's namespace now: it must admit them.
+        label = "/metadata/labels/pod-security.kubernetes.io~1enforce"
+        level = {"op": "replace", "path": label, "value": POD_SECURITY_LEVEL}
+        patches["namespace-pod-security.yaml"] = ("", "Namespace", WEBHOOK_NAMESPACE, [level])
+    files = {file: header + _dump([ops]) for file, (_, _, _, ops) in patches.items()}
+    component: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+        "kind": "Component",
+    }
+    if roles:
+        objects = []
+        for namespace, permissions in roles.items():
+            objects += [
+                _role("Role", name, namespace, _rules(permissions)),
+                _binding("Role", name, namespace),
+            ]
+        files["roles.yaml"] = header + _dump(objects)
+        component["resources"] = ["roles.yaml"]
+        # the base's label, which its own transformer gives only its own objects
+        component["labels"] = [{"pairs": {"app.kubernetes.io/part-of": "virtualtarget"}}]
+    own = {"Role": {"namespace": WEBHOOK_NAMESPACE}}  # not the Roles this component adds
+    component["patches"] = [
+        {
+            "path": file,
+            "target": {
+                **({"group": group} if group else {}),
+                "kind": kind,
+                "name": target,
+                **own.get(kind, {}),
+            },
+        }
+        for file, (group, kind, target, _) in patches.items()
+    ]
+    what = f"namespaces {', '.join(namespaces)}" if namespaces else "its own namespace"
+    files["kustomization.yaml"] = (
+        header + f"# The reconciler watches pools in {what} only.\n" + _dump([component])
+    )
+    return files
+
+
+def _replace_rules(permissions: Sequence[Permission]) -> dict[str, Any]:
+    return {"op": "replace", "path": "/rules", "value": _rules(permissions)}
+
+
+def _dump(objects: Sequence[Any]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=100)
 
 
@@ -110,24 +243,57 @@ def _tables() -> dict[str, Sequence[Permission]]:
     return tables
 
 
+def _targets() -> dict[Path, dict[str, str]]:
+    """Folder -> its generated files: deploy/base/rbac/ and each scope component."""
+    targets = {RBAC_DIR: generate()}
+    for folder, namespaces in SCOPE_COMPONENTS.items():
+        targets[COMPONENTS_DIR / folder] = generate_scope(namespaces)
+    return targets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m virtualtarget.rbac", description=__doc__)
     parser.add_argument("--check", action="store_true", help="only report stale files")
+    parser.add_argument(
+        "--namespaces", help="comma-separated: write a listed-namespaces component for these"
+    )
+    parser.add_argument("--out", type=Path, help="where --namespaces writes its component")
     args = parser.parse_args(argv)
-    files = generate()
-    stale = sorted(n for n, text in files.items() if _read(RBAC_DIR / n) != text)
-    extra = sorted(p.name for p in RBAC_DIR.glob("*.yaml") if p.name not in files)
-    if args.check:
+    if args.namespaces is not None:
+        from reconciler.scope import parse_namespaces
+
+        if args.out is None:
+            parser.error("--namespaces needs --out")
+        try:
+            namespaces = parse_namespaces([args.namespaces])
+        except ValueError as exc:
+            parser.error(str(exc))
+        if not namespaces:
+            parser.error("--namespaces names no namespace")
+        targets = {args.out: generate_scope(namespaces)}
+    else:
+        targets = _targets()
+    failed = 0
+    for folder, files in targets.items():
+        failed |= _sync(folder, files, args.check)
+    return failed
+
+
+def _sync(folder: Path, files: dict[str, str], check: bool) -> int:
+    shown = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
+    stale = sorted(n for n, text in files.items() if _read(folder / n) != text)
+    extra = sorted(p.name for p in folder.glob("*.yaml") if p.name not in files)
+    if check:
         for name in stale + extra:
-            print(f"rbac: deploy/base/rbac/{name} is stale; run `make crds`", file=sys.stderr)
+            print(f"rbac: {shown}/{name} is stale; run `make crds`", file=sys.stderr)
         return 1 if stale or extra else 0
-    RBAC_DIR.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for name in stale:
-        (RBAC_DIR / name).write_text(files[name])
-        print(f"rbac: wrote deploy/base/rbac/{name}")
+        (folder / name).write_text(files[name])
+        print(f"rbac: wrote {shown}/{name}")
     for name in extra:
-        (RBAC_DIR / name).unlink()
-        print(f"rbac: removed deploy/base/rbac/{name}")
+        (folder / name).unlink()
+        print(f"rbac: removed {shown}/{name}")
     return 0
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -56,13 +56,24 @@ class ChildProcess:
     log: IO[bytes]
 
     @classmethod
-    def start(cls, name: str, args: Sequence[str], log_dir: Path) -> ChildProcess:
+    def start(
+        cls,
+        name: str,
+        args: Sequence[str],
+        log_dir: Path,
+        *,
+        module: str = "virtualtarget.cli",
+        env: Mapping[str, str] | None = None,
+    ) -> ChildProcess:
+        """Run `python -m MODULE ARGS` (the `virtualtarget` CLI by default), with `env`
+        added to this process's environment."""
         log = (log_dir / f"{name}.log").open("wb")
         popen = subprocess.Popen(
-            [sys.executable, "-m", "virtualtarget.cli", *args],
+            [sys.executable, "-m", module, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **env} if env is not None else None,
         )
         return cls(name, popen, log)
 
@@ -232,11 +243,12 @@ def running_reconciler(
     name: str = "reconciler",
     kubeconfig: Path | None = None,
     extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[ReconcilerProcess]:
     """Run `virtualtarget reconcile` against the loopback control plane (as the admin
-    unless another `kubeconfig` is given)."""
+    unless another `kubeconfig` is given; `env` added to its environment)."""
     args, health_url, metrics_url = reconciler_args(kubeconfig or plane.kubeconfig)
-    started = ChildProcess.start(name, [*args, *extra], workdir)
+    started = ChildProcess.start(name, [*args, *extra], workdir, env=env)
     process = ReconcilerProcess(started.name, started.popen, started.log, health_url, metrics_url)
     try:
         yield process

@@ -41,10 +41,10 @@ def object_name(request: AdmissionRequest) -> str:
 class Admission:
     schema_source: SchemaSource
     view: ClusterView | None = None
-    # kube-apiserver validates an object against its CRD schema (types, enums, and the
-    # rule table as CEL) before it calls validating webhooks; behind it, checking those
-    # again is work done twice. Offline validation has no apiserver in front: it keeps
-    # both.
+    # kube-apiserver validates an object against its CRD's structural schema (types,
+    # enums) before it calls validating webhooks; behind it, checking that again is work
+    # done twice. Offline validation has no apiserver in front: it keeps it. The rule
+    # table runs either way (`webhook.validator`): a CRD not ours may lack its CEL.
     schema_enforced_upstream: bool = False
     # The administrator's image allow-list; None: every well-formed image is admitted.
     image_policy: ImagePolicy | None = None

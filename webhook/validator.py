@@ -37,13 +37,15 @@ def validate_object(
     check_schema: bool = True,
 ) -> Verdict:
     """Every single-object error and warning of `obj` (and of the change from `old`);
-    `check_schema=False` when the CRD schema and its CEL rules are already known to hold
-    (the rule table's checks are the same rules as that CEL)."""
+    `check_schema=False` when the CRD's structural schema is already known to hold."""
     verdict = Verdict()
     if check_schema:
         verdict.errors += schema_errors(obj, schema_source(kind))
-        # A wrong type was reported above; a check that trips over it adds nothing more.
-        verdict.errors += _guarded(lambda: run_rules(kind, obj), kind, "rules")
+    # The rule table runs behind kube-apiserver too: where the installed CRD is not this
+    # product's (Jumpstarter's carries only a few of these rules as CEL), nothing else
+    # checks them; on ours CEL refused a breach already, so this finds none (about 35 us
+    # a set). A wrong type was reported above; a check that trips over it adds nothing.
+    verdict.errors += _guarded(lambda: run_rules(kind, obj), kind, "rules")
     checks = _KIND_CHECKS.get(kind)
     if checks is not None:
         try:

@@ -35,7 +35,12 @@ from reconciler.jumpstarter import (
 )
 from reconciler.render import Image, InstanceContext
 
-__all__ = ["DEFAULT_IMAGES", "FIRMWARE", "QemuProvisioner"]
+__all__ = ["DEFAULT_IMAGES", "FIRMWARE", "POD_SECURITY_LEVEL", "QemuProvisioner"]
+
+# The Pod Security Standard the instance Pods meet: the runtime sidecar runs as root (for
+# /dev/kvm), which `restricted` refuses; no privileged container, host path or added
+# capability, so `baseline` admits them. The namespace of a pool must enforce no more.
+POD_SECURITY_LEVEL = "baseline"
 
 DEFAULT_IMAGES: Mapping[str, Image] = {
     role: Image(reference) for role, reference in IMAGE_REFERENCES.items()

@@ -146,3 +146,9 @@ def set_status(plane: ControlPlane, ns: str, exporter: str, **status: Any) -> No
         "-p",
         json.dumps(body),
     )
+
+
+def patch_spec(plane: ControlPlane, kind: str, name: str, namespace: str, **spec: Any) -> None:
+    """A merge patch of `spec` fields, as `kubectl patch --type=merge` sends it."""
+    body = json.dumps({"spec": spec})
+    plane.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", body)

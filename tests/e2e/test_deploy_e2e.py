@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from api.access import NAMESPACED
+from reconciler.access import ACCESS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.deploy_render import (
@@ -26,6 +28,7 @@ from virtualtarget.deploy_render import (
     WEBHOOK_NAMESPACE,
     render_overlay,
 )
+from virtualtarget.rbac import render_component
 from virtualtarget.stack import (
     register_webhooks,
     running_reconciler,
@@ -84,7 +87,7 @@ def test_reconciler_works_with_its_service_account(
         installed,
         tmp_path,
         kubeconfig=kubeconfig,
-        extra=[f"--leader-election-namespace={WEBHOOK_NAMESPACE}"],
+        extra=[f"--leader-election-namespace={WEBHOOK_NAMESPACE}", "--secret-resync=5"],
     ) as reconciler:
 
         def status() -> Any:
@@ -209,6 +212,14 @@ def test_metrics_only_for_callers_allowed_to_get_them_and_probes(
 
     reconciler_kubeconfig = plane.service_account_kubeconfig(
         WEBHOOK_NAMESPACE, "virtualtarget-reconciler", tmp_path / "reconciler.kubeconfig"
+    )
+    # Watching one namespace is a namespaced install: its generated Role there.
+    scoped = render_component("reconciler", ACCESS, NAMESPACED, (namespace,))
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=_as_list([o for o in scoped if o["metadata"].get("namespace") == namespace]),
     )
     with running_reconciler(
         plane,

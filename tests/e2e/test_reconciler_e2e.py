@@ -30,6 +30,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     install_lease_crd,
+    patch_spec,
     set_status,
     virtual_target_class,
     wait_for,
@@ -202,16 +203,7 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
     assert "pool-0" not in pods(plane, ns)
 
     # Shrinking the warm buffer: the surplus goes after the (short) cooldown.
-    plane.kubectl(
-        "patch",
-        "exporterset",
-        "pool",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"minAvailableReplicas": 1}}),
-    )
+    patch_spec(plane, "exporterset", "pool", ns, minAvailableReplicas=1)
     bring_online(plane, ns)
     assert wait_for("scale down to 1", lambda: len(names(plane, ns)) == 1, timeout=90)
     annotations = get_json(plane, "exporterset", "pool", "-n", ns)["metadata"].get(

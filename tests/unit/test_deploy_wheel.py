@@ -80,6 +80,24 @@ def test_the_deployed_commands_run_without_extras(venv: Path, command: str) -> N
     assert result.stdout.startswith("usage: virtualtarget " + command)
 
 
+def test_the_wheel_has_the_command_jumpstarters_operator_runs(venv: Path) -> None:
+    """`exporter-set-controller`, the console script an image's `/exporter-set-controller`
+    runs: it takes the operator's flags and, without NAMESPACE, says it needs it."""
+    command = [
+        str(venv / "exporter-set-controller"),
+        "--provisioner=qemu.jumpstarter.dev",
+        "--leader-elect",
+        "--health-probe-bind-address=:8081",
+        "--metrics-bind-address=0",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    assert result.returncode == 1
+    assert "NAMESPACE environment variable is required" in result.stderr
+    helped = run([str(venv / "exporter-set-controller"), "--help"])
+    assert helped.stdout.startswith("usage: exporter-set-controller")
+    assert "--zap-log-level" in helped.stdout
+
+
 def test_matplotlib_is_not_installed(venv: Path) -> None:
     probe = "import importlib.util; print(importlib.util.find_spec('matplotlib') is None)"
     assert run([str(venv / "python"), "-c", probe]).stdout.strip() == "True"

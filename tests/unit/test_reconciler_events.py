@@ -23,12 +23,13 @@ def test_event_regards_the_set_and_relates_the_instance() -> None:
     event = build_event(
         SET, reason="InstanceCreated", action="Create", note="created", now=NOW, related=EXPORTER
     )
-    assert event["apiVersion"] == "events.k8s.io/v1"
+    assert event["apiVersion"] == "v1"  # core Events: what Jumpstarter's operator's Role grants
     assert event["metadata"] == {"generateName": "pool-", "namespace": "ns"}
     assert event["eventTime"] == "2026-01-02T03:04:05.000678Z"
-    assert event["reportingController"] == REPORTING_CONTROLLER
+    assert event["reportingComponent"] == REPORTING_CONTROLLER
     assert event["reportingInstance"]
-    assert event["regarding"]["uid"] == "u-1" and event["regarding"]["kind"] == "ExporterSet"
+    assert event["involvedObject"]["uid"] == "u-1"
+    assert event["involvedObject"]["kind"] == "ExporterSet"
     assert event["related"]["name"] == "pool-0"
     assert (event["type"], event["reason"], event["action"]) == (
         "Normal",
@@ -39,6 +40,6 @@ def test_event_regards_the_set_and_relates_the_instance() -> None:
 
 def test_notes_are_cut_to_the_api_limit_and_warnings_typed() -> None:
     event = build_event(SET, reason="R", action="A", note="x" * 5000, now=NOW, warning=True)
-    assert len(event["note"]) == 1024
+    assert len(event["message"]) == 1024
     assert event["type"] == "Warning"
     assert "related" not in event

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.access import ACCESS, EXPORTERS, PODS, WATCHED, allowed
+from api.access import NAMESPACED
+from reconciler.access import (
+    ACCESS,
+    EXPORTERS,
+    EXPORTERSETS,
+    PODS,
+    SECRETS,
+    SURPLUS_LEASES,
+    WATCHED,
+    allowed,
+)
 from reconciler.adapt import exporter_view, lease_view, pool_view
 from reconciler.keys import SET_LABEL, SURPLUS_SINCE
 from reconciler.provisioners.qemu import DEFAULT_IMAGES
@@ -141,7 +151,16 @@ def test_images_set_over_class_over_default() -> None:
 
 def test_access_covers_every_watched_resource_and_the_writes() -> None:
     for resource in WATCHED:
-        assert allowed(resource, "list") and allowed(resource, "watch")
+        assert allowed(resource, "list", mode=NAMESPACED)
+        assert allowed(resource, "watch", mode=NAMESPACED)
+        # cluster-wide, Secrets are read by name only (reconciler.named)
+        assert allowed(resource, "watch") == (resource != SECRETS)
+    assert allowed(SECRETS, "get") and allowed(SECRETS, "update")
+    # the cooldown memory: the set's annotation cluster-wide, a Lease when namespaced
+    assert allowed(EXPORTERSETS, "patch") and not allowed(EXPORTERSETS, "patch", mode=NAMESPACED)
+    assert allowed(SURPLUS_LEASES, "patch", mode=NAMESPACED) and not allowed(
+        SURPLUS_LEASES, "patch"
+    )
     assert allowed(EXPORTERS, "create") and allowed(PODS, "delete")
     assert not allowed(EXPORTERS, "update")
     assert all(p.verbs for p in ACCESS)

@@ -1,0 +1,298 @@
+"""Jumpstarter's operator runs our image unchanged, on Jumpstarter's own CRDs.
+
+On a control plane of its own, where Jumpstarter's ExporterSet and VirtualTargetClass
+CRDs (`tests/data/jumpstarter/`) are installed instead of ours, this plays what
+Jumpstarter's operator does for a provisioner (its `createExporterSetDeployment` and
+`exporterSetPolicyRules`): a ServiceAccount, exactly its Role and a RoleBinding in one
+namespace, and `exporter-set-controller` started with the operator's arguments and
+`NAMESPACE` as that ServiceAccount (a TokenRequest token). The probe address is the one
+difference: `127.0.0.1:<free port>` instead of `:8081`, as the tests bind loopback only.
+
+The pool in that namespace fills, scales down through the scale subresource (which maps
+to maxReplicas in Jumpstarter's CRD) with its cooldown remembered in a Lease (the Role
+allows no write to the set), and a pool in another namespace is left alone; the probes
+answer and the log holds no refusal. The webhook, registered from `deploy/`, defaults and
+denies on Jumpstarter's CRDs as on ours.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from reconciler.keys import SURPLUS_SINCE
+from reconciler.surplus import lease_name
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    install_lease_crd,
+    patch_spec,
+    try_apply,
+    virtual_target_class,
+    wait_for,
+)
+from virtualtarget.controlplane import (
+    REPO_ROOT,
+    ControlPlane,
+    crd_files,
+    free_port,
+    running_control_plane,
+)
+from virtualtarget.stack import (
+    ChildProcess,
+    register_webhooks,
+    running_webhook,
+    unregister_webhooks,
+)
+from virtualtarget.standin import CredentialStandIn
+
+JUMPSTARTER_CRDS = sorted((REPO_ROOT / "tests" / "data" / "jumpstarter").glob("*.yaml"))
+PROVISIONER = "qemu.jumpstarter.dev"
+# The operator's arguments (createExporterSetDeployment), the probe address aside.
+OPERATOR_ARGS = [
+    f"--provisioner={PROVISIONER}",
+    "--leader-elect",
+    "--metrics-bind-address=0",
+]
+_ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
+# exporterSetPolicyRules of Jumpstarter's operator, as its Role grants them.
+OPERATOR_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["virtualtarget.jumpstarter.dev"],
+        "resources": ["exportersets"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["virtualtarget.jumpstarter.dev"],
+        "resources": ["exportersets/status", "exportersets/scale"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {
+        "apiGroups": ["virtualtarget.jumpstarter.dev"],
+        "resources": ["exportersets/finalizers"],
+        "verbs": ["update"],
+    },
+    {
+        "apiGroups": ["virtualtarget.jumpstarter.dev"],
+        "resources": ["virtualtargetclasses"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {"apiGroups": ["jumpstarter.dev"], "resources": ["exporters"], "verbs": _ALL},
+    {"apiGroups": ["jumpstarter.dev"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": _ALL},
+]
+
+
+@pytest.fixture(scope="module")
+def jumpstarter_plane() -> Iterator[ControlPlane]:
+    """kube-apiserver with Jumpstarter's two CRDs, this project's Exporter CRD copy and a
+    Lease CRD (Jumpstarter's own, which a cluster with Jumpstarter has)."""
+    assert [p.name for p in JUMPSTARTER_CRDS] == [
+        "virtualtarget.jumpstarter.dev_exportersets.yaml",
+        "virtualtarget.jumpstarter.dev_virtualtargetclasses.yaml",
+    ]
+    with running_control_plane(install_crds=False) as plane:
+        plane.install_crds([*JUMPSTARTER_CRDS, *crd_files(REPO_ROOT / "crds" / "jumpstarter")])
+        install_lease_crd(plane)
+        yield plane
+
+
+def _namespace(plane: ControlPlane, prefix: str) -> str:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    plane.kubectl("create", "namespace", name)
+    return name
+
+
+def operator_account(plane: ControlPlane, namespace: str, path: Path) -> Path:
+    """The ServiceAccount, Role and RoleBinding the operator makes; a kubeconfig with a
+    token of that account."""
+    name = "jumpstarter-exporterset-qemu-jumpstarter-dev"
+    meta = {"name": name, "namespace": namespace}
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    rbac = "rbac.authorization.k8s.io/v1"
+    apply(
+        plane,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": rbac, "kind": "Role", "metadata": meta, "rules": OPERATOR_RULES},
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": role_ref,
+            "subjects": [subject],
+        },
+    )
+    return plane.service_account_kubeconfig(namespace, name, path)
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except urllib.error.URLError:
+        return 0
+
+
+def _names(plane: ControlPlane, kind: str, namespace: str) -> list[str]:
+    items = get_json(plane, kind, "-n", namespace)["items"]
+    return sorted(
+        o["metadata"]["name"] for o in items if not o["metadata"].get("deletionTimestamp")
+    )
+
+
+def test_the_operators_deployment_of_ours_fills_its_namespace_only(
+    jumpstarter_plane: ControlPlane, tmp_path: Path
+) -> None:
+    plane = jumpstarter_plane
+    ns, other = _namespace(plane, "jumpstarter"), _namespace(plane, "elsewhere")
+    kubeconfig = operator_account(plane, ns, tmp_path / "operator.kubeconfig")
+    for namespace in (ns, other):
+        apply(
+            plane,
+            virtual_target_class("qemu", namespace),
+            exporter_set(
+                "pool",
+                namespace,
+                class_name="qemu",
+                with_template=True,
+                minReplicas=2,
+                maxReplicas=3,
+                minAvailableReplicas=1,
+                scaleDownCooldown="2s",
+            ),
+        )
+    stop = threading.Event()
+    for namespace in (ns, other):  # credentials everywhere: only the scope must fill
+        standin = CredentialStandIn(plane.api_client(), namespace=namespace)
+        threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    health = free_port()
+    controller = ChildProcess.start(
+        "exporter-set-controller",
+        [*OPERATOR_ARGS, f"--health-probe-bind-address=127.0.0.1:{health}"],
+        tmp_path,
+        module="reconciler.exporter_set_controller",
+        env={"NAMESPACE": ns, "KUBECONFIG": str(kubeconfig)},
+    )
+    probes = f"http://127.0.0.1:{health}"
+    try:
+
+        def filled() -> bool:
+            controller.check_alive()
+            status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+            return (
+                status.get("replicas") == 2
+                and len(_names(plane, "pods", ns)) == 2
+                and len(
+                    [s for s in _names(plane, "secrets", ns) if s.startswith("exporter-config-")]
+                )
+                == 2
+            )
+
+        wait_for("the pool in NAMESPACE filled", filled)
+        assert _status(f"{probes}/readyz") == 200
+        assert _status(f"{probes}/healthz") == 200
+        election = get_json(
+            plane, "leases.coordination.k8s.io", f"{ELECTION_ID_PREFIX}{PROVISIONER}", "-n", ns
+        )
+        assert election["spec"]["holderIdentity"]
+        # The scale subresource of Jumpstarter's CRD sets maxReplicas: down to one, with
+        # the floor and the warm buffer lowered to fit.
+        patch_spec(plane, "exporterset", "pool", ns, minReplicas=1, minAvailableReplicas=1)
+        plane.kubectl("scale", "exporterset", "pool", "-n", ns, "--replicas=1")
+        assert get_json(plane, "exporterset", "pool", "-n", ns)["spec"]["maxReplicas"] == 1
+        wait_for("the surplus removed", lambda: len(_names(plane, "exporters", ns)) == 1)
+        memory = get_json(plane, "leases.coordination.k8s.io", lease_name("pool"), "-n", ns)
+        assert memory["metadata"]["ownerReferences"][0]["name"] == "pool"
+        wait_for(
+            "the surplus forgotten",
+            lambda: SURPLUS_SINCE
+            not in (
+                get_json(plane, "leases.coordination.k8s.io", lease_name("pool"), "-n", ns)[
+                    "metadata"
+                ].get("annotations")
+                or {}
+            ),
+        )
+        # The pool in another namespace: nothing created, no status written.
+        assert _names(plane, "exporters", other) == []
+        assert "status" not in get_json(plane, "exporterset", "pool", "-n", other)
+        events = get_json(plane, "events", "-n", ns)["items"]
+        assert {"InstanceCreated", "InstanceRemoved"} <= {e["reason"] for e in events}
+        log = controller.log_tail(400)
+    finally:
+        stop.set()
+        controller.stop()
+    assert "forbidden" not in log.lower(), log
+    assert " 403" not in log, log
+    assert '"level": "info"' in log  # zap's default encoder in production mode: JSON lines
+
+
+def test_the_webhook_defaults_and_denies_on_jumpstarters_crds(
+    jumpstarter_plane: ControlPlane, tmp_path: Path
+) -> None:
+    plane = jumpstarter_plane
+    ns = _namespace(plane, "admission")
+    with running_webhook(plane, tmp_path) as server:
+        register_webhooks(plane, server)
+        try:
+            apply(plane, virtual_target_class("lazy", ns, bindingMode="WaitForFirstConsumer"))
+            bare = try_apply(plane, exporter_set("bare", ns, class_name="lazy"))
+            labelless = exporter_set("labelless", ns, class_name="lazy")
+            labelless["spec"]["template"] = {"metadata": {"annotations": {"team": "a"}}}
+            filled = try_apply(plane, labelless)
+            warm = try_apply(
+                plane,
+                exporter_set(
+                    "warm", ns, class_name="lazy", with_template=True, minAvailableReplicas=2
+                ),
+            )
+            # A rule our CRD carries as CEL and Jumpstarter's does not: the webhook's.
+            late = try_apply(
+                plane,
+                exporter_set(
+                    "late", ns, class_name="lazy", with_template=True, scaleDownCooldown="soon"
+                ),
+            )
+            deleted = plane.kubectl("delete", "virtualtargetclass", "lazy", "-n", ns, check=False)
+        finally:
+            unregister_webhooks(plane)
+    # Jumpstarter's CRD requires spec.template, and kubectl checks that before the webhook
+    # could fill it; a template without labels gets the selector's.
+    assert bare.returncode == 1
+    assert 'missing required field "template"' in bare.stderr
+    assert filled.returncode == 0, filled.stderr
+    spec = get_json(plane, "exporterset", "labelless", "-n", ns)["spec"]
+    assert spec["template"]["metadata"]["labels"] == {"pool": "labelless"}
+    assert warm.stderr == (
+        'The ExporterSet "warm" is invalid: spec.minAvailableReplicas: Invalid value: 2: '
+        'must be 0: VirtualTargetClass "lazy" has bindingMode WaitForFirstConsumer, '
+        "which keeps no warm instances\n"
+    )
+    assert late.returncode == 1
+    assert late.stderr.startswith(
+        'The ExporterSet "late" is invalid: spec.scaleDownCooldown: Invalid value: "soon": '
+    ), late.stderr
+    assert deleted.stderr == (
+        'The VirtualTargetClass "lazy" is invalid: metadata.name: Forbidden: '
+        "VirtualTargetClass is in use by ExporterSets labelless; delete or move them first\n"
+    )

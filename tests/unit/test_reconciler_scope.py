@@ -1,0 +1,194 @@
+"""Install scopes: how a scope is chosen, what the caches of each read, and the command
+line of Jumpstarter's operator (`exporter-set-controller`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.access import CLUSTER, NAMESPACED
+from reconciler.access import EXPORTERS, SECRETS
+from reconciler.cache import Informer
+from reconciler.cli import election_namespace
+from reconciler.controller import Controller
+from reconciler.exporter_set_controller import main as controller_main
+from reconciler.exporter_set_controller import reconcile_args
+from reconciler.named import NamedCache
+from reconciler.provisioners import provisioner
+from reconciler.scope import Scope
+from reconciler.surplus import SurplusLeases, lease_name
+
+
+def test_scope_from_flags_then_namespace_env_then_the_cluster() -> None:
+    assert Scope.from_args(["a,b", "c", "a"], {}) == Scope(("a", "b", "c"))
+    assert Scope.from_args(None, {"NAMESPACE": "lab"}) == Scope(("lab",))
+    assert Scope.from_args(["x"], {"NAMESPACE": "lab"}) == Scope(("x",))
+    assert Scope.from_args(None, {}) == Scope()
+    assert Scope().mode == CLUSTER and Scope(("a",)).mode == NAMESPACED
+    assert Scope(("a",)).allows("a") and not Scope(("a",)).allows("b") and Scope().allows("z")
+    with pytest.raises(ValueError, match="not a namespace name"):
+        Scope.from_args(["Bad_Name"], {})
+
+
+def test_the_leader_lease_lives_where_the_install_keeps_it(monkeypatch: Any) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert election_namespace("given", Scope(("lab",))) == "given"
+    assert election_namespace(None, Scope(("lab",))) == "lab"
+    assert election_namespace(None, Scope(("a", "b"))) == "default"
+    monkeypatch.setenv("POD_NAMESPACE", "virtualtarget-system")
+    assert election_namespace(None, Scope(("lab",))) == "virtualtarget-system"
+
+
+def _controller(scope: Scope) -> Controller:
+    from bench.reconciler import CountingKube
+
+    return Controller(CountingKube(), provisioner("qemu.jumpstarter.dev"), scope=scope)  # type: ignore[arg-type]
+
+
+def test_cluster_wide_secrets_are_read_by_name_namespaced_ones_watched() -> None:
+    cluster = _controller(Scope())
+    assert isinstance(cluster.secrets, NamedCache) and SECRETS not in cluster.watches
+    assert cluster.surplus is None  # the set's annotation holds the cooldown
+    listed = _controller(Scope(("a", "b")))
+    assert isinstance(listed.secrets, Informer) and listed.secrets.streams == ("a", "b")
+    assert listed.watches[EXPORTERS].streams == ("a", "b")
+    assert isinstance(listed.surplus, SurplusLeases)
+
+
+def test_an_instance_s_two_secrets_are_tracked_by_name_while_it_exists() -> None:
+    controller = _controller(Scope())
+    named = controller.secrets
+    assert isinstance(named, NamedCache)
+    exporter = {
+        "metadata": {
+            "name": "pool-0",
+            "namespace": "lab",
+            "uid": "u1",
+            "ownerReferences": [
+                {"kind": "ExporterSet", "name": "pool", "uid": "s1", "controller": True}
+            ],
+        },
+        "status": {"credential": {"name": "pool-0-token"}, "endpoint": "e:443"},
+    }
+    hardware = {"metadata": {"name": "board", "namespace": "lab"}, "status": exporter["status"]}
+    controller.watches[EXPORTERS].apply("ADDED", exporter)
+    controller.watches[EXPORTERS].apply("ADDED", hardware)  # not a pool's: never read
+    assert sorted(named.tracked()) == [("lab", "exporter-config-pool-0"), ("lab", "pool-0-token")]
+    controller.watches[EXPORTERS].apply("DELETED", exporter)
+    assert named.tracked() == []
+
+
+class Reads:
+    """The one call the cache makes, `get`, answered from a dict (and counted)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.count = 0
+
+    def get(self, _resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        self.count += 1
+        found = self.objects.get((namespace, name))
+        return dict(found) if found is not None else None
+
+
+def _secret(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "lab", "resourceVersion": version}}
+
+
+def test_named_cache_reads_at_once_then_every_resync_and_reports_changes() -> None:
+    reads, now = Reads(), [0.0]
+    cache = NamedCache(reads, SECRETS, resync=10, clock=lambda: now[0])  # type: ignore[arg-type]
+    events: list[tuple[str, str]] = []
+    cache.add_handler(lambda kind, new, _old: events.append((kind, new["metadata"]["name"])))
+    reads.objects[("lab", "t")] = _secret("t", "1")
+    cache.track("lab", "t")
+    cache.track("lab", "absent")
+    assert cache.read_due() == 2 and events == [("ADDED", "t")]
+    assert cache.get("lab", "t") is not None and cache.get("lab", "absent") is None
+    now[0] = 5
+    assert cache.read_due() == 0  # not due yet: nothing read
+    reads.objects[("lab", "t")] = _secret("t", "2")  # rotated
+    now[0] = 10
+    assert cache.read_due() == 2
+    assert events == [("ADDED", "t"), ("MODIFIED", "t")]
+    now[0] = 20
+    cache.read_due()  # unchanged: no event
+    assert events == [("ADDED", "t"), ("MODIFIED", "t")]
+    del reads.objects[("lab", "t")]
+    now[0] = 30
+    cache.read_due()
+    assert events[-1] == ("DELETED", "t") and cache.get("lab", "t") is None
+    cache.observed_write(_secret("untracked", "9"))  # only tracked names are kept
+    assert cache.get("lab", "untracked") is None
+
+
+def test_informer_relist_of_one_namespace_keeps_the_others() -> None:
+    informer = Informer(None, SECRETS, namespaces=("a", "b"))  # type: ignore[arg-type]
+    for namespace in ("a", "b"):
+        informer.apply("ADDED", {"metadata": {"name": "s", "namespace": namespace}})
+    informer.replace([], "a")
+    assert informer.get("a", "s") is None and informer.get("b", "s") is not None
+    informer._mark_synced("a")
+    assert not informer.synced.is_set()
+    informer._mark_synced("b")
+    assert informer.synced.is_set()
+
+
+def test_surplus_lease_names_fit_the_api() -> None:
+    assert lease_name("pool") == "surplus-since.pool"
+    long = lease_name("x" * 253)
+    assert len(long) == 253 and long != lease_name("x" * 252 + "y")
+
+
+OPERATOR = [
+    "--provisioner=qemu.jumpstarter.dev",
+    "--leader-elect",
+    "--health-probe-bind-address=:8081",
+    "--metrics-bind-address=0",
+]
+
+
+def test_the_operators_arguments_mean_a_one_namespace_reconciler(monkeypatch: Any) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/etc/kube/config")
+    ours, args = reconcile_args([*OPERATOR, "--zap-log-level=debug"], "jumpstarter-lab")
+    assert args.provisioner == "qemu.jumpstarter.dev"
+    assert args.namespace == ["jumpstarter-lab"]
+    assert args.leader_election_namespace == "jumpstarter-lab"
+    assert args.leader_election_id == "exporter-set-controller-qemu.jumpstarter.dev"
+    assert not args.no_leader_election
+    assert args.health_probe_bind_address == ":8081" and args.metrics_bind_address == "0"
+    assert args.kubeconfig == "/etc/kube/config"
+    assert ours.zap_log_level == 10
+    _, args = reconcile_args(["--provisioner=p", "--leader-elect=false"], "ns")
+    assert args.no_leader_election
+    assert args.metrics_bind_address == "0"  # its default, as Jumpstarter's
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    _, args = reconcile_args(
+        ["--provisioner=p", "--zap-log-level=3", "--zap-encoder=console"], "ns"
+    )
+    assert args.kubeconfig is None  # in-cluster configuration
+
+
+def test_the_command_refuses_what_jumpstarters_refuses(monkeypatch: Any, capsys: Any) -> None:
+    monkeypatch.delenv("NAMESPACE", raising=False)
+    assert controller_main(OPERATOR) == 1
+    assert "NAMESPACE environment variable is required" in capsys.readouterr().err
+    monkeypatch.setenv("NAMESPACE", "lab")
+    assert controller_main(["--leader-elect"]) == 1
+    assert "--provisioner is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        reconcile_args(["--provisioner=p", "--zap-log-level=loud"], "lab")
+
+
+def test_zap_time_encodings() -> None:
+    from reconciler.cli import _timestamp
+
+    moment = 1764547200.5  # 2025-12-01T00:00:00.5Z
+    assert _timestamp(moment, "epoch") == moment
+    assert _timestamp(moment, "millis") == moment * 1000
+    assert _timestamp(moment, "nano") == 1764547200500000000
+    assert _timestamp(moment, "iso8601") == "2025-12-01T00:00:00.500Z"
+    assert _timestamp(moment, "rfc3339") == "2025-12-01T00:00:00Z"
+    assert _timestamp(moment, "rfc3339nano") == "2025-12-01T00:00:00.500000Z"

@@ -28,7 +28,7 @@ def test_each_invalid_example_is_denied_naming_file_and_field(
     invalid: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["validate", "-q", "-f", str(EXAMPLES / "virtualtargetclass-qemu.yaml"), str(invalid)]
+        ["validate", "-q", "-f", str(EXAMPLES / "00-virtualtargetclass-qemu.yaml"), str(invalid)]
     )
     err = capsys.readouterr().err
     assert code == 1
@@ -68,7 +68,7 @@ def test_denied_manifests_print_no_defaulted_objects(
 ) -> None:
     invalid = EXAMPLES / "invalid" / "exporterset-min-replicas-above-max.yaml"
     assert (
-        main(["validate", "-f", str(EXAMPLES / "virtualtargetclass-qemu.yaml"), "-f", str(invalid)])
+        main(["validate", "-f", str(EXAMPLES / "00-virtualtargetclass-qemu.yaml"), "-f", str(invalid)])
         == 1
     )
     out = capsys.readouterr()
@@ -83,7 +83,7 @@ def test_denied_manifests_print_no_defaulted_objects(
 def test_unknown_parameters_are_printed_as_warnings_and_admitted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    klass = yaml.safe_load((EXAMPLES / "virtualtargetclass-qemu.yaml").read_text())
+    klass = yaml.safe_load((EXAMPLES / "00-virtualtargetclass-qemu.yaml").read_text())
     klass["spec"]["parameters"]["colour"] = "red"
     exporter_set = yaml.safe_load((EXAMPLES / "exporterset-qemu.yaml").read_text())
     exporter_set["spec"]["parameters"]["resources"]["gpus"] = 1

@@ -95,20 +95,10 @@ def _run(args: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]
 
 
 def _require(*tools: str) -> None:
+    # Each tool comes in the Debian package of its name.
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        raise ImageError(
-            f"missing {', '.join(missing)}: apt-get install -y {' '.join(_PACKAGE[t] for t in missing)}"
-        )
-
-
-_PACKAGE = {
-    "debootstrap": "debootstrap",
-    "buildah": "buildah",
-    "skopeo": "skopeo",
-    "umoci": "umoci",
-    "runc": "runc",
-}
+        raise ImageError(f"missing {', '.join(missing)}: apt-get install -y {' '.join(missing)}")
 
 
 def _mounts_under(path: Path) -> list[str]:
@@ -346,11 +336,56 @@ def _member(tar: tarfile.TarFile, name: str) -> Any:
     return member
 
 
+def _user(spec: str, rootfs: Path) -> tuple[int, int]:
+    """The image's `User` as numbers (a name is looked up in the image's /etc/passwd)."""
+    user, _, group = (spec or "0").partition(":")
+    if not user.isdigit():
+        for line in (rootfs / "etc" / "passwd").read_text().splitlines():
+            fields = line.split(":")
+            if fields[0] == user:
+                user, group = fields[2], group or fields[3]
+                break
+        else:
+            raise ImageError(f"user {user!r} is not in the image's /etc/passwd")
+    return int(user), int(group) if group.isdigit() else int(user)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _extract_layers(archive: Path, rootfs: Path) -> None:
+    """The image's layers applied in order, each one's whiteouts (`.wh.NAME`,
+    `.wh..wh..opq`) removing from the layers below before it is unpacked."""
+    with tarfile.open(archive) as tar:
+        (manifest,) = json.load(_member(tar, "manifest.json"))
+        for layer in manifest["Layers"]:
+            with tarfile.open(fileobj=_member(tar, layer)) as members:
+                names = members.getnames()
+            for name in names:
+                folder, _, base = name.rpartition("/")
+                if base == ".wh..wh..opq":
+                    for item in (rootfs / folder).glob("*"):
+                        _remove(item)
+                elif base.startswith(".wh."):
+                    _remove(rootfs / folder / base[4:])
+            outer = subprocess.Popen(["tar", "-xOf", str(archive), layer], stdout=subprocess.PIPE)
+            _run(
+                ["tar", "-x", "--numeric-owner", "-p", "--exclude=.wh.*", "-C", str(rootfs)],
+                stdin=outer.stdout,
+            )
+            if outer.wait() != 0:
+                raise ImageError(f"cannot read {layer} from {archive}")
+
+
 @dataclass(frozen=True)
 class Unpacked:
-    """An image unpacked into an OCI bundle; each `run` is one runc container on it."""
+    """An image's root filesystem; each `run` is one runc container on it."""
 
-    bundle: Path
+    rootfs: Path
     config: dict[str, Any]
 
     def run(
@@ -359,21 +394,35 @@ class Unpacked:
         *,
         entrypoint: Sequence[str] | None = None,
         mounts: Mapping[str, Path] | None = None,
+        user: tuple[int, int] | None = None,
         read_only: bool = True,
         timeout: float = 120,
     ) -> subprocess.CompletedProcess[str]:
-        """`docker run --read-only IMAGE args` in a new container: the image's user and
-        environment, no network (a fresh network namespace), bind `mounts`
-        (container path -> host folder) writable, and /tmp an empty writable folder,
-        as the Deployments mount it."""
-        spec = json.loads((self.bundle / "config.json").read_text())
+        """`docker run --read-only IMAGE args` as the Deployments run it: the image's
+        user, environment and working folder, no capabilities, no privilege escalation,
+        no network (a fresh network namespace with only `lo`), bind `mounts` (container
+        path -> host folder, writable), and /tmp an empty writable folder; `user`
+        (uid, gid) as `docker run --user` gives it."""
         image = self.config.get("config", {})
-        spec["process"]["args"] = [*(image.get("Entrypoint") or [] if entrypoint is None else entrypoint), *args]
-        spec["process"]["terminal"] = False
-        spec["root"]["readonly"] = read_only
-        with tempfile.TemporaryDirectory(prefix="tmp-", dir=self.bundle) as tmp:
+        uid, gid = user or _user(image.get("User", ""), self.rootfs)
+        with tempfile.TemporaryDirectory(prefix="container-", dir=self.rootfs.parent) as work:
+            bundle = Path(work)
+            _run(["runc", "spec", "--bundle", str(bundle)])
+            spec = json.loads((bundle / "config.json").read_text())
+            tmp = bundle / "tmp"
+            tmp.mkdir(mode=0o1777)
             os.chmod(tmp, 0o1777)
-            binds = {"/tmp": Path(tmp), **(mounts or {})}
+            chosen = image.get("Entrypoint") or [] if entrypoint is None else entrypoint
+            spec["process"].update(
+                args=[*chosen, *args],
+                terminal=False,
+                user={"uid": uid, "gid": gid},
+                env=image.get("Env") or [],
+                cwd=image.get("WorkingDir") or "/",
+                capabilities={},
+                noNewPrivileges=True,
+            )
+            spec["root"] = {"path": str(self.rootfs), "readonly": read_only}
             spec["mounts"] += [
                 {
                     "destination": target,
@@ -381,19 +430,13 @@ class Unpacked:
                     "source": str(source),
                     "options": ["rbind", "rw"],
                 }
-                for target, source in binds.items()
+                for target, source in {"/tmp": tmp, **(mounts or {})}.items()
             ]
+            (bundle / "config.json").write_text(json.dumps(spec))
             name = f"vt-{uuid.uuid4().hex[:12]}"
-            config = self.bundle / f"{name}.json"
-            config.write_text(json.dumps(spec))
-            # runc reads config.json from the bundle: one per container, swapped in.
-            run_dir = self.bundle / name
-            run_dir.mkdir()
-            (run_dir / "config.json").symlink_to(config)
-            (run_dir / "rootfs").symlink_to(self.bundle / "rootfs")
             try:
                 return subprocess.run(
-                    ["runc", "run", "--bundle", str(run_dir), name],
+                    ["runc", "run", "--bundle", str(bundle), name],
                     capture_output=True,
                     text=True,
                     timeout=timeout,
@@ -401,20 +444,17 @@ class Unpacked:
                 )
             finally:
                 subprocess.run(["runc", "delete", "--force", name], capture_output=True)
-                config.unlink(missing_ok=True)
-                shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def unpacked(archive: Path, work: Path) -> Iterator[Unpacked]:
-    """`archive` unpacked under `work` (removed afterwards, mounts included)."""
-    _require("skopeo", "umoci", "runc")
-    work.mkdir(parents=True, exist_ok=True)
-    layout, bundle = work / "oci", work / "bundle"
+    """`archive`'s root filesystem under `work` (removed afterwards, mounts included)."""
+    _require("runc")
+    rootfs = work / "rootfs"
+    rootfs.mkdir(parents=True)
     try:
-        _run(["skopeo", "copy", "--quiet", f"docker-archive:{archive}", f"oci:{layout}:image"])
-        _run(["umoci", "unpack", "--image", f"{layout}:image", str(bundle)])
-        yield Unpacked(bundle, archive_config(archive))
+        _extract_layers(archive, rootfs)
+        yield Unpacked(rootfs, archive_config(archive))
     finally:
         unmount_under(work)
         shutil.rmtree(work, ignore_errors=True)
@@ -434,10 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImageError as error:
         print(f"images: {error}", file=sys.stderr)
         return 1
-    print(
-        f"images: import into a node's containerd with\n"
-        f"  ctr -n k8s.io images import {archive}"
-    )
+    print(f"images: import into a node's containerd with\n  ctr -n k8s.io images import {archive}")
     return 0
 
 

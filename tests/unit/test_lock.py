@@ -71,6 +71,7 @@ def test_a_new_dependency_makes_the_lock_stale(project: Path) -> None:
     pyproject = project / "pyproject.toml"
     text = pyproject.read_text()
     assert '    "PyYAML==6.0.3",\n' in text
-    pyproject.write_text(text.replace('    "PyYAML==6.0.3",\n', '    "PyYAML==6.0.3",\n    "six==1.17.0",\n'))
+    added = '    "PyYAML==6.0.3",\n    "six==1.17.0",\n'
+    pyproject.write_text(text.replace('    "PyYAML==6.0.3",\n', added))
     diff = stale(pyproject, project / LOCK.name)
     assert "+six==1.17.0 \\" in diff

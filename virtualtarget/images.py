@@ -19,8 +19,9 @@ runc as the kubelet would: the image's user, a read-only root filesystem, no net
     python -m virtualtarget.images             # the product image (`make image`)
     python -m virtualtarget.images --base-only # only the local base
 
-Everything lives under one cache folder (`.cache/images/`, `--cache`); buildah's
-storage is unmounted after every command and a failed debootstrap leaves no mount.
+Everything lives under one cache folder (`.cache/images/`, `--cache`); a finished
+buildah command leaves nothing mounted or running, and a failed or timed-out one (or a
+failed debootstrap) has its mounts under the cache folder removed.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ SUITE = "bookworm"
 # CA certificates pip checks the index with.
 BASE_PACKAGES = ("python3", "python3-venv", "python3-pip", "ca-certificates")
 BASE_REPOSITORY = "localhost/virtualtarget-base"
-# Files of this machine a build must never carry into an image (see pip_secrets).
+# The build secrets' ids (the Dockerfile mounts them at /run/secrets/ID; see pip_secrets).
 PIP_CONF_SECRET, PIP_CA_SECRET = "pip-conf", "pip-ca"
 # pip settings that mean the same inside a build; host paths (find-links, ...) do not.
 PORTABLE_PIP_SETTINGS = ("index-url", "extra-index-url", "trusted-host", "timeout", "retries")
@@ -204,9 +205,11 @@ class Buildah:
         ]
         try:
             return _run(command, timeout=timeout)
-        finally:
-            # The overlay driver mounts its layers under the storage root; none stays.
+        except (ImageError, subprocess.TimeoutExpired):
+            # A build cut short can leave its containers' layers mounted under the
+            # storage root (a finished command leaves none).
             unmount_under(storage)
+            raise
 
     def exists(self, image: str) -> bool:
         images = json.loads(self("images", "--json").stdout or "[]")
@@ -232,7 +235,8 @@ def ensure_base(cache: Path = CACHE) -> str:
         buildah("config", "--cmd", "python3", "--env", "LANG=C.UTF-8", container)
         buildah("commit", "--quiet", "--rm", container, name)
     except ImageError:
-        subprocess.run(["buildah", "rm", container], capture_output=True)
+        with contextlib.suppress(ImageError):
+            buildah("rm", container)
         raise
     return name
 
@@ -284,10 +288,11 @@ def build(
     buildah = Buildah(cache)
     started = time.monotonic()
     tag = f"localhost/build-{uuid.uuid4().hex[:12]}:latest"
-    with tempfile.TemporaryDirectory(prefix="secrets-", dir=cache) as folder:
-        os.chmod(folder, 0o700)
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="secrets-", dir=cache) as folder:  # mode 0700
         secrets = pip_secrets(Path(folder))
         args = ["bud", "--quiet", "--isolation", "chroot", "--network", "host", "--pull=never"]
+        args += ["--force-rm"]  # intermediate containers go, also when a step fails
         args += ["--layers"] if layer_cache else ["--no-cache"]
         for key, value in (build_args or {}).items():
             args += ["--build-arg", f"{key}={value}"]

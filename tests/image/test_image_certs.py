@@ -16,23 +16,14 @@ import pytest
 import yaml
 from cryptography import x509
 
-from virtualtarget.deploy_render import DEPLOY, REPO, WEBHOOK_NAMESPACE, WEBHOOK_SERVICE, kubectl
+from tests.unit.test_deploy_readme import documented_certs_run
+from virtualtarget.deploy_render import DEPLOY, REPO, kubectl
 from virtualtarget.images import Unpacked
 
 pytestmark = pytest.mark.image
 
-# The documented command's arguments (README, "Install in a cluster").
-CERTS = [
-    "certs",
-    "--out",
-    "/overlay/certs",
-    "--service",
-    WEBHOOK_SERVICE,
-    "--namespace",
-    WEBHOOK_NAMESPACE,
-    "--kustomize-overlay",
-    "/overlay",
-]
+# The README's command: its options, mounted folder and arguments.
+OPTIONS, HOST, TARGET, CERTS = documented_certs_run()
 
 
 def render(overlay: Path) -> list[dict[str, object]]:
@@ -47,14 +38,16 @@ def test_the_image_makes_the_self_signed_overlays_certificates(
 ) -> None:
     shutil.copytree(DEPLOY, tmp_path / "deploy")
     shutil.copytree(REPO / "crds", tmp_path / "crds")
-    overlay = tmp_path / "deploy" / "overlays" / "self-signed"
+    overlay = tmp_path / HOST
     shutil.rmtree(overlay / "certs", ignore_errors=True)
     (overlay / "ca-bundle.yaml").unlink(missing_ok=True)
+    assert OPTIONS[OPTIONS.index("--user") + 1] == "$(id -u):$(id -g)"
     me = (os.getuid(), os.getgid())
 
-    first = image.run([*CERTS, "--days", "20"], mounts={"/overlay": overlay}, user=me)
+    first = image.run([*CERTS, "--days", "20"], mounts={TARGET: overlay}, user=me)
     assert first.returncode == 0, first.stderr
     print(first.stdout)
+    assert "--out" in CERTS and CERTS[CERTS.index("--out") + 1] == f"{TARGET}/certs"
     ca = (overlay / "certs" / "ca.crt").read_bytes()
     serving = (overlay / "certs" / "tls.crt").read_bytes()
     objects = render(overlay)
@@ -71,7 +64,7 @@ def test_the_image_makes_the_self_signed_overlays_certificates(
     assert issuer == x509.load_pem_x509_certificate(ca).subject
 
     # Within 30 days of expiry: the same command reissues it, under the same CA.
-    again = image.run(CERTS, mounts={"/overlay": overlay}, user=me)
+    again = image.run(CERTS, mounts={TARGET: overlay}, user=me)
     assert again.returncode == 0, again.stderr
     print(again.stdout)
     assert (overlay / "certs" / "ca.crt").read_bytes() == ca

@@ -191,16 +191,6 @@ def _selector_matches_template(node: Node, path: str) -> list[FieldError]:
 SCALE_CHECK_MESSAGE = "should be a non-negative integer"
 
 RULES: tuple[Rule, ...] = (
-    Rule(
-        id="exporterset.minReplicas.non-negative",
-        kind="ExporterSet",
-        scope="spec",
-        field="minReplicas",
-        cel="!has(self.minReplicas) || self.minReplicas >= 0",
-        message=SCALE_CHECK_MESSAGE,
-        check=_non_negative("minReplicas", SCALE_CHECK_MESSAGE),
-        apiserver_check="the scale subresource (specReplicasPath .spec.minReplicas)",
-    ),
     *(
         Rule(
             id=f"exporterset.{name}.non-negative",
@@ -208,10 +198,15 @@ RULES: tuple[Rule, ...] = (
             scope="spec",
             field=name,
             cel=f"!has(self.{name}) || self.{name} >= 0",
-            message=f"{name} must be greater than or equal to 0",
-            check=_non_negative(name),
+            message=f"{name} must be greater than or equal to 0" if not by else SCALE_CHECK_MESSAGE,
+            check=_non_negative(name, SCALE_CHECK_MESSAGE) if by else _non_negative(name),
+            apiserver_check=by,
         )
-        for name in ("maxReplicas", "minAvailableReplicas")
+        for name, by in (
+            ("minReplicas", "the scale subresource (specReplicasPath .spec.minReplicas)"),
+            ("maxReplicas", ""),
+            ("minAvailableReplicas", ""),
+        )
     ),
     *(
         Rule(

@@ -4,6 +4,7 @@ debootstrap base (virtualtarget/images.py), and its root filesystem for runc."""
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,14 @@ def archive() -> Path:
 def image(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Unpacked]:
     with unpacked(archive, tmp_path_factory.mktemp("image") / "unpacked") as root:
         yield root
+    # Nothing stays behind: no container, no mount under the cache or the unpacked image.
+    listed = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True).stdout
+    assert [name for name in listed.split() if name.startswith("vt-")] == []
+    assert [
+        line
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if str(CACHE) in line or str(root.rootfs) in line
+    ] == []
 
 
 def layer_members(archive: Path) -> Iterator[tuple[str, tarfile.TarInfo, tarfile.TarFile]]:

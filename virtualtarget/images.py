@@ -287,10 +287,10 @@ def build(
     """Build `context`'s Dockerfile with buildah and write it to `archive` as `name`."""
     buildah = Buildah(cache)
     started = time.monotonic()
-    tag = f"localhost/build-{uuid.uuid4().hex[:12]}:latest"
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="secrets-", dir=cache) as folder:  # mode 0700
+    with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as folder:  # mode 0700
         secrets = pip_secrets(Path(folder))
+        iid = Path(folder) / "image-id"
         args = ["bud", "--quiet", "--isolation", "chroot", "--network", "host", "--pull=never"]
         args += ["--force-rm"]  # intermediate containers go, also when a step fails
         args += ["--layers"] if layer_cache else ["--no-cache"]
@@ -298,12 +298,15 @@ def build(
             args += ["--build-arg", f"{key}={value}"]
         for secret, path in secrets.items():
             args += ["--secret", f"id={secret},src={path}"]
-        args += ["-f", str(dockerfile or context / "Dockerfile"), "-t", tag, str(context)]
-        buildah(*args)
+        dockerfile = dockerfile or context / "Dockerfile"
+        buildah(*args, "--iidfile", str(iid), "-f", str(dockerfile), str(context))
+        image = iid.read_text().strip()
     try:
-        buildah.push_archive(tag, archive, name)
+        # Pushed by ID, untagged: the archive carries `name` and no other.
+        buildah.push_archive(image, archive, name)
     finally:
-        buildah("rmi", tag)
+        with contextlib.suppress(ImageError):  # still a layer another build uses
+            buildah("rmi", image)
     print(f"images: built {name} into {archive} in {time.monotonic() - started:.0f} s")
     return archive
 

@@ -5,7 +5,9 @@ builds of one commit install the same packages, file for file."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from virtualtarget.images import (
     archive_config,
     build_product,
     pip_secrets,
+    product_image,
 )
 
 pytestmark = pytest.mark.image
@@ -91,3 +94,12 @@ def test_two_builds_of_one_commit_install_the_same_packages(archive: Path) -> No
     assert first and first.keys() == second.keys()
     assert [name for name in first if first[name] != second[name]] == []
     assert any(name.startswith("virtualtarget-") for name in first)
+
+
+def test_the_archive_carries_only_the_name_the_deployments_run(archive: Path) -> None:
+    # `ctr -n k8s.io images import` creates every name in RepoTags.
+    with tarfile.open(archive) as tar:
+        manifest = tar.extractfile("manifest.json")
+        assert manifest is not None
+        (entry,) = json.load(manifest)
+    assert entry["RepoTags"] == [product_image()]

@@ -16,7 +16,7 @@ CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane test unit e2e check run bench clean
+.PHONY: all venv crds docs control-plane test unit e2e image lock check run bench clean
 
 all: crds
 
@@ -67,12 +67,22 @@ test: $(STAMP) control-plane
 	$(PY) -m pytest
 
 unit: $(STAMP)
-	$(PY) -m pytest -m 'not e2e'
+	$(PY) -m pytest -m 'not e2e and not image'
 
 e2e: $(STAMP) control-plane
 	$(PY) -m pytest -m e2e
 
-## ruff, mypy (strict), the import contracts, and generated api/models/, crds/, docs/ up to date.
+## The product image on a local debootstrap base (no registry needed), as a docker-archive
+## for `ctr -n k8s.io images import` (see virtualtarget/images.py; base once: ~130 s).
+image: $(STAMP)
+	$(PY) -m virtualtarget.images
+
+## Resolve requirements.lock (every runtime and build dependency, with hashes) with uv.
+lock: $(STAMP)
+	$(PY) -m virtualtarget.lock
+
+## ruff, mypy (strict), the import contracts, generated api/models/, crds/, docs/ and
+## requirements.lock up to date.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -80,6 +90,7 @@ check: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VT) crds --check
 	$(PY) -m virtualtarget.rbac --check
+	$(PY) -m virtualtarget.lock --check
 
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane
@@ -89,4 +100,4 @@ bench: $(STAMP) control-plane
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(BIN) .run
+	rm -rf $(VENV) $(BIN) .run .cache

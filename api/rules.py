@@ -48,6 +48,9 @@ class Rule:
     check: Check
     field: str = ""
     error_type: ErrorType = ErrorType.INVALID
+    # What in kube-apiserver already refuses this, in its own words (`message`): the CRD
+    # then carries no CEL for it, so a wrong field gets one message, not two.
+    apiserver_check: str = ""
 
     @property
     def field_path(self) -> str:
@@ -71,15 +74,11 @@ def _count_at_most_max(name: str) -> Check:
     return check
 
 
-def _non_negative(name: str) -> Check:
+def _non_negative(name: str, text: str = "must be greater than or equal to 0") -> Check:
     def check(node: Node, path: str) -> list[FieldError]:
         value = node.get(name)
         if isinstance(value, int) and value < 0:
-            return [
-                FieldError.invalid(
-                    join_path(path, name), value, "must be greater than or equal to 0"
-                )
-            ]
+            return [FieldError.invalid(join_path(path, name), value, text)]
         return []
 
     return check
@@ -186,6 +185,11 @@ def _selector_matches_template(node: Node, path: str) -> list[FieldError]:
     return errors
 
 
+# The scale subresource's specReplicasPath (schemas/overlay.yaml): kube-apiserver refuses
+# a negative value there itself (`.spec.minReplicas: Invalid value: -1: should be a
+# non-negative integer`), before and besides any CEL.
+SCALE_CHECK_MESSAGE = "should be a non-negative integer"
+
 RULES: tuple[Rule, ...] = (
     *(
         Rule(
@@ -194,10 +198,15 @@ RULES: tuple[Rule, ...] = (
             scope="spec",
             field=name,
             cel=f"!has(self.{name}) || self.{name} >= 0",
-            message=f"{name} must be greater than or equal to 0",
-            check=_non_negative(name),
+            message=f"{name} must be greater than or equal to 0" if not by else SCALE_CHECK_MESSAGE,
+            check=_non_negative(name, SCALE_CHECK_MESSAGE) if by else _non_negative(name),
+            apiserver_check=by,
         )
-        for name in ("minReplicas", "maxReplicas", "minAvailableReplicas")
+        for name, by in (
+            ("minReplicas", "the scale subresource (specReplicasPath .spec.minReplicas)"),
+            ("maxReplicas", ""),
+            ("minAvailableReplicas", ""),
+        )
     ),
     *(
         Rule(

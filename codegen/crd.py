@@ -35,6 +35,8 @@ def validation_entry(rule: Rule) -> dict[str, Any]:
 
 def _attach_rules(schema: Schema, kind: str) -> None:
     for rule in rules_for(kind):
+        if rule.apiserver_check:
+            continue  # kube-apiserver refuses it already: CEL would repeat the message
         node = node_at(schema, rule.scope)
         if node is None:
             raise OverlayError(

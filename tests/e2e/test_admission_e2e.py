@@ -45,7 +45,7 @@ def _example(path: Path, namespace: str) -> dict[str, Any]:
 def test_examples_defaulted_as_documented(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    vtc = _example(EXAMPLES / "virtualtargetclass-qemu.yaml", namespace)
+    vtc = _example(EXAMPLES / "00-virtualtargetclass-qemu.yaml", namespace)
     del vtc["spec"]["bindingMode"], vtc["spec"]["reclaimPolicy"]
     vtc["spec"]["caBundleConfigMapRef"] = {"name": "corporate-ca"}
     result = try_apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
@@ -61,6 +61,22 @@ def test_examples_defaulted_as_documented(
     assert spec["scaleDownCooldown"] == "10m"
     drivers = spec["template"]["spec"]["drivers"]
     assert [d["name"] for d in drivers] == ["qemu", "power", "serial"]
+
+
+def test_the_examples_folder_applies_cleanly_in_one_go(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str, tmp_path: Path
+) -> None:
+    # `kubectl apply -f examples/` goes in file-name order: the class (00-) before the set
+    # that names it, so the webhook has no missing class to warn about.
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        (tmp_path / path.name).write_text(yaml.safe_dump(_example(path, namespace)))
+    result = control_plane.kubectl("apply", "-f", str(tmp_path), check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    created = [line.split("/")[0] for line in result.stdout.splitlines()]
+    assert created.index("virtualtargetclass.virtualtarget.jumpstarter.dev") < created.index(
+        "exporterset.virtualtarget.jumpstarter.dev"
+    ), result.stdout
 
 
 def test_template_labels_come_from_the_selector(

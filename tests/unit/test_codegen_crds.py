@@ -138,11 +138,23 @@ def test_required_fields_reach_the_schema() -> None:
     assert "provisioner" in _schema("VirtualTargetClass")["properties"]["spec"]["required"]
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+@pytest.mark.parametrize("rule", [r for r in RULES if not r.apiserver_check], ids=lambda r: r.id)
 def test_every_rule_is_a_cel_validation_at_its_scope(rule: Any) -> None:
     node = node_at(_schema(rule.kind), rule.scope)
     assert node is not None
     assert validation_entry(rule) in node["x-kubernetes-validations"]
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.apiserver_check], ids=lambda r: r.id)
+def test_a_rule_kube_apiserver_checks_itself_has_no_cel_repeating_it(rule: Any) -> None:
+    # The one such check: a negative value at the scale subresource's specReplicasPath.
+    crd = _generated().crds[rule.kind]["spec"]["versions"][0]
+    path = crd["subresources"]["scale"]["specReplicasPath"]
+    assert path == f".{rule.scope}.{rule.field}"
+    assert rule.message == "should be a non-negative integer"  # the apiserver's words
+    node = node_at(_schema(rule.kind), rule.scope)
+    assert node is not None
+    assert all(v["rule"] != rule.cel for v in node.get("x-kubernetes-validations", []))
 
 
 def test_exporterset_subresources_columns_and_lists() -> None:

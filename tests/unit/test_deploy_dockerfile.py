@@ -1,4 +1,5 @@
-"""The Dockerfile (not buildable here: no container engine) stays minimal and non-root."""
+"""The Dockerfile's text stays minimal and non-root (tests/image builds it and checks the
+image itself)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def stages() -> list[list[tuple[str, str]]]:
         instruction, _, args = line.strip().partition(" ")
         if instruction.upper() == "FROM":
             result.append([])
-        result[-1].append((instruction.upper(), args.strip()))
+        if result:  # an ARG before the first FROM belongs to no stage
+            result[-1].append((instruction.upper(), args.strip()))
     return result
 
 
@@ -100,7 +102,9 @@ def test_build_copies_the_packages_the_entry_points_import_and_no_tooling() -> N
     needed = {m.split(".")[0] for m in [*entry, *seen]}
     assert needed <= copied_sources()
     # Generators, tests and data stay out of the image.
-    assert copied_sources() == {"pyproject.toml", "README.md"} | (FIRST_PARTY - {"codegen"})
+    assert copied_sources() == {"pyproject.toml", "README.md", "requirements.lock"} | (
+        FIRST_PARTY - {"codegen"}
+    )
 
 
 def test_dockerignore_admits_only_what_is_copied() -> None:
@@ -119,12 +123,18 @@ def test_image_name_matches_the_deployments() -> None:
     assert f"docker build -t {image} ." in (REPO / "Dockerfile").read_text()
 
 
-def test_build_installs_the_package_without_extras() -> None:
-    installs = [args for op, args in stages()[0] if op == "RUN" and "pip install" in args]
-    assert installs, "the build stage installs the package"
-    for args in installs:
-        target = args.split("pip install", 1)[1].split("&&")[0].split()
-        assert target == ["."], args  # no `.[extra]`: the image carries the runtime only
+def test_build_installs_the_lock_with_hashes_then_the_package_offline_without_extras() -> None:
+    installs = [
+        args.split("pip install", 1)[1].split("&&")[0].split()
+        for op, args in stages()[0]
+        if op == "RUN" and "pip install" in args
+    ]
+    assert len(installs) == 2, "the locked dependencies, then the package"
+    dependencies, package = installs
+    assert "--require-hashes" in dependencies and dependencies[-2:] == ["-r", "requirements.lock"]
+    # No `.[extra]`: the image carries the runtime only; nothing is resolved again.
+    assert [a for a in package if not a.startswith("-")] == ["."]
+    assert "--no-index" in package and "--no-build-isolation" in package
 
 
 def test_the_deployed_commands_do_not_import_matplotlib() -> None:

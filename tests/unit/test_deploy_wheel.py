@@ -1,7 +1,8 @@
 """The package as the image installs it: the Dockerfile's build context, no extras.
 
 Builds the wheel from exactly what the Dockerfile copies, installs it into a fresh venv
-(its runtime dependencies come from PyPI, no extras) and runs from there the commands
+as the image does (the runtime dependencies from requirements.lock, hashes checked,
+then the wheel offline: the lock must be complete; no extras) and runs from there the commands
 the Deployments and people run. Marked `slow` (a venv and the runtime dependencies
 from PyPI: about 40 s, 30 s with a warm pip cache); `make test` runs it.
 """
@@ -18,6 +19,7 @@ import pytest
 
 from tests.unit.test_deploy_dockerfile import copied_sources
 from virtualtarget.deploy_render import REPO
+from virtualtarget.lock import LOCK
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -60,17 +62,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = (root / "dist").glob("virtualtarget-*.whl")
     run([sys.executable, "-m", "venv", str(root / "venv")])
     bin_dir = root / "venv" / "bin"
-    run(
-        [
-            str(bin_dir / "python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            str(wheel),
-        ]
-    )
+    pip = [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    run([*pip, "--require-hashes", "--only-binary", ":all:", "-r", str(context / LOCK.name)])
+    run([*pip, "--no-index", str(wheel)])
     return bin_dir
 
 

@@ -63,7 +63,8 @@ def _load(name: str) -> dict[str, Any]:
     return document
 
 
-EXAMPLE_SET, EXAMPLE_CLASS = _load("exporterset-qemu.yaml"), _load("virtualtargetclass-qemu.yaml")
+EXAMPLE_SET = _load("exporterset-qemu.yaml")
+EXAMPLE_CLASS = _load("00-virtualtargetclass-qemu.yaml")
 
 
 def _exporter(exporter_set: dict[str, Any], name: str = "fedora-x86-0") -> dict[str, Any]:

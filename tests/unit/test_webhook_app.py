@@ -114,7 +114,7 @@ def test_a_single_error_has_no_brackets() -> None:
     response = call(SET_VALIDATE, review(a_set(minReplicas=-1))).json()["response"]
     assert response["status"]["message"] == (
         'ExporterSet.virtualtarget.jumpstarter.dev "pool-a" is invalid: '
-        "spec.minReplicas: Invalid value: -1: must be greater than or equal to 0"
+        "spec.minReplicas: Invalid value: -1: should be a non-negative integer"
     )
 
 

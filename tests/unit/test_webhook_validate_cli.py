@@ -10,6 +10,7 @@ import yaml
 from virtualtarget.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CLASS_EXAMPLE = EXAMPLES / "00-virtualtargetclass-qemu.yaml"
 
 
 def test_valid_examples_pass_and_print_defaulted_objects(
@@ -27,9 +28,7 @@ def test_valid_examples_pass_and_print_defaulted_objects(
 def test_each_invalid_example_is_denied_naming_file_and_field(
     invalid: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        ["validate", "-q", "-f", str(EXAMPLES / "virtualtargetclass-qemu.yaml"), str(invalid)]
-    )
+    code = main(["validate", "-q", "-f", str(CLASS_EXAMPLE), str(invalid)])
     err = capsys.readouterr().err
     assert code == 1
     assert f"{invalid}: " in err and "spec." in err
@@ -67,10 +66,7 @@ def test_denied_manifests_print_no_defaulted_objects(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     invalid = EXAMPLES / "invalid" / "exporterset-min-replicas-above-max.yaml"
-    assert (
-        main(["validate", "-f", str(EXAMPLES / "virtualtargetclass-qemu.yaml"), "-f", str(invalid)])
-        == 1
-    )
+    assert main(["validate", "-f", str(CLASS_EXAMPLE), "-f", str(invalid)]) == 1
     out = capsys.readouterr()
     assert out.out == ""
     assert out.err.splitlines() == [
@@ -83,7 +79,7 @@ def test_denied_manifests_print_no_defaulted_objects(
 def test_unknown_parameters_are_printed_as_warnings_and_admitted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    klass = yaml.safe_load((EXAMPLES / "virtualtargetclass-qemu.yaml").read_text())
+    klass = yaml.safe_load(CLASS_EXAMPLE.read_text())
     klass["spec"]["parameters"]["colour"] = "red"
     exporter_set = yaml.safe_load((EXAMPLES / "exporterset-qemu.yaml").read_text())
     exporter_set["spec"]["parameters"]["resources"]["gpus"] = 1

@@ -31,7 +31,7 @@ def test_valid_objects_pass() -> None:
 
 def test_counts_must_not_be_negative() -> None:
     assert set_errors(minReplicas=-1) == [
-        "spec.minReplicas: Invalid value: -1: must be greater than or equal to 0"
+        "spec.minReplicas: Invalid value: -1: should be a non-negative integer"
     ]
     assert len(set_errors(maxReplicas=-1, minAvailableReplicas=-2)) == 2
 

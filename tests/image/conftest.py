@@ -1,0 +1,47 @@
+"""The product image, built once per run from the repository's Dockerfile on the local
+debootstrap base (virtualtarget/images.py), and its root filesystem for runc."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from virtualtarget.images import CACHE, Unpacked, build_product, unpacked
+
+
+@pytest.fixture(scope="session")
+def archive() -> Path:
+    """The image as `make image` builds it (buildah's layer cache on)."""
+    return build_product(CACHE / "virtualtarget-test.tar")
+
+
+@pytest.fixture(scope="session")
+def image(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Unpacked]:
+    with unpacked(archive, tmp_path_factory.mktemp("image") / "unpacked") as root:
+        yield root
+    # Nothing stays behind: no container, no mount under the cache or the unpacked image.
+    listed = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True).stdout
+    assert [name for name in listed.split() if name.startswith("vt-")] == []
+    assert [
+        line
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if str(CACHE) in line or str(root.rootfs) in line
+    ] == []
+
+
+def layer_members(archive: Path) -> Iterator[tuple[str, tarfile.TarInfo, tarfile.TarFile]]:
+    """(layer, member, the layer's tar) for every entry of every layer, in order."""
+    with tarfile.open(archive) as outer:
+        manifest = outer.extractfile("manifest.json")
+        assert manifest is not None
+        for name in json.load(manifest)[0]["Layers"]:
+            reader = outer.extractfile(name)
+            assert reader is not None
+            with tarfile.open(fileobj=reader) as layer:
+                for entry in layer:
+                    yield name, entry, layer

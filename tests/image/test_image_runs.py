@@ -1,0 +1,122 @@
+"""What the product image must hold, checked on the built image run by runc as the
+Deployments run it (their user, a read-only root filesystem, no capabilities, no
+network): every command answers `--help`, nothing can be written outside /tmp, and the
+installed packages are exactly the lock's runtime ones."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.unit.test_lock import PYPROJECT, locked
+from virtualtarget.cli import SUBCOMMANDS
+from virtualtarget.deploy_render import render_overlay
+from virtualtarget.images import Unpacked
+from virtualtarget.lock import LOCK
+
+pytestmark = pytest.mark.image
+
+
+def deployments() -> list[dict[str, Any]]:
+    return [o for o in render_overlay("cert-manager") if o["kind"] == "Deployment"]
+
+
+DEPLOYED = sorted(
+    {c["args"][0] for d in deployments() for c in d["spec"]["template"]["spec"]["containers"]}
+)
+# What the image is for: the Deployments' commands and what a user runs from it.
+COMMANDS = [*DEPLOYED, "certs", "plan", "validate", "simulate"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_answers_help(image: Unpacked, command: str) -> None:
+    assert command in SUBCOMMANDS
+    result = image.run([command, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: virtualtarget {command}")
+
+
+def test_the_exporter_set_controller_entrypoint_answers_help(image: Unpacked) -> None:
+    result = image.run(["--help"], entrypoint=["/exporter-set-controller"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: "), result.stdout
+
+
+def test_runs_as_the_deployments_non_root_user_on_a_read_only_root(image: Unpacked) -> None:
+    user = image.config["config"]["User"]
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and int(uid) != 0  # runAsNonRoot can only check a numeric user
+    for deployment in deployments():
+        context = deployment["spec"]["template"]["spec"]["securityContext"]
+        assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid))
+    probe = (
+        "import os\n"
+        "print(os.getuid(), os.getgid())\n"
+        "for path in ('/opt/venv/probe', '/probe', '/tmp/probe'):\n"
+        "    try:\n"
+        "        open(path, 'w').close()\n"
+        "        print(path, 'written')\n"
+        "    except OSError as err:\n"
+        "        print(path, err.strerror)\n"
+    )
+    result = image.run(["-c", probe], entrypoint=["python3"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{uid} {gid}",
+        "/opt/venv/probe Read-only file system",
+        "/probe Read-only file system",
+        "/tmp/probe written",  # the Deployments' emptyDir
+    ]
+
+
+def installed(image: Unpacked) -> dict[str, str]:
+    probe = (
+        "import importlib.metadata as m, json\n"
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))\n"
+    )
+    result = image.run(["-c", probe], entrypoint=["python3"])
+    assert result.returncode == 0, result.stderr
+    return {canonicalize_name(k): v for k, v in json.loads(result.stdout).items()}
+
+
+def runtime_lock() -> dict[str, str]:
+    """What the image should install from the lock: every entry whose marker holds on
+    CPython 3.11 on Linux, less the build requirements (removed after the wheel build)."""
+    build_only = {
+        canonicalize_name(Requirement(spec).name) for spec in PYPROJECT["build-system"]["requires"]
+    }
+    markers: dict[str, str] = {}
+    for line in LOCK.read_text().replace("\\\n", " ").splitlines():
+        name, _, rest = line.partition("==")
+        if rest and ";" in rest:
+            markers[canonicalize_name(name)] = rest.split(";", 1)[1].split("--hash")[0].strip()
+    environment = {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux"}
+    return {
+        name: version
+        for name, (version, _) in locked().items()
+        if name not in build_only
+        and (name not in markers or Marker(markers[name]).evaluate(environment))
+    }
+
+
+def test_installs_exactly_the_locked_runtime_without_extras_or_build_tools(
+    image: Unpacked,
+) -> None:
+    expected = runtime_lock()
+    expected["virtualtarget"] = PYPROJECT["project"]["version"]
+    got = installed(image)
+    print(f"{len(got)} distributions installed")
+    assert got == expected
+    # Neither the simulate extra nor the test tools, nor pip itself.
+    for extra in PYPROJECT["project"]["optional-dependencies"].values():
+        for spec in extra:
+            name = canonicalize_name(Requirement(spec).name)
+            assert name == "virtualtarget" or name not in got, name
+    assert "pip" not in got and "matplotlib" not in got and "pytest" not in got
+    probe = "import importlib.util as u; print(u.find_spec('matplotlib'), u.find_spec('pytest'))"
+    assert image.run(["-c", probe], entrypoint=["python3"]).stdout.strip() == "None None"

@@ -1,0 +1,45 @@
+"""Quiet starts, checked on the rendered Deployments: every container has a startup
+probe on its readiness endpoint whose first try comes after the measured start (README,
+"Quiet starts"), readiness and liveness wait for it, and a slow start gets a minute
+before liveness could restart it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from virtualtarget.deploy_render import OVERLAYS, render_overlay
+
+# The slowest start measured from process start to /readyz 200 (seconds, loopback, 2
+# busy cores: webhook 1.1-2.5, reconciler 0.8-2.1), which the first try must come after.
+MEASURED_START_S = 2.5
+
+
+def containers(overlay: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{o['metadata']['name']}/{c['name']}", c)
+        for o in render_overlay(overlay)
+        if o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_startup_probe_gates_the_others_and_first_tries_after_the_measured_start(
+    overlay: str,
+) -> None:
+    found = containers(overlay)
+    assert len(found) == 2
+    for name, container in found:
+        startup = container["startupProbe"]
+        assert startup["httpGet"] == container["readinessProbe"]["httpGet"], name
+        assert startup["initialDelaySeconds"] >= 2 * MEASURED_START_S, name
+        budget = (
+            startup["initialDelaySeconds"] + startup["periodSeconds"] * startup["failureThreshold"]
+        )
+        print(f"{name}: first try at {startup['initialDelaySeconds']} s, gives up at {budget} s")
+        assert budget >= 60, name
+        for probe in ("readinessProbe", "livenessProbe"):
+            # Nothing to delay: kubelet runs neither before the startup probe passes.
+            assert "initialDelaySeconds" not in container[probe], (name, probe)

@@ -1,0 +1,62 @@
+"""The parts of virtualtarget/images.py that need no build: the mirror debootstrap uses
+and the pip settings handed to a build as secrets."""
+
+from __future__ import annotations
+
+import configparser
+import sys
+from pathlib import Path
+
+import pytest
+
+from virtualtarget.images import PIP_CA_SECRET, PIP_CONF_SECRET, ImageError, apt_mirror, pip_secrets
+
+
+def test_the_mirror_comes_from_deb822_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n# a comment\nURIs: http://mirror.invalid/debian\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n\n"
+        "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n"
+    )
+    assert apt_mirror("bookworm", tmp_path) == "http://mirror.invalid/debian"
+
+
+def test_the_mirror_comes_from_one_line_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "deb-src http://src.invalid/debian bookworm main\n"
+        "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n"
+    )
+    assert apt_mirror("bookworm", tmp_path) == "http://mirror.invalid/debian"
+
+
+def test_no_source_for_the_suite_says_so(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    with pytest.raises(ImageError, match="no apt source for bookworm"):
+        apt_mirror("bookworm", tmp_path)
+
+
+def test_pip_secrets_keep_the_index_and_ca_and_drop_host_paths(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    environ = {
+        "PIP_CONFIG_FILE": "/dev/null",  # only these settings, not the machine's
+        "PIP_INDEX_URL": "https://user:token@index.invalid/simple",
+        "PIP_CERT": str(ca),
+        "PIP_FIND_LINKS": "/opt/wheels",
+        "PIP_DEFAULT_TIMEOUT": "180",
+    }
+    (tmp_path / "out").mkdir()
+    secrets = pip_secrets(tmp_path / "out", environ, sys.executable)
+    assert secrets[PIP_CA_SECRET] == ca
+    conf = configparser.ConfigParser()
+    conf.read(secrets[PIP_CONF_SECRET])
+    assert dict(conf["global"]) == {
+        "index-url": "https://user:token@index.invalid/simple",
+        "timeout": "180",
+    }
+
+
+def test_no_settings_no_secrets(tmp_path: Path) -> None:
+    assert pip_secrets(tmp_path, {"PIP_CONFIG_FILE": "/dev/null"}, sys.executable) == {}

@@ -1,0 +1,98 @@
+"""`virtualtarget cluster` (what `make cluster` starts): a real single-node cluster.
+
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet with
+containerd, the CNI bridge and kube-proxy (`virtualtarget.node`), prints the kubeconfig
+and what to try, and on Ctrl-C (or SIGTERM) stops everything and undoes every change it
+made to the machine. Needs root and Debian's container packages (see the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from virtualtarget.controlplane import REPO_ROOT, ControlPlaneError, binary_dir
+from virtualtarget.node import NodeCluster, NodeError, running_node_cluster
+from virtualtarget.nodehost import HostError
+from virtualtarget.nodeimages import ImageError
+
+__all__ = ["configure", "run", "usage"]
+
+DEFAULT_WORKDIR = REPO_ROOT / ".cluster"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=DEFAULT_WORKDIR,
+        help="folder for all of the cluster's state, certificates and logs (emptied at start)",
+    )
+
+
+def _phases(timings: dict[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+
+
+def usage(cluster: NodeCluster) -> str:
+    busybox, net = cluster.images["busybox"], cluster.network
+    run = f"kubectl run hello --image={busybox} --image-pull-policy=Never --restart=Never"
+    web = (
+        f"kubectl run web --image={busybox} --image-pull-policy=Never --port=8080 "
+        "--expose -- sh -c 'echo hello from web > /i; exec httpd -f -p 8080 -h /'"
+    )
+    return "\n".join(
+        [
+            f"node cluster ready in {cluster.timings['start']:.1f} s "
+            f"({_phases({k: v for k, v in cluster.timings.items() if k != 'start'})})",
+            f"state and logs in {cluster.workdir}",
+            "",
+            f"  export KUBECONFIG={cluster.kubeconfig} PATH={binary_dir()}:$PATH",
+            "  kubectl get nodes -o wide",
+            f"  {run} -- echo hello from a Pod",
+            "  kubectl logs hello    # once it has Completed",
+            f"  {web}",
+            f"  {run.replace('hello', 'client')} -- wget -qO- web:8080   # no DNS: use",
+            "      the ClusterIP instead: kubectl get service web",
+            f"  ctr --address {cluster.containerd_socket} -n k8s.io images import IMAGE.tar",
+            "      # a docker-archive; Pods use it with imagePullPolicy: Never",
+            "",
+            f"Pods get {net.pod_cidr}, Services {net.service_cidr}, the node is {net.node_ip}:",
+            "traffic can reach only these and loopback (no DNS, no registry, no outside).",
+            "Ctrl-C stops the cluster and undoes every change made to this machine.",
+        ]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    try:
+        with running_node_cluster(args.workdir) as cluster:
+            previous = signal.signal(signal.SIGINT, request_stop)
+            try:
+                print(usage(cluster), flush=True)
+                while not stop.wait(1.0):
+                    cluster.plane.check_alive()
+                print("stopping", flush=True)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+        stops = {
+            k.removeprefix("stop "): v for k, v in cluster.timings.items() if k.startswith("stop ")
+        }
+        print(
+            f"node cluster stopped in {cluster.timings['stop']:.1f} s ({_phases(stops)}); "
+            "nothing of it is left on this machine",
+            flush=True,
+        )
+    except (NodeError, HostError, ImageError, ControlPlaneError) as error:
+        print(f"virtualtarget cluster: {error}", file=sys.stderr)
+        return 1
+    return 0

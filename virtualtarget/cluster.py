@@ -32,6 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_WORKDIR,
         help="folder for all of the cluster's state, certificates and logs (emptied at start)",
     )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another node cluster on this machine to stop (default: none)",
+    )
 
 
 def _phases(timings: dict[str, float]) -> str:
@@ -75,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     try:
-        with running_node_cluster(args.workdir) as cluster:
+        with running_node_cluster(args.workdir, wait=args.wait) as cluster:
             previous = signal.signal(signal.SIGINT, request_stop)
             try:
                 print(usage(cluster), flush=True)

@@ -54,6 +54,7 @@ from virtualtarget.controlplane import (
 )
 from virtualtarget.nodehost import (
     NETWORK,
+    TEMP_PREFIX,
     HostError,
     Ledger,
     Network,
@@ -499,7 +500,9 @@ state = "{root / "state"}"
         if self.plane.is_running("containerd"):
             attempt("containers", self._remove_containers)
             stop("containerd")
-        attempt("kube-apiserver, etcd", self.plane.stop)  # closes the logs too
+        stop("kube-apiserver")  # before etcd: it shuts down cleanly only with its store
+        stop("etcd")
+        self.plane.stop()  # closes the logs
         attempt("sweep", lambda: problems.extend(sweep(self.ledger, self.network)))
         self.timings["stop"] = round(time.monotonic() - begin, 1)
         if problems:
@@ -557,18 +560,34 @@ def _stop_on_signals() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def running_node_cluster(workdir: Path | None = None) -> Iterator[NodeCluster]:
+def running_node_cluster(
+    workdir: Path | None = None, *, wait: float = 0.0
+) -> Iterator[NodeCluster]:
     """Start a single-node cluster in `workdir` (emptied first; a private temporary folder
     when None, removed afterwards); stop it and undo every host change on exit, also when
-    the caller fails or the process is told to stop."""
+    the caller fails or the process is told to stop. One cluster runs on a machine at a
+    time: wait up to `wait` seconds for another to stop."""
     binaries = require_binaries((*BINARIES, *NODE_BINARIES))
     binaries |= _require_host()
-    owned = workdir is None
-    root = Path(tempfile.mkdtemp(prefix="virtualtarget-node-")) if owned else workdir
-    assert root is not None
+    if workdir is not None:
+        with _running(workdir, binaries, wait, fresh=True) as cluster:
+            yield cluster
+        return
+    root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+    try:
+        with _running(root, binaries, wait, fresh=False) as cluster:
+            yield cluster
+    finally:
+        remove_folder(root)  # never through a mount: refused while one is left
+
+
+@contextlib.contextmanager
+def _running(
+    root: Path, binaries: dict[str, Path], wait: float, *, fresh: bool
+) -> Iterator[NodeCluster]:
     root = root.resolve()
-    with _stop_on_signals(), machine_lock(root):
-        if not owned:
+    with _stop_on_signals(), machine_lock(root, wait):
+        if fresh:  # a folder of the caller's: emptied, once a killed run's are swept
             remove_folder(root)
         root.mkdir(parents=True, exist_ok=True)
         ledger = Ledger(root)
@@ -616,5 +635,3 @@ def running_node_cluster(workdir: Path | None = None) -> Iterator[NodeCluster]:
         finally:
             atexit.unregister(cluster.stop)
             cluster.stop()
-            if owned:
-                remove_folder(root)

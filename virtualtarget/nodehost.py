@@ -28,9 +28,11 @@ import fcntl
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -41,6 +43,7 @@ __all__ = [
     "CHAIN_PREFIXES",
     "NETWORK",
     "SYSCTLS",
+    "TEMP_PREFIX",
     "HostError",
     "Ledger",
     "Network",
@@ -55,6 +58,7 @@ __all__ = [
 ]
 
 MACHINE_DIR = Path("/run/virtualtarget-node")
+TEMP_PREFIX = "virtualtarget-node-"  # a cluster's private work folder in the temp folder
 GUARD_PREFIX = "VTNODE-"
 # Chains of the guard, of kube-proxy and the kubelet, and of the CNI portmap plugin.
 CHAIN_PREFIXES = (GUARD_PREFIX, "KUBE-", "CNI-")
@@ -148,7 +152,7 @@ def _jumps(tool: str, table: str) -> list[list[str]]:
     """Rules (as `-S` prints them, without `-A`) whose target is one of our chains."""
     rules = []
     for line in _run(tool, "-w", "-t", table, "-S", check=False).stdout.splitlines():
-        words = line.split()
+        words = shlex.split(line)  # comments are quoted: "kubernetes service portals"
         if words[:1] == ["-A"] and "-j" in words:
             target = words[words.index("-j") + 1]
             if target.startswith(CHAIN_PREFIXES):
@@ -521,23 +525,29 @@ def _restore_sysctls(before: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def machine_lock(workdir: Path) -> Iterator[None]:
-    """Hold the machine's node-cluster lock for `workdir`; sweep a killed run's leftovers
-    first. Raises HostError when another cluster is running."""
+def machine_lock(workdir: Path, wait: float = 0.0) -> Iterator[None]:
+    """Hold the machine's node-cluster lock for `workdir` (waiting up to `wait` seconds
+    for another cluster to stop); sweep a killed run's leftovers first. Raises HostError
+    when another cluster still runs."""
     MACHINE_DIR.mkdir(parents=True, exist_ok=True)
     current = MACHINE_DIR / "current"
     handle: IO[str] = (MACHINE_DIR / "lock").open("a+")
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if error.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            holder = current.read_text().strip() if current.is_file() else "unknown"
-            raise HostError(
-                f"another node cluster runs on this machine (work folder {holder}); "
-                "stop it first (Ctrl-C where `make cluster` runs)"
-            ) from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if time.monotonic() >= deadline:
+                holder = current.read_text().strip() if current.is_file() else "unknown"
+                raise HostError(
+                    f"another node cluster runs on this machine (work folder {holder}); "
+                    "stop it first (Ctrl-C where `make cluster` runs)"
+                ) from None
+            time.sleep(1.0)
         if current.is_file():
             stale = Path(current.read_text().strip())
             ledger = Ledger.load(stale)
@@ -549,6 +559,8 @@ def machine_lock(workdir: Path) -> Iterator[None]:
                     f"a killed node cluster ({stale}) left what could not be removed: "
                     + "; ".join(problems)
                 )
+            if stale.parent == Path(tempfile.gettempdir()) and stale.name.startswith(TEMP_PREFIX):
+                remove_folder(stale)  # a private folder nobody else will empty
         current.write_text(f"{workdir.resolve()}\n")
         try:
             yield

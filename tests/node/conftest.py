@@ -19,6 +19,8 @@ import pytest
 
 from virtualtarget.node import NodeCluster, running_node_cluster
 
+# One node cluster runs on a machine at a time; a test waits this long for another's.
+LOCK_WAIT_S = 240.0
 _TIMINGS: list[tuple[str, dict[str, float]]] = []
 
 
@@ -51,7 +53,7 @@ def record_timings(who: str, cluster: NodeCluster) -> None:
 @pytest.fixture(scope="module")
 def node_cluster(request: pytest.FixtureRequest) -> Iterator[NodeCluster]:
     """One cluster for a test module (one cluster runs on a machine at a time)."""
-    with running_node_cluster() as cluster:
+    with running_node_cluster(wait=LOCK_WAIT_S) as cluster:
         record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
         yield cluster
 

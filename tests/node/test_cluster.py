@@ -74,7 +74,7 @@ def test_pod_reaches_a_cluster_ip_service_through_kube_proxy(
     cluster_ip = get(node_cluster, namespace, "service", "web")["spec"]["clusterIP"]
     # kube-proxy syncs its rules shortly after the endpoint becomes ready: try a while.
     fetch = (
-        f"for i in $(seq 40); do wget -qO- -T 2 http://{cluster_ip}/ && exit 0; "
+        f"for i in $(seq 40); do timeout 3 wget -qO- http://{cluster_ip}/ && exit 0; "
         "sleep 0.5; done; exit 1"
     )
     apply(node_cluster, namespace, busybox_pod(node_cluster, "client", fetch))

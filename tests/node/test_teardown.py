@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.node.conftest import (
+    LOCK_WAIT_S,
     apply,
     busybox_pod,
     busybox_pod_named,
@@ -101,48 +104,64 @@ def _assert_clean(workdir: Path, before: dict[str, Any]) -> None:
     assert mounts_under(workdir) == []
 
 
+@pytest.mark.timeout(600)  # two starts and stops
 def test_stop_leaves_nothing_and_a_second_start_works(tmp_path: Path) -> None:
     before = host_state()
     workdir = tmp_path / "node"
     for attempt in ("first start", "second start"):
-        with running_node_cluster(workdir) as cluster:
+        with running_node_cluster(workdir, wait=LOCK_WAIT_S) as cluster:
             record_timings(f"teardown test, {attempt}", cluster)
             _use_the_cluster(cluster)
         _assert_clean(workdir, before)
 
 
+@pytest.mark.timeout(600)  # two starts
 def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_path: Path) -> None:
     before = host_state()
     killed = tmp_path / "killed"
     harness = subprocess.Popen(
-        [sys.executable, "-m", "virtualtarget.cli", "cluster", "--workdir", str(killed)],
+        [
+            sys.executable,
+            "-m",
+            "virtualtarget.cli",
+            "cluster",
+            "--workdir",
+            str(killed),
+            "--wait",
+            str(LOCK_WAIT_S),
+        ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert harness.stdout is not None
-    output = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = harness.stdout.readline()
-        output.append(line)
-        if line.startswith("node cluster ready") or not line:
-            break
-    assert output[-1].startswith("node cluster ready"), "".join(output)
-    # A Pod running (container, sandbox, mounts), then the harness dies without a
-    # chance to clean up.
-    kubectl = [str(binary_dir() / "kubectl"), f"--kubeconfig={killed / 'kubeconfig'}"]
-    pod = busybox_pod_named(BUSYBOX_IMAGE, "sleeper", "sleep 3600")
-    subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(pod), text=True, check=True)
-    subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s"],
-                   check=True, timeout=130)  # fmt: skip
-    os.kill(harness.pid, signal.SIGKILL)
-    harness.wait(timeout=30)
-    time.sleep(1)
-    assert mounts_under(killed), "the killed harness left its containers' mounts"
+    try:
+        assert harness.stdout is not None
+        output = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = harness.stdout.readline()
+            output.append(line)
+            if line.startswith("node cluster ready") or not line:
+                break
+        assert output[-1].startswith("node cluster ready"), "".join(output)
+        # A Pod running (container, sandbox, mounts), then the harness dies without a
+        # chance to clean up.
+        kubectl = [str(binary_dir() / "kubectl"), f"--kubeconfig={killed / 'kubeconfig'}"]
+        pod = busybox_pod_named(BUSYBOX_IMAGE, "sleeper", "sleep 3600")
+        subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(pod), text=True, check=True)
+        subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s"],
+                       check=True, timeout=130)  # fmt: skip
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait(timeout=30)
+        time.sleep(1)
+        assert mounts_under(killed), "the killed harness left its containers' mounts"
+    finally:
+        if harness.poll() is None:  # the test failed before the kill: stop it properly
+            harness.send_signal(signal.SIGINT)
+            harness.wait(timeout=120)
 
-    with running_node_cluster(tmp_path / "next") as cluster:
+    with running_node_cluster(tmp_path / "next", wait=LOCK_WAIT_S) as cluster:
         record_timings("after a killed harness", cluster)
         assert processes_of(killed) == {} and mounts_under(killed) == []
         pod = busybox_pod(cluster, "hello", "echo hello")

@@ -71,6 +71,7 @@ from virtualtarget.nodeimages import (
 )
 
 __all__ = [
+    "DEBIAN_PACKAGES",
     "NODE_BINARIES",
     "NODE_NAME",
     "NodeCluster",
@@ -79,8 +80,19 @@ __all__ = [
 ]
 
 NODE_BINARIES = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-# From Debian's packages (README, .ci/run): containerd, runc, containernetworking-plugins,
-# umoci, skopeo, busybox-static, iptables; gcc for the pause binary.
+# The Debian packages the node needs (`.ci/run` installs these when missing), and the
+# programs from them the harness runs; gcc and libc6-dev build the pause binary.
+DEBIAN_PACKAGES = (
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "iptables",
+    "umoci",
+    "skopeo",
+    "busybox-static",
+    "gcc",
+    "libc6-dev",
+)
 HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "skopeo", "gcc", "strip", "iptables")
 CNI_BIN = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
@@ -112,8 +124,8 @@ def _require_host() -> dict[str, Path]:
     missing += [f"{CNI_BIN}/{name}" for name in CNI_PLUGINS if not (CNI_BIN / name).exists()]
     if missing:
         raise NodeError(
-            f"node cluster: {', '.join(missing)} not found; apt-get install -y containerd "
-            "runc containernetworking-plugins umoci skopeo busybox-static iptables gcc"
+            f"node cluster: {', '.join(missing)} not found; "
+            f"apt-get install -y --no-install-recommends {' '.join(DEBIAN_PACKAGES)}"
         )
     return found
 

@@ -41,9 +41,14 @@ from typing import IO, Any
 
 __all__ = [
     "CHAIN_PREFIXES",
+    "HOST_DIRS",
+    "KUBELET_SOCKET",
     "NETWORK",
+    "POD_LOG_LINKS",
     "SYSCTLS",
+    "TABLES",
     "TEMP_PREFIX",
+    "TOOLS",
     "HostError",
     "Ledger",
     "Network",
@@ -93,11 +98,14 @@ SYSCTLS = (
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
 )
-# Host folders the kubelet and CNI write to whatever their configuration says.
+# Host paths the kubelet, libcni and containerd's shims use whatever their configuration
+# says: the kubelet's links to container logs, its device-plugin socket, libcni's
+# result cache and the shims' sockets.
 POD_LOG_LINKS = Path("/var/log/containers")
-CNI_CACHE = Path("/var/lib/cni")
-SHIM_SOCKETS = Path("/run/containerd")
-HOST_DIRS = (POD_LOG_LINKS, CNI_CACHE, SHIM_SOCKETS)
+KUBELET_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+CNI_RESULTS = Path("/var/lib/cni/results")
+SHIM_SOCKETS = Path("/run/containerd/s")
+HOST_DIRS = (POD_LOG_LINKS, KUBELET_SOCKET.parent, CNI_RESULTS, SHIM_SOCKETS)
 
 
 class HostError(RuntimeError):
@@ -237,6 +245,14 @@ def kernel_settings() -> dict[str, str]:
     return values
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist (what creating it would add)."""
+    for candidate in [*reversed(path.parents), path]:
+        if not candidate.exists():
+            return candidate
+    return None
+
+
 def _addresses_and_routes() -> list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
     found: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
     for link in json.loads(_run("ip", "-j", "addr").stdout):
@@ -309,7 +325,7 @@ class Ledger:
     def remember_host(self) -> None:
         """Record the kernel settings and which host folders exist, before any change."""
         self.sysctls = kernel_settings()
-        self.host_dirs = [str(path) for path in HOST_DIRS if not path.exists()]
+        self.host_dirs = [str(top) for path in HOST_DIRS if (top := _first_missing(path))]
         self.save()
 
     def add_address(self, network: Network = NETWORK) -> None:
@@ -449,7 +465,8 @@ def _remove_host_files(ledger: Ledger, network: Network) -> None:
         for link in POD_LOG_LINKS.iterdir():
             if link.is_symlink() and os.readlink(link).startswith(marker):
                 link.unlink()
-    results = CNI_CACHE / "results"
+    KUBELET_SOCKET.unlink(missing_ok=True)  # one kubelet per machine: it was this one's
+    results = CNI_RESULTS
     if results.is_dir():  # libcni's cache, left when a sandbox died without CNI DEL
         for entry in results.glob(f"{network.cni_network}-*-eth0"):
             sandbox = entry.name.removeprefix(f"{network.cni_network}-").removesuffix("-eth0")

@@ -123,7 +123,9 @@ def test_an_unused_cluster_ip_is_refused_on_this_machine(
     network = ipaddress.ip_network(node_cluster.network.service_cidr)
     unused = next(str(ip) for ip in reversed(list(network.hosts())) if str(ip) not in used)
     # The guard is in place before anything is sent: the packet can only be refused here.
-    assert _guard_rejects("VTNODE-OUTPUT") >= 0 and _guard_rejects("VTNODE-FORWARD") >= 0
+    for parent in ("OUTPUT", "FORWARD"):
+        jump = ["iptables", "-w", "-C", parent, "-j", f"VTNODE-{parent}"]
+        assert subprocess.run(jump, capture_output=True).returncode == 0, jump
     before = _guard_rejects("VTNODE-OUTPUT")
     started = time.monotonic()
     try:

@@ -26,7 +26,10 @@ from tests.node.conftest import (
 from virtualtarget.controlplane import REPO_ROOT, binary_dir
 from virtualtarget.node import NodeCluster, running_node_cluster
 from virtualtarget.nodehost import (
+    HOST_DIRS,
+    KUBELET_SOCKET,
     NETWORK,
+    POD_LOG_LINKS,
     TABLES,
     TOOLS,
     cgroup_leftovers,
@@ -64,9 +67,9 @@ def host_state() -> dict[str, Any]:
         "bridge": Path(f"/sys/class/net/{NETWORK.bridge}").exists(),
         "kernel settings (ip_forward, ...)": kernel_settings(),
         "kubepods cgroups": cgroup_leftovers(),
-        "pod log links": sorted(os.listdir("/var/log/containers"))
-        if os.path.isdir("/var/log/containers")
-        else None,
+        "pod log links": sorted(os.listdir(POD_LOG_LINKS)) if POD_LOG_LINKS.is_dir() else None,
+        "kubelet socket": KUBELET_SOCKET.exists(),
+        "host folders": {str(path): path.exists() for path in HOST_DIRS},
         "node programs": _program_pids(),
     }
 
@@ -98,8 +101,8 @@ def _use_the_cluster(cluster: NodeCluster) -> None:
 
 def _assert_clean(workdir: Path, before: dict[str, Any]) -> None:
     after = host_state()
-    after["node programs"] = after["node programs"] - before["node programs"] or set()
-    assert after == before | {"node programs": set()}
+    assert after.pop("node programs") <= before["node programs"]  # none started is left
+    assert after == {k: v for k, v in before.items() if k != "node programs"}
     assert processes_of(workdir) == {}
     assert mounts_under(workdir) == []
 

@@ -88,12 +88,11 @@ DEBIAN_PACKAGES = (
     "containernetworking-plugins",
     "iptables",
     "umoci",
-    "skopeo",
     "busybox-static",
     "gcc",
     "libc6-dev",
 )
-HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "skopeo", "gcc", "strip", "iptables")
+HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "gcc", "strip", "iptables")
 CNI_BIN = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 NODE_NAME = "virtualtarget-node"

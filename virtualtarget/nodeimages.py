@@ -1,8 +1,10 @@
 """Container images for the node tier, made on this machine: no registry is reachable.
 
-An image is a root filesystem packed by umoci into an OCI layout and turned by skopeo
-into a docker-archive, which `ctr -n k8s.io images import` loads into the node's
-containerd (an OCI archive would keep a short name the CRI does not match). Two are made
+An image is a root filesystem packed by umoci into an OCI layout and written here as a
+docker-archive (the `docker save` layout), which `ctr -n k8s.io images import` loads
+into the node's containerd (an OCI archive would keep a short name the CRI does not
+match). Written here rather than by skopeo, which keeps a cache under /var/lib/containers:
+everything stays in the work folder. Two are made
 here: the sandbox (pause) image, compiled from `build/pause/linux/pause.c` of the
 k8s.io/kubernetes module `tools/control-plane` builds from, and a busybox image from
 Debian's busybox-static for trying the cluster and for the tests.
@@ -10,10 +12,14 @@ Debian's busybox-static for trying the cluster and for the tests.
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -108,20 +114,39 @@ def build_archive(
             *config,
         ]
     )
-    # skopeo needs no trust policy for two local transports.
-    _run(
-        [
-            "skopeo",
-            "--insecure-policy",
-            "copy",
-            "-q",
-            f"oci:{layout}:image",
-            f"docker-archive:{archive}:{name}",
-        ]
-    )
+    write_docker_archive(layout, name, archive)
     shutil.rmtree(bundle)
     shutil.rmtree(layout)
     return archive
+
+
+def write_docker_archive(layout: Path, name: str, archive: Path) -> None:
+    """The OCI layout's one image as a docker-archive tagged `name`: its config, its layers
+    uncompressed, and a manifest.json naming them."""
+    blobs = layout / "blobs" / "sha256"
+
+    def blob(digest: str) -> Path:
+        return blobs / digest.removeprefix("sha256:")
+
+    (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
+    manifest = json.loads(blob(entry["digest"]).read_text())
+    config = manifest["config"]["digest"].removeprefix("sha256:")
+    with tarfile.open(archive, "w") as tar:
+        tar.add(blob(config), arcname=f"{config}.json")
+        layers = []
+        for index, layer in enumerate(manifest["layers"]):
+            path = archive.parent / f"layer-{index}.tar"
+            opener = gzip.open if layer["mediaType"].endswith("+gzip") else open
+            with opener(blob(layer["digest"]), "rb") as source, path.open("wb") as target:
+                shutil.copyfileobj(source, target)
+            layers.append(f"layer-{index}/layer.tar")
+            tar.add(path, arcname=layers[-1])
+            path.unlink()
+        listing = [{"Config": f"{config}.json", "RepoTags": [name], "Layers": layers}]
+        data = json.dumps(listing).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
 
 
 def pause_archive(folder: Path) -> tuple[Path, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -63,8 +63,8 @@ def usage(cluster: NodeCluster) -> str:
             f"  {run} -- echo hello from a Pod",
             "  kubectl logs hello    # once it has Completed",
             f"  {web}",
-            f"  {run.replace('hello', 'client')} -- wget -qO- web:8080   # no DNS: use",
-            "      the ClusterIP instead: kubectl get service web",
+            "  curl http://$(kubectl get service web -o jsonpath='{.spec.clusterIP}'):8080/i"
+            "   # through kube-proxy",
             f"  ctr --address {cluster.containerd_socket} -n k8s.io images import IMAGE.tar",
             "      # a docker-archive; Pods use it with imagePullPolicy: Never",
             "",
@@ -76,21 +76,20 @@ def usage(cluster: NodeCluster) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    stop = threading.Event()
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # once: the teardown runs to its end
+        raise KeyboardInterrupt
 
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
+    previous = signal.signal(signal.SIGINT, interrupt)
     try:
         with running_node_cluster(args.workdir, wait=args.wait) as cluster:
-            previous = signal.signal(signal.SIGINT, request_stop)
+            print(usage(cluster), flush=True)
             try:
-                print(usage(cluster), flush=True)
-                while not stop.wait(1.0):
+                while True:
+                    time.sleep(1.0)
                     cluster.plane.check_alive()
+            except KeyboardInterrupt:
                 print("stopping", flush=True)
-            finally:
-                signal.signal(signal.SIGINT, previous)
         stops = {
             k.removeprefix("stop "): v for k, v in cluster.timings.items() if k.startswith("stop ")
         }
@@ -99,7 +98,12 @@ def run(args: argparse.Namespace) -> int:
             "nothing of it is left on this machine",
             flush=True,
         )
+    except KeyboardInterrupt:  # during the start: what had started is stopped and undone
+        print("virtualtarget cluster: interrupted; stopped", file=sys.stderr)
+        return 130
     except (NodeError, HostError, ImageError, ControlPlaneError) as error:
         print(f"virtualtarget cluster: {error}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return 0

@@ -411,7 +411,13 @@ class ControlPlane:
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this control plane; raise with its output when `check` fails."""
         result = subprocess.run(
-            [str(self.binaries["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
+            [
+                str(self.binaries["kubectl"]),
+                f"--kubeconfig={self.kubeconfig}",
+                # Its discovery cache in the work folder, not in ~/.kube of whoever runs it.
+                f"--cache-dir={self.workdir / 'kubectl-cache'}",
+                *args,
+            ],
             input=input,
             capture_output=True,
             text=True,

@@ -556,6 +556,8 @@ def _stop_on_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP unwind like Ctrl-C, so the cluster's teardown runs."""
 
     def leave(signum: int, _frame: FrameType | None) -> None:
+        for sig in previous:  # once: the teardown that follows is not interrupted
+            signal.signal(sig, signal.SIG_IGN)
         raise SystemExit(128 + signum)
 
     previous = {}

@@ -150,7 +150,11 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_path: Path) -> Non
         assert output[-1].startswith("node cluster ready"), "".join(output)
         # A Pod running (container, sandbox, mounts), then the harness dies without a
         # chance to clean up.
-        kubectl = [str(binary_dir() / "kubectl"), f"--kubeconfig={killed / 'kubeconfig'}"]
+        kubectl = [
+            str(binary_dir() / "kubectl"),
+            f"--kubeconfig={killed / 'kubeconfig'}",
+            f"--cache-dir={killed / 'kubectl-cache'}",
+        ]
         pod = busybox_pod_named(BUSYBOX_IMAGE, "sleeper", "sleep 3600")
         subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(pod), text=True, check=True)
         subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s"],

@@ -507,7 +507,8 @@ state = "{root / "state"}"
             attempt("deleting Pods", self._delete_pods)
         stop("kube-proxy")
         stop("kubelet")
-        attempt("kube-proxy --cleanup", self._kube_proxy_cleanup)
+        # Its chains go in the sweep; not `kube-proxy --cleanup`, which would also flush
+        # every IPVS rule of the machine and load the ip_vs module where it can.
         if self.plane.is_running("containerd"):
             attempt("containers", self._remove_containers)
             stop("containerd")
@@ -524,14 +525,6 @@ state = "{root / "state"}"
             "delete", "pods", "--all", "--all-namespaces", "--grace-period=1",
             "--wait=true", "--timeout=60s", timeout=90,
         )  # fmt: skip
-
-    def _kube_proxy_cleanup(self) -> None:
-        subprocess.run(
-            [str(self.plane.binaries["kube-proxy"]), "--cleanup"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
 
     def _remove_containers(self) -> None:
         def ids(kind: str) -> list[str]:

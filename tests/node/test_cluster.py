@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from tests.node.conftest import apply, busybox_pod, get, wait_for_phase
+from tests.node.support import apply, busybox_pod, get, wait_for_phase
 from virtualtarget.node import NodeCluster
 
 

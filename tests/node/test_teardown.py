@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.conftest import (
+from tests.node.support import (
     LOCK_WAIT_S,
     apply,
     busybox_pod,

@@ -16,7 +16,7 @@ CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane test unit e2e image lock check run bench clean
+.PHONY: all venv crds docs control-plane test unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -67,10 +67,14 @@ test: $(STAMP) control-plane
 	$(PY) -m pytest
 
 unit: $(STAMP)
-	$(PY) -m pytest -m 'not e2e and not image'
+	$(PY) -m pytest -m 'not e2e and not image and not node'
 
 e2e: $(STAMP) control-plane
 	$(PY) -m pytest -m e2e
+
+## The node tier alone: a real single-node cluster on this machine (root; see README).
+node: $(STAMP) control-plane
+	$(PY) -m pytest -m node
 
 ## The product image on a local debootstrap base (no registry needed), as a docker-archive
 ## for `ctr -n k8s.io images import` (see virtualtarget/images.py; base once: ~130 s).
@@ -95,6 +99,10 @@ check: $(STAMP)
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane
 	$(VT) dev
+
+## A real single-node cluster (kubelet, containerd, kube-proxy, ...) on this machine (root).
+cluster: $(STAMP) control-plane
+	$(VT) cluster
 
 bench: $(STAMP) control-plane
 	$(PY) -m bench

@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +45,7 @@ __all__ = [
     "binary_dir",
     "crd_files",
     "free_port",
+    "require_binaries",
     "running_control_plane",
 ]
 
@@ -68,16 +69,17 @@ def crd_files(root: Path = REPO_ROOT / "crds") -> list[Path]:
     return sorted(p for p in root.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` (loopback by default) that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _require_binaries() -> dict[str, Path]:
-    found = {name: binary_dir() / name for name in BINARIES}
+def require_binaries(names: Sequence[str] = BINARIES) -> dict[str, Path]:
+    """The paths of `names` in `binary_dir()`; a clear error naming the missing ones."""
+    found = {name: binary_dir() / name for name in names}
     missing = [name for name, path in found.items() if not os.access(path, os.X_OK)]
     if missing:
         raise ControlPlaneError(
@@ -120,6 +122,15 @@ class ControlPlane:
     binaries: dict[str, Path]
     audit: bool = False
     etcd_port: int = 0
+    # Where kube-apiserver listens and what it advertises (a node's IP for the node tier).
+    address: str = "127.0.0.1"
+    # kube-apiserver flags replacing (or, with None, removing) the loopback defaults.
+    apiserver_flags: dict[str, str | None] = field(default_factory=dict)
+    # More static-token users: name -> groups; their tokens are in `tokens` after start.
+    token_users: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    # The CA that signed the serving certificate, when it is not the self-signed one.
+    ca_path: Path | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
     # name -> its arguments and its current process, so it can be started again
@@ -128,7 +139,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -136,12 +147,26 @@ class ControlPlane:
 
     @property
     def ca_file(self) -> Path:
+        if self.ca_path is not None:
+            return self.ca_path
         # kube-apiserver writes a self-signed serving certificate and its CA here.
         return self.workdir / "apiserver" / "apiserver.crt"
 
+    @property
+    def service_account_key(self) -> Path:
+        """The key kube-apiserver signs and checks ServiceAccount tokens with."""
+        return self.workdir / "sa.key"
+
     # -- start and stop -----------------------------------------------------------
 
-    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    def spawn(
+        self,
+        name: str,
+        args: Sequence[str],
+        *,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start `self.binaries[name]` with `args`, its output in `<workdir>/<name>.log`."""
         log = (self.workdir / f"{name}.log").open("ab")
         self.logs.append(log)
         process = subprocess.Popen(
@@ -149,6 +174,7 @@ class ControlPlane:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, not them
+            preexec_fn=preexec_fn,
         )
         self.processes.append(process)
         self._args[name] = list(args)
@@ -164,7 +190,7 @@ class ControlPlane:
         etcd_port, peer_port = self.etcd_port, free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
-        self._spawn(
+        self.spawn(
             "etcd",
             [
                 "--name=default",
@@ -178,58 +204,74 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        sa_key = self.workdir / "sa.key"
+        sa_key = self.service_account_key
         _write_service_account_key(sa_key)
         tokens = self.workdir / "tokens.csv"
-        tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
-        audit: list[str] = []
+        lines = [f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"']
+        for user, groups in self.token_users.items():
+            self.tokens[user] = secrets.token_hex(16)
+            lines.append(f'{self.tokens[user]},{user},{user},"{",".join(groups)}"')
+        tokens.write_text("\n".join(lines) + "\n")
+        tokens.chmod(0o600)
+        flags: dict[str, str | None] = {}
         if self.audit:
             policy = self.workdir / "audit-policy.yaml"
             policy.write_text(AUDIT_POLICY)
-            audit = [
-                f"--audit-policy-file={policy}",
-                f"--audit-log-path={self.audit_log}",
-                "--audit-log-mode=blocking",  # each event written before the answer
-            ]
-        self._spawn(
+            flags |= {
+                "audit-policy-file": str(policy),
+                "audit-log-path": str(self.audit_log),
+                "audit-log-mode": "blocking",  # each event written before the answer
+            }
+        flags |= {
+            "etcd-servers": etcd_url,
+            "bind-address": self.address,
+            "advertise-address": self.address,
+            "secure-port": str(self.port),
+            "cert-dir": str(self.workdir / "apiserver"),
+            "token-auth-file": str(tokens),
+            "authorization-mode": "RBAC",
+            "service-cluster-ip-range": "10.96.0.0/24",
+            "service-account-issuer": "https://kubernetes.default.svc.cluster.local",
+            "service-account-key-file": str(sa_key),
+            "service-account-signing-key-file": str(sa_key),
+            # ServiceAccount admission needs the token controller to create each
+            # namespace's default account; no controller runs here.
+            "disable-admission-plugins": "ServiceAccount",
+            "enable-admission-plugins": "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "v": "1",
+        }
+        flags |= self.apiserver_flags
+        self.spawn(
             "kube-apiserver",
-            [
-                *audit,
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                f"--cert-dir={self.workdir / 'apiserver'}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.96.0.0/24",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={sa_key}",
-                f"--service-account-signing-key-file={sa_key}",
-                # ServiceAccount admission needs the token controller to create each
-                # namespace's default account; no controller runs here.
-                "--disable-admission-plugins=ServiceAccount",
-                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-                "--v=1",
-            ],
+            [f"--{name}={value}" for name, value in flags.items() if value is not None],
         )
         self._wait_ready()
         self._write_kubeconfig()
 
     # -- faults ---------------------------------------------------------------------
 
-    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Stop `name` (etcd or kube-apiserver) with `sig` and wait until it has exited."""
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL, timeout: float = 30) -> None:
+        """Stop `name` (etcd or kube-apiserver) with `sig` and wait until it has exited;
+        SIGKILL after `timeout` seconds."""
         process = self._running.pop(name)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=timeout)
+
+    def is_running(self, name: str) -> bool:
+        """Whether `name` was started and not stopped since (`kill`)."""
+        return name in self._running
 
     def restart(self, name: str) -> None:
         """Start `name` again with the same arguments: same ports, same data."""
         if name in self._running:
             self.kill(name)
-        self._spawn(name, self._args[name])
+        self.spawn(name, self._args[name])
         if name == "kube-apiserver":
             self._wait_ready()
 
@@ -273,7 +315,8 @@ class ControlPlane:
         lines = self.audit_log.read_text().splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
+        """Raise with the last lines of its log when a started process has exited."""
         for process, log in zip(self.processes, self.logs, strict=True):
             if process.poll() is not None and process in self._running.values():
                 tail = Path(log.name).read_text(errors="replace").strip().splitlines()[-5:]
@@ -294,7 +337,7 @@ class ControlPlane:
         )
         last = "no answer"
         while time.monotonic() < deadline:
-            self._check_alive()
+            self.check_alive()
             try:
                 with urllib.request.urlopen(request, timeout=2, context=context) as response:
                     if response.status == 200:
@@ -368,7 +411,13 @@ class ControlPlane:
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this control plane; raise with its output when `check` fails."""
         result = subprocess.run(
-            [str(self.binaries["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
+            [
+                str(self.binaries["kubectl"]),
+                f"--kubeconfig={self.kubeconfig}",
+                # Its discovery cache in the work folder, not in ~/.kube of whoever runs it.
+                f"--cache-dir={self.workdir / 'kubectl-cache'}",
+                *args,
+            ],
             input=input,
             capture_output=True,
             text=True,
@@ -407,7 +456,7 @@ def running_control_plane(
 ) -> Iterator[ControlPlane]:
     """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
     `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`)."""
-    binaries = _require_binaries()
+    binaries = require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
     assert root is not None

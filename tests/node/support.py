@@ -1,0 +1,70 @@
+"""Helpers of the node tier's tests: Pod manifests, kubectl shorthands, and the start
+and stop times of every cluster (printed by conftest.py at the end of the run)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from virtualtarget.node import NodeCluster
+
+# One node cluster runs on a machine at a time; a test waits this long for another's.
+LOCK_WAIT_S = 240.0
+TIMINGS: list[tuple[str, dict[str, float]]] = []
+
+
+def record_timings(who: str, cluster: NodeCluster) -> None:
+    """Keep a cluster's start and stop times for the summary at the end of the run."""
+    TIMINGS.append((who, cluster.timings))
+
+
+def busybox_pod(cluster: NodeCluster, name: str, command: str, **extra: Any) -> dict[str, Any]:
+    """A Pod manifest running `command` with sh in the node's own busybox image."""
+    return busybox_pod_named(cluster.images["busybox"], name, command, **extra)
+
+
+def busybox_pod_named(image: str, name: str, command: str, **extra: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", command],
+    }
+    container |= extra.pop("container", {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"restartPolicy": "Never", "containers": [container], **extra},
+    }
+
+
+def apply(cluster: NodeCluster, namespace: str, *objects: dict[str, Any]) -> None:
+    items = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(items))
+
+
+def get(cluster: NodeCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(
+        cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
+    )
+    return found
+
+
+def wait_for_phase(
+    cluster: NodeCluster, namespace: str, pod: str, phases: tuple[str, ...], timeout: float = 120
+) -> dict[str, Any]:
+    """Poll the Pod until its phase is one of `phases`; the Pod as last read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = get(cluster, namespace, "pod", pod)
+        if found.get("status", {}).get("phase") in phases:
+            return found
+        if time.monotonic() > deadline:
+            events = cluster.kubectl("get", "events", "-n", namespace, check=False).stdout
+            raise AssertionError(
+                f"Pod {pod} not {'/'.join(phases)} after {timeout:.0f}s: "
+                f"{json.dumps(found.get('status'))}\n{events}"
+            )
+        time.sleep(0.5)

@@ -1,0 +1,587 @@
+"""What the node tier changes on the host, written down first so exactly that is undone.
+
+A single-node cluster changes the machine outside its work folder: an address on `lo`,
+iptables chains (the guard below, kube-proxy's, the CNI plugins'), a bridge, cgroups,
+kernel settings the kubelet and the CNI bridge plugin set, a few host folders. Each
+change is recorded in `<workdir>/host-changes.json` before it is made, and `sweep()`
+undoes what the record names and what the cluster's own programs left behind. The
+cluster's addresses are fixed (`NETWORK`); the start refuses when the machine already
+has anything of the kind (another cluster's chains, a route into the range), so whatever
+of the kind exists at teardown is the cluster's own.
+
+A machine-wide lock (`/run/virtualtarget-node/lock`) lets one cluster run at a time, and
+`/run/virtualtarget-node/current` names its work folder: a start that finds the lock free
+but the name still there (the previous run was killed) sweeps that folder's leftovers
+first.
+
+The guard: the cluster may send traffic only to loopback and to its own bridge and Pod
+addresses. Without kube-proxy's rules (before it starts, after it stops, or for a
+ClusterIP no Service uses) a packet to a Service address would follow the default route
+off the machine, so REJECT rules go in before kube-apiserver starts and come out last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "CHAIN_PREFIXES",
+    "HOST_DIRS",
+    "KUBELET_SOCKET",
+    "NETWORK",
+    "POD_LOG_LINKS",
+    "SYSCTLS",
+    "TABLES",
+    "TEMP_PREFIX",
+    "TOOLS",
+    "HostError",
+    "Ledger",
+    "Network",
+    "cgroup_leftovers",
+    "chains",
+    "kernel_settings",
+    "machine_lock",
+    "mounts_under",
+    "processes_of",
+    "remove_folder",
+    "sweep",
+]
+
+MACHINE_DIR = Path("/run/virtualtarget-node")
+TEMP_PREFIX = "virtualtarget-node-"  # a cluster's private work folder in the temp folder
+GUARD_PREFIX = "VTNODE-"
+# Chains of the guard, of kube-proxy and the kubelet, and of the CNI portmap plugin.
+CHAIN_PREFIXES = (GUARD_PREFIX, "KUBE-", "CNI-")
+TABLES = ("filter", "nat", "mangle", "raw")
+TOOLS = ("iptables", "ip6tables")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_NAME = "kubepods"  # the kubelet's pod cgroups, in every hierarchy (cgroupfs driver)
+# The programs the cluster runs; a leftover process is one of them naming the work folder.
+PROGRAMS = frozenset(
+    {
+        "containerd",
+        "containerd-shim-runc-v2",
+        "runc",
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubelet",
+        "kube-proxy",
+    }
+)
+# Kernel settings the kubelet (setupKernelTunables), the CNI bridge plugin (ip_forward)
+# and kube-proxy may change; each is put back to what it was before the start.
+SYSCTLS = (
+    "net/ipv4/ip_forward",
+    "net/ipv4/conf/all/route_localnet",
+    "net/ipv6/conf/all/forwarding",
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+# Host paths the kubelet, libcni and containerd's shims use whatever their configuration
+# says: the kubelet's links to container logs, its device-plugin socket, libcni's
+# result cache and the shims' sockets.
+POD_LOG_LINKS = Path("/var/log/containers")
+KUBELET_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+CNI_RESULTS = Path("/var/lib/cni/results")
+SHIM_SOCKETS = Path("/run/containerd/s")
+HOST_DIRS = (POD_LOG_LINKS, KUBELET_SOCKET.parent, CNI_RESULTS, SHIM_SOCKETS)
+
+
+class HostError(RuntimeError):
+    """The host is not fit for the cluster, or a change could not be made or undone."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """The cluster's addresses: one /16 no route of this machine may touch."""
+
+    cluster_range: str = "10.213.0.0/16"
+    pod_cidr: str = "10.213.0.0/24"
+    service_cidr: str = "10.213.128.0/24"
+    node_ip: str = "10.213.255.1"
+    bridge: str = "vtnode0"
+    cni_network: str = "virtualtarget-node"
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: the CNI bridge plugin takes the Pod range's first."""
+        return str(ipaddress.ip_network(self.pod_cidr)[1])
+
+    @property
+    def kubernetes_service_ip(self) -> str:
+        """The `kubernetes` Service's ClusterIP: the Service range's first address."""
+        return str(ipaddress.ip_network(self.service_cidr)[1])
+
+
+NETWORK = Network()
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if check and result.returncode != 0:
+        raise HostError(f"{' '.join(argv)} failed: {result.stderr.strip() or result.stdout}")
+    return result
+
+
+# -- what is there -------------------------------------------------------------------
+
+
+def chains(tool: str, table: str) -> list[str]:
+    """The user chains of `table` whose names start with one of CHAIN_PREFIXES."""
+    result = _run(tool, "-w", "-t", table, "-S", check=False)
+    if result.returncode != 0:  # this table does not exist for this family
+        return []
+    names = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("-N ")]
+    return [name for name in names if name.startswith(CHAIN_PREFIXES)]
+
+
+def _jumps(tool: str, table: str) -> list[list[str]]:
+    """Rules (as `-S` prints them, without `-A`) whose target is one of our chains."""
+    rules = []
+    for line in _run(tool, "-w", "-t", table, "-S", check=False).stdout.splitlines():
+        words = shlex.split(line)  # comments are quoted: "kubernetes service portals"
+        if words[:1] == ["-A"] and "-j" in words:
+            target = words[words.index("-j") + 1]
+            if target.startswith(CHAIN_PREFIXES):
+                rules.append(words[1:])
+    return rules
+
+
+def mounts_under(folder: Path) -> list[Path]:
+    """Mount points at or below `folder`, deepest first."""
+    root = str(folder.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")  # \\040 is a space
+        if point == root or point.startswith(root + "/"):
+            points.append(Path(point))
+    return sorted(set(points), key=lambda p: len(p.parts), reverse=True)
+
+
+def _cgroup_dirs() -> list[Path]:
+    """Every `kubepods` cgroup folder, one per hierarchy."""
+    if not CGROUP_ROOT.is_dir():
+        return []
+    found = []
+    for hierarchy in CGROUP_ROOT.iterdir():
+        candidate = hierarchy / CGROUP_NAME
+        if candidate.is_dir():
+            found.append(candidate)
+    if (CGROUP_ROOT / CGROUP_NAME).is_dir():  # a pure cgroup v2 host
+        found.append(CGROUP_ROOT / CGROUP_NAME)
+    return found
+
+
+def cgroup_leftovers() -> list[Path]:
+    return _cgroup_dirs()
+
+
+def _cgroup_pids() -> set[int]:
+    pids: set[int] = set()
+    for top in _cgroup_dirs():
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(word) for word in procs.read_text().split())
+    return pids
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return pids
+
+
+def processes_of(workdir: Path) -> dict[int, str]:
+    """Running processes of the cluster's programs whose command line names `workdir`."""
+    marker = str(workdir.resolve()).encode()
+    mine = _ancestors()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        program = os.path.basename(argv[0].decode(errors="replace"))
+        if program in PROGRAMS and any(marker in arg for arg in argv):
+            found[int(entry.name)] = program
+    return found
+
+
+def kernel_settings() -> dict[str, str]:
+    """The current value of each of SYSCTLS that this kernel has."""
+    values = {}
+    for name in SYSCTLS:
+        with contextlib.suppress(OSError):
+            values[name] = (Path("/proc/sys") / name).read_text().strip()
+    return values
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist (what creating it would add)."""
+    for candidate in [*reversed(path.parents), path]:
+        if not candidate.exists():
+            return candidate
+    return None
+
+
+def _addresses_and_routes() -> list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    found: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
+    for link in json.loads(_run("ip", "-j", "addr").stdout):
+        for info in link.get("addr_info", []):
+            net = ipaddress.ip_network(f"{info['local']}/{info['prefixlen']}", strict=False)
+            found.append((f"address {info['local']}/{info['prefixlen']} on {link['ifname']}", net))
+    for route in json.loads(_run("ip", "-j", "route", "show", "table", "all").stdout):
+        dst = route.get("dst", "")
+        if dst in ("", "default") or route.get("type") in ("broadcast",):
+            continue
+        with contextlib.suppress(ValueError):
+            net = ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False)
+            found.append((f"route {dst} dev {route.get('dev', '?')}", net))
+    return found
+
+
+# -- the record ------------------------------------------------------------------------
+
+
+@dataclass
+class Ledger:
+    """The host changes of one cluster, saved after each entry (JSON in its work folder)."""
+
+    workdir: Path
+    address: str = ""  # the node IP, when the start added it to lo
+    sysctls: dict[str, str] = field(default_factory=dict)  # values before the start
+    host_dirs: list[str] = field(default_factory=list)  # folders that did not exist
+
+    @property
+    def path(self) -> Path:
+        return self.workdir / "host-changes.json"
+
+    def save(self) -> None:
+        data = asdict(self) | {"workdir": str(self.workdir)}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(self.path)
+
+    @classmethod
+    def load(cls, workdir: Path) -> Ledger:
+        path = workdir / "host-changes.json"
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        data["workdir"] = workdir
+        return cls(**data)
+
+    # -- changes, each recorded before it is made ------------------------------------
+
+    def check_host(self, network: Network = NETWORK) -> None:
+        """Refuse to start where the cluster's addresses or names are already in use."""
+        if os.geteuid() != 0:
+            raise HostError("the node cluster needs root (containerd, kubelet, iptables)")
+        cluster = ipaddress.ip_network(network.cluster_range)
+        clashes = [
+            what
+            for what, net in _addresses_and_routes()
+            if net.version == cluster.version and cluster.overlaps(net)
+        ]
+        if Path(f"/sys/class/net/{network.bridge}").exists():
+            clashes.append(f"network device {network.bridge}")
+        for tool in TOOLS:
+            for table in TABLES:
+                clashes += [f"{tool} -t {table} chain {name}" for name in chains(tool, table)]
+        clashes += [f"cgroup {path}" for path in _cgroup_dirs()]
+        if clashes:
+            raise HostError(
+                f"this machine already has what the node cluster would make ({cluster} is "
+                "its address range): " + "; ".join(clashes)
+            )
+
+    def remember_host(self) -> None:
+        """Record the kernel settings and which host folders exist, before any change."""
+        self.sysctls = kernel_settings()
+        self.host_dirs = [str(top) for path in HOST_DIRS if (top := _first_missing(path))]
+        self.save()
+
+    def add_address(self, network: Network = NETWORK) -> None:
+        """The node IP, a /32 on lo: this kernel has no dummy device, and lo is local."""
+        self.address = network.node_ip
+        self.save()
+        _run("ip", "addr", "add", f"{network.node_ip}/32", "dev", "lo")
+
+    def add_guard(self, network: Network = NETWORK) -> None:
+        """REJECT what would leave loopback, the bridge and the Pods (see the docstring)."""
+        br, cluster, pods = network.bridge, network.cluster_range, network.pod_cidr
+        node = f"{network.node_ip}/32"
+        # A chain per (table, built-in chain), jumped to first: VTNODE-<built-in>.
+        v4 = {
+            # Host to the cluster's range: only local addresses, Pods and the node. The
+            # filter table sees a Service's DNAT but not the new route (`-o` is still the
+            # default route's), so this goes by addresses, and conntrack names a Service
+            # whose endpoint is not one of them.
+            ("filter", "OUTPUT"): [
+                ["-o", "lo", "-j", "RETURN"],
+                ["-d", pods, "-j", "RETURN"],
+                ["-d", node, "-j", "RETURN"],
+                ["-d", cluster, "-j", "REJECT"],
+                ["-m", "conntrack", "--ctorigdst", cluster, "-j", "REJECT"],
+            ],
+            # Forwarding only from the bridge to the bridge (Pod to Pod, Service to Pod).
+            ("filter", "FORWARD"): [
+                ["-i", br, "-o", br, "-j", "RETURN"],
+                ["-i", br, "-j", "REJECT"],
+                ["-o", br, "-j", "REJECT"],
+                ["-d", cluster, "-j", "REJECT"],
+                ["-s", cluster, "-j", "REJECT"],
+            ],
+            # Pods reach only the node's cluster addresses (and answer the host: a reply
+            # to a masqueraded Service connection is addressed back to the host's own
+            # address by then); nothing from outside lo and the bridge reaches the cluster.
+            ("filter", "INPUT"): [
+                ["-i", "lo", "-j", "RETURN"],
+                ["-i", br, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"],
+                ["-i", br, "-d", cluster, "-j", "RETURN"],
+                ["-i", br, "-j", "REJECT"],
+                ["-d", cluster, "-j", "REJECT"],
+            ],
+            # The last word, on the final route: nothing of the cluster's leaves by
+            # another device (a Pod address while the bridge is not there yet, say).
+            ("mangle", "POSTROUTING"): [
+                ["-o", "lo", "-j", "RETURN"],
+                ["-o", br, "-j", "RETURN"],
+                ["-d", cluster, "-j", "DROP"],
+                ["-s", cluster, "-j", "DROP"],
+                ["-m", "conntrack", "--ctorigdst", cluster, "-j", "DROP"],
+            ],
+        }
+        v6 = {  # the Pods have no IPv6 addresses: nothing of theirs passes
+            ("filter", "INPUT"): [["-i", br, "-j", "REJECT"]],
+            ("filter", "FORWARD"): [["-i", br, "-j", "REJECT"], ["-o", br, "-j", "REJECT"]],
+        }
+        for tool, rules in (("iptables", v4), ("ip6tables", v6)):
+            for (table, parent), chain_rules in rules.items():
+                chain = f"{GUARD_PREFIX}{parent}"
+                _run(tool, "-w", "-t", table, "-N", chain)
+                for rule in chain_rules:
+                    _run(tool, "-w", "-t", table, "-A", chain, *rule)
+                _run(tool, "-w", "-t", table, "-I", parent, "1", "-j", chain)
+
+
+# -- undoing ---------------------------------------------------------------------------
+
+
+def _stop_pids(pids: dict[int, str], timeout: float = 10.0) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _unmount(point: Path) -> None:
+    if _run("umount", str(point), check=False).returncode != 0:
+        _run("umount", "-l", str(point), check=False)
+
+
+def _unmount_all(folder: Path) -> None:
+    for point in mounts_under(folder):
+        _unmount(point)
+
+
+def remove_folder(folder: Path) -> None:
+    """Delete a work folder, never through a mount: whatever is mounted below it (a
+    volume, a container's root) is unmounted first, and the removal refused if any is left."""
+    _unmount_all(folder)
+    left = mounts_under(folder)
+    if left:
+        raise HostError(f"not removing {folder}: still mounted there: {', '.join(map(str, left))}")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_cgroups() -> None:
+    pids = _cgroup_pids()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _cgroup_pids():
+        time.sleep(0.1)
+    for top in _cgroup_dirs():
+        _remove_empty_tree(top)
+
+
+def _remove_chains() -> None:
+    for tool in TOOLS:
+        for table in TABLES:
+            for rule in _jumps(tool, table):
+                _run(tool, "-w", "-t", table, "-D", *rule, check=False)
+            names = chains(tool, table)
+            for name in names:
+                _run(tool, "-w", "-t", table, "-F", name, check=False)
+            for name in names:
+                _run(tool, "-w", "-t", table, "-X", name, check=False)
+
+
+def _remove_host_files(ledger: Ledger, network: Network) -> None:
+    marker = str(ledger.workdir.resolve())
+    if POD_LOG_LINKS.is_dir():
+        for link in POD_LOG_LINKS.iterdir():
+            if link.is_symlink() and os.readlink(link).startswith(marker):
+                link.unlink()
+    KUBELET_SOCKET.unlink(missing_ok=True)  # one kubelet per machine: it was this one's
+    results = CNI_RESULTS
+    if results.is_dir():  # libcni's cache, left when a sandbox died without CNI DEL
+        for entry in results.glob(f"{network.cni_network}-*-eth0"):
+            sandbox = entry.name.removeprefix(f"{network.cni_network}-").removesuffix("-eth0")
+            (results / f"cni-loopback-{sandbox}-lo").unlink(missing_ok=True)
+            entry.unlink()
+    for name in ledger.host_dirs:
+        _remove_empty_tree(Path(name))
+
+
+def _remove_empty_tree(folder: Path) -> None:
+    """Remove `folder` and the folders in it, deepest first, as far as they are empty:
+    something else may have started using one meanwhile."""
+    if not folder.is_dir():
+        return
+    subs = sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    for sub in [*subs, folder]:
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+
+
+def sweep(ledger: Ledger, network: Network = NETWORK) -> list[str]:
+    """Undo everything of the cluster that is still there; each step runs even when an
+    earlier one failed. Returns what could not be undone (empty when all is clean)."""
+    problems: list[str] = []
+
+    def step(what: str, action: Any) -> None:
+        try:
+            action()
+        except Exception as error:  # every step is attempted; failures are reported
+            problems.append(f"{what}: {error}")
+
+    step("processes", lambda: _stop_pids(processes_of(ledger.workdir)))
+    step("cgroups", _remove_cgroups)
+    step("mounts", lambda: _unmount_all(ledger.workdir))
+    step("iptables", _remove_chains)
+    if Path(f"/sys/class/net/{network.bridge}").exists():
+        step("bridge", lambda: _run("ip", "link", "del", network.bridge))
+    if ledger.address:
+        step("address", lambda: _del_address(ledger.address))
+    step("kernel settings", lambda: _restore_sysctls(ledger.sysctls))
+    step("host folders", lambda: _remove_host_files(ledger, network))
+    problems += [
+        f"{program} (pid {pid}) still runs" for pid, program in processes_of(ledger.workdir).items()
+    ]
+    problems += [f"still mounted: {point}" for point in mounts_under(ledger.workdir)]
+    problems += [f"cgroup left: {path}" for path in _cgroup_dirs()]
+    problems += [
+        f"{tool} -t {table} chain {name} left"
+        for tool in TOOLS
+        for table in TABLES
+        for name in chains(tool, table)
+    ]
+    return problems
+
+
+def _has_address(address: str) -> bool:
+    return f" {address}/32 " in _run("ip", "-o", "addr", "show", "dev", "lo").stdout
+
+
+def _del_address(address: str) -> None:
+    if _has_address(address):
+        _run("ip", "addr", "del", f"{address}/32", "dev", "lo")
+
+
+def _restore_sysctls(before: dict[str, str]) -> None:
+    now = kernel_settings()
+    for name, value in before.items():
+        if now.get(name) != value:
+            (Path("/proc/sys") / name).write_text(value + "\n")
+
+
+# -- one cluster at a time -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def machine_lock(workdir: Path, wait: float = 0.0) -> Iterator[None]:
+    """Hold the machine's node-cluster lock for `workdir` (waiting up to `wait` seconds
+    for another cluster to stop); sweep a killed run's leftovers first. Raises HostError
+    when another cluster still runs."""
+    MACHINE_DIR.mkdir(parents=True, exist_ok=True)
+    current = MACHINE_DIR / "current"
+    handle: IO[str] = (MACHINE_DIR / "lock").open("a+")
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if time.monotonic() >= deadline:
+                holder = current.read_text().strip() if current.is_file() else "unknown"
+                raise HostError(
+                    f"another node cluster runs on this machine (work folder {holder}); "
+                    "stop it first (Ctrl-C where `make cluster` runs)"
+                ) from None
+            time.sleep(1.0)
+        if current.is_file():
+            stale = Path(current.read_text().strip())
+            ledger = Ledger.load(stale)
+            if not ledger.path.is_file() and _has_address(NETWORK.node_ip):
+                ledger.address = NETWORK.node_ip  # the record went with its folder
+            problems = sweep(ledger)
+            if problems:
+                raise HostError(
+                    f"a killed node cluster ({stale}) left what could not be removed: "
+                    + "; ".join(problems)
+                )
+            if stale.parent == Path(tempfile.gettempdir()) and stale.name.startswith(TEMP_PREFIX):
+                remove_folder(stale)  # a private folder nobody else will empty
+        current.write_text(f"{workdir.resolve()}\n")
+        try:
+            yield
+        finally:
+            current.unlink(missing_ok=True)
+    finally:
+        handle.close()  # closing releases the lock

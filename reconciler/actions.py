@@ -34,10 +34,12 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class CreateExporter:
     """Create the Exporter `name` (rendered from the set). Its config Secret and Pod follow
-    once Jumpstarter's controller has issued its credentials (`CreatePod`)."""
+    once Jumpstarter's controller has issued its credentials (`CreatePod`). `step` is the
+    pool's failures in a row (BACKOFF_STEP), 0 when healthy."""
 
     name: str
     why: str = field(default="", compare=False)
+    step: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +53,25 @@ class CreatePod:
 
 @dataclass(frozen=True, slots=True)
 class DeletePod:
-    """Delete a Pod that has finished or whose Exporter is gone (checked live first)."""
+    """Delete the Pod `uid` (a precondition: never a newer Pod of that name), which has
+    finished or belongs to no instance of the pool (checked live first)."""
 
     name: str
     why: str = field(default="", compare=False)
+    uid: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Remove:
     """Take an instance out: fence (`enabled=false` + FENCED_AT) unless already fenced,
-    then read the Leases live and delete the Exporter only if none holds it."""
+    then read the Leases live and delete the Exporter only if none holds it; then its
+    Pods. Each delete carries the uid it was planned for."""
 
     name: str
     fence: bool
     why: str = field(default="", compare=False)
+    uid: str = field(default="", compare=False)
+    pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class RecordEvent:
 
     reason: str
     note: str
+    warning: bool = False
 
 
 Action = (

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
@@ -56,8 +57,10 @@ from reconciler.credentials import (
     resolve,
 )
 from reconciler.executor import Executor
+from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, explain
-from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.jumpstarter import config_secret_name
+from reconciler.keys import SET_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
 from reconciler.observe import Observation
@@ -114,6 +117,7 @@ class Controller:
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
         self.configs = ConfigSync()
+        self.expectations = Expectations()
         self.reconciles = ReconcileStats()
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
@@ -132,7 +136,7 @@ class Controller:
             CONFIGMAPS: {"transform": keep_certificates},
             PODS: {
                 "transform": keep_only("status.phase"),
-                "derive": lambda p: pod_view(p, _pod_exporter(p)),
+                "derive": pod_view,
                 "label_selector": SET_LABEL,
             },
             JUMPSTARTER_LEASES: {"derive": lease_view},
@@ -175,6 +179,7 @@ class Controller:
     def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
         if kind == "DELETED":
             self.plans.pop(_key(new), None)  # its metric series go with it
+            self.expectations.forget(_key(new))
         self.queue.add(_key(new))
 
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
@@ -258,6 +263,14 @@ class Controller:
         ):
             return None
         pool, problem = pool_view(exporter_set)
+        # The status this process last wrote, while the cache has not shown it yet: a
+        # transition is noted (and its Event written) once.
+        pool = replace(
+            pool,
+            status=self.expectations.status(
+                (namespace, name), str(meta.get("resourceVersion", "")), pool.status
+            ),
+        )
         if klass is None:
             problem = problem or (
                 "ClassNotFound",
@@ -279,23 +292,42 @@ class Controller:
                 found = self.credentials(exporter, klass)
                 if isinstance(found, str):
                     awaiting[_meta(exporter).get("name", "")] = found
+        pods = tuple(self.informers[PODS].derived_by_index("set", (namespace, name)))
+        key = (namespace, name)
+        with_pods = {pod.owner_uid for pod in pods}
         observation = Observation(
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
             exporters=owned,
-            pods=tuple(self.informers[PODS].derived_by_index("set", (namespace, name))),
+            pods=pods,
             leases=tuple(
                 self.informers[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
             ),
             taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
             awaiting=awaiting,
+            expected_exporters=self.expectations.pending(
+                key, EXPORTER, lambda n: exporters.get(namespace, n) is not None
+            ),
+            expected_pods=self.expectations.pending(key, POD, with_pods.__contains__),
         )
         return observation, klass
 
     def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
-        """An Exporter's credentials from the caches, or why it has none yet."""
-        return resolve(exporter, klass, self.informers[SECRETS].get, self.informers[CONFIGMAPS].get)
+        """An Exporter's credentials from the caches, or why it has none yet. A Secret of
+        the instance's name that another Exporter controls (an earlier one of that name,
+        its config Secret not yet collected) is never taken for this one's."""
+        meta = _meta(exporter)
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        secrets = self.informers[SECRETS]
+        config_name = config_secret_name(meta.get("name", ""))
+        config = secrets.get(namespace, config_name)
+        if config is not None and controller_of(config) not in ("", uid):
+            return f'Secret "{config_name}" belongs to an earlier Exporter; waiting for it to go'
+        credential = secrets.get(namespace, credential_secret_name(exporter))
+        if credential is not None and controller_of(credential) not in ("", uid):
+            return f'Secret "{credential_secret_name(exporter)}" belongs to another Exporter'
+        return resolve(exporter, klass, secrets.get, self.informers[CONFIGMAPS].get)
 
     def decide(
         self, exporter_set: Obj, now: datetime
@@ -342,6 +374,7 @@ class Controller:
             credentials=lambda e: self.credentials(e, klass or {}),
             cached_secret=lambda n: secrets.get(key[0], n),
             configs=self.configs,
+            expectations=self.expectations,
         )
         self.plans[key] = result
         if lane in LANE_STEPS:
@@ -443,10 +476,3 @@ def _issued(exporter: Obj) -> bool:
 def _key(obj: Obj) -> ObjKey:
     meta = _meta(obj)
     return meta.get("namespace", ""), meta.get("name", "")
-
-
-def _pod_exporter(pod: Obj) -> str:
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == EXPORTERS.kind:
-            return str(ref.get("name", ""))
-    return str((_meta(pod).get("labels") or {}).get(INSTANCE_LABEL, ""))

@@ -6,7 +6,10 @@
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - before any delete or detach, the Leases are read live (not from the cache); if one
   holds the instance, the fence is lifted and nothing is deleted;
-- deletes carry a uid precondition, so a newer object of the same name survives;
+- deletes carry a uid precondition, so a newer object of the same name survives, and a
+  Pod already being deleted is not deleted again;
+- each create accepted is noted in the runtime's expectations, so the passes that follow
+  before the cache shows it do not repeat it;
 - an instance's config Secret is rendered and compared with the cached one, and written
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
 - the Event of a created, removed or retained instance carries the planner's reason.
@@ -42,10 +45,18 @@ from reconciler.actions import (
     Retain,
     SetSurplusSince,
 )
-from reconciler.adapt import controller_of, lease_view
+from reconciler.adapt import controller_of, lease_view, pod_exited
 from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
-from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
+from reconciler.expectations import EXPORTER, POD, Expectations
+from reconciler.keys import (
+    BACKOFF_STEP,
+    FENCED_AT,
+    RETAINED_FROM,
+    SERVED_LEASE,
+    SET_LABEL,
+    SURPLUS_SINCE,
+)
 from reconciler.kube import ApiError, Kube
 from reconciler.provisioners.base import Provisioner
 from reconciler.render import (
@@ -76,6 +87,7 @@ class Executor:
     credentials: Callable[[Obj], Credentials | str]
     cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
     configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
+    expectations: Expectations = field(default_factory=Expectations)  # likewise
     writes: int = 0
 
     @property
@@ -89,9 +101,13 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(name, why):
-                exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
+            case CreateExporter(name, why, step):
+                rendered = render_exporter(self.exporter_set, name)
+                if step:
+                    rendered["metadata"].setdefault("annotations", {})[BACKOFF_STEP] = str(step)
+                exporter = self._create(EXPORTERS, rendered)
                 if exporter is not None and controller_of(exporter) == self._set_uid:
+                    self.expectations.expect(self._key, EXPORTER, name)
                     note = _because(f"created Exporter {name}", why)
                     self._event("InstanceCreated", "Create", note, exporter)
             case CreatePod(name):
@@ -101,15 +117,18 @@ class Executor:
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
                     self._sync_config(ctx)
-                    self._create(PODS, self.provisioner.render_pod(ctx))
-            case DeletePod(name):
-                self._delete_pod_if_stale(name)
-            case Remove(name, fence, why):
+                    pod = self._create(PODS, self.provisioner.render_pod(ctx))
+                    if pod is not None and controller_of(pod) == ctx.exporter_uid:
+                        self.expectations.expect(self._key, POD, ctx.exporter_uid)
+            case DeletePod(name, _, uid):
+                self._delete_pod_if_stale(name, uid)
+            case Remove(name, fence, why, planned_uid, pods):
                 if self._fence_and_check(name, fence):
                     exporter = self.cached_exporter(name) or {}
-                    uid = (exporter.get("metadata") or {}).get("uid")
+                    uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
-                    self._write(lambda: self.kube.delete(PODS, self.namespace, name))
+                    for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
+                        self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
                     note = _because(f"removed Exporter {name}", why)
                     self._event("InstanceRemoved", "Delete", note, exporter)
             case Retain(name, why):
@@ -133,8 +152,10 @@ class Executor:
                         EXPORTERSETS, self.namespace, self._name, body, sub="status"
                     )
                 )
-            case RecordEvent(reason, note):
-                self._event(reason, "Wait", note, None)
+                version = str(self.exporter_set["metadata"].get("resourceVersion", ""))
+                self.expectations.wrote_status(self._key, version, status)
+            case RecordEvent(reason, note, warning):
+                self._event(reason, "Wait", note, None, warning=warning)
 
     def keep_current(self, names: Iterable[str]) -> int:
         """Bring the config Secrets of running instances up to date; writes made."""
@@ -152,6 +173,10 @@ class Executor:
         return str(self.exporter_set["metadata"]["name"])
 
     @property
+    def _key(self) -> tuple[str, str]:
+        return self.namespace, self._name
+
+    @property
     def _set_uid(self) -> str:
         return str(self.exporter_set["metadata"].get("uid", ""))
 
@@ -159,7 +184,9 @@ class Executor:
         self.writes += 1
         return call()
 
-    def _event(self, reason: str, action: str, note: str, related: Obj | None) -> None:
+    def _event(
+        self, reason: str, action: str, note: str, related: Obj | None, warning: bool = False
+    ) -> None:
         """Best effort: a pool's step is done whether or not its Event could be written."""
         event = build_event(
             self.exporter_set,
@@ -168,6 +195,7 @@ class Executor:
             note=note,
             now=self.now,
             related=related or None,
+            warning=warning,
         )
         try:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
@@ -182,7 +210,20 @@ class Executor:
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            return self.kube.get(resource, self.namespace, body["metadata"]["name"])
+            name = body["metadata"]["name"]
+            found = self.kube.get(resource, self.namespace, name)
+            meta = (found or {}).get("metadata") or {}
+            log.debug(
+                "%s/%s: create %s %s: already exists (uid %s, owner %s, deleting %s)",
+                self.namespace,
+                self._name,
+                resource.kind,
+                name,
+                meta.get("uid"),
+                controller_of(found or {}) or "none",
+                bool(meta.get("deletionTimestamp")),
+            )
+            return found
 
     def _context(self, exporter: Obj) -> InstanceContext | None:
         """The instance's rendering inputs, or None while it cannot be rendered."""
@@ -216,17 +257,28 @@ class Executor:
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
         self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
 
-    def _delete_pod_if_stale(self, name: str) -> None:
+    def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
+        """Delete the Pod `uid` if it still is what the plan saw: finished, or its
+        Exporter gone (or replaced by a newer one of that name); never one already being
+        deleted, never a newer Pod of that name (the uid precondition)."""
         pod = self.kube.get(PODS, self.namespace, name)
-        if pod is None:
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("deletionTimestamp") or (uid and meta.get("uid") != uid):
             return
         finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         owner_uid = controller_of(pod)
-        exporter = self.kube.get(EXPORTERS, self.namespace, name)
-        orphan = exporter is None or (exporter.get("metadata") or {}).get("uid") != owner_uid
-        if finished or orphan:
-            uid = (pod.get("metadata") or {}).get("uid")
-            self._write(lambda: self.kube.delete(PODS, self.namespace, name, uid))
+        if not (finished or owner_gone):
+            exporter = self.kube.get(EXPORTERS, self.namespace, name)
+            owner_gone = exporter is None or (exporter.get("metadata") or {}).get("uid") != (
+                owner_uid
+            )
+        if finished or owner_gone or pod_exited(pod):
+            live_uid = meta.get("uid")
+            try:
+                self._write(lambda: self.kube.delete(PODS, self.namespace, name, live_uid))
+            except ApiError as exc:
+                if exc.status != 409:  # the precondition: a newer Pod took the name
+                    raise
 
     def _held_by_lease(self, name: str) -> bool:
         leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)

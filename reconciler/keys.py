@@ -6,6 +6,7 @@ One module so the planner, the renderer, the runtime and the tests agree on spel
 from __future__ import annotations
 
 __all__ = [
+    "BACKOFF_STEP",
     "FENCED_AT",
     "GROUP",
     "INSTANCE_LABEL",
@@ -36,3 +37,7 @@ SERVED_LEASE = f"{GROUP}/served-lease"
 FENCED_AT = f"{GROUP}/fenced-at"
 # On an Exporter detached by reclaimPolicy Retain: the set it came from.
 RETAINED_FROM = f"{GROUP}/retained-from"
+# On an Exporter and its Pod: how many instances of the pool had failed in a row when it
+# was created (0 for a healthy pool). The pool's backoff is read back from it after a
+# restart (`reconciler.backoff`).
+BACKOFF_STEP = f"{GROUP}/backoff-step"

@@ -68,15 +68,43 @@ class ExporterView:
     hooks: HookRecord | None = None
     served_lease: str = ""  # annotation SERVED_LEASE
     fenced: bool = False  # annotation FENCED_AT: disabled by the pool, not by a person
+    uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
+    registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
+    backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
+
+    @property
+    def identity(self) -> str:
+        """What an instance's Pods are matched by: the uid (names may be reused)."""
+        return self.uid or self.name
 
 
 @dataclass(frozen=True, slots=True)
 class PodView:
-    """The workload Pod of one instance (controller ownerReference to its Exporter)."""
+    """A Pod labelled for the set; it belongs to the instance whose Exporter uid its
+    controller ownerReference names (`owner_uid`), and to no other of the same name."""
 
     name: str
-    exporter: str
+    exporter: str  # the owner's name, for messages only
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    owner_uid: str = ""  # "" only in hand-built views: `exporter` stands in
+    uid: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp set
+    created: datetime | None = None
+    # The exporter container (`jmp run`): exited, with its code, message and end time.
+    exited: bool = False
+    exit_code: int | None = None
+    finished_at: datetime | None = None
+    message: str = ""  # termination message (the log tail on error), else the Pod's reason
+    backoff_step: int = 0  # annotation BACKOFF_STEP
+
+    @property
+    def owner(self) -> str:
+        return self.owner_uid or self.exporter
+
+    @property
+    def done(self) -> bool:
+        """Finished, or its exporter has exited (the sidecar may still be stopping)."""
+        return self.phase in ("Succeeded", "Failed") or self.exited
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +164,7 @@ class Observation:
     taken_names: frozenset[str] = frozenset()
     problem: tuple[str, str] | None = None
     awaiting: Mapping[str, str] = field(default_factory=dict)
+    # Writes of this process the caches have not shown yet (`reconciler.expectations`):
+    # Exporters created (their names) and instances whose Pod was created (identities).
+    expected_exporters: frozenset[str] = frozenset()
+    expected_pods: frozenset[str] = frozenset()

@@ -24,12 +24,14 @@ from reconciler.access import PODS
 from reconciler.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
+    EXPORTER_CONTAINER,
     EXPORTER_UID,
     JUMPSTARTER_RELEASE,
     LAUNCHER_SOCKET,
     QEMU_DRIVER,
     SHARED_DIR,
     TCP_NETWORK_DRIVER,
+    readiness_command,
     run_command,
 )
 from reconciler.render import Image, InstanceContext
@@ -140,9 +142,18 @@ class QemuProvisioner:
         if ctx.resources:
             runtime["resources"] = dict(ctx.resources)
         exporter = _container(
-            "exporter",
+            EXPORTER_CONTAINER,
             ctx.images["exporter"],
             command=run_command(),
+            # Ready while `jmp run`'s serving child lives (a process check: 0.9.0 has no
+            # endpoint); a failure's log tail becomes the termination message the pool's
+            # Degraded condition quotes.
+            readinessProbe={
+                "exec": {"command": readiness_command()},
+                "periodSeconds": 10,
+                "timeoutSeconds": 5,
+            },
+            terminationMessagePolicy="FallbackToLogsOnError",
             env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
             securityContext={
                 "runAsUser": EXPORTER_UID,

@@ -67,13 +67,15 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
     assert text.returncode == 0 and text.stderr == "", text.stderr
     assert text.stdout.splitlines() == [
         f"{ns}/broken  class qemu-x86  desired 1  pending leases 0",
-        "  buckets   terminating 0, draining 0, busy 0, released 0, available 0, provisioning 0",
+        "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
+        "provisioning 0",
         "  steps     update status",
         f'            waiting: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
         "  awaiting  none",
         "",
         f"{ns}/pool  class qemu  desired 2  pending leases 0",
-        "  buckets   terminating 0, draining 0, busy 0, released 0, available 0, provisioning 0",
+        "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
+        "provisioning 0",
         f"  steps     create 2 (pool-0, pool-1): {WHY}",
         "            update status",
         "  awaiting  none",

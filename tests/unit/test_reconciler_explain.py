@@ -116,7 +116,7 @@ def test_recycling_says_which_lease_was_served_and_what_the_pool_does() -> None:
     finished = Observation(
         pool=pool(min_available=1),
         klass=klass(),
-        exporters=(booting("pool-0"),),
+        exporters=(ready("pool-0", online=False),),
         pods=(PodView("pool-0", "pool-0", "Succeeded"), PodView("stray", "gone", "Running")),
     )
     assert lines(plan(finished, T0))[:3] == [  # new instances first: a boot may be awaited

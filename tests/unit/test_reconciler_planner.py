@@ -141,10 +141,11 @@ def test_exit_and_replace_removes_a_released_instance() -> None:
 
 
 def test_finished_pod_under_exit_and_replace_is_removed() -> None:
+    # It registered, so it finished (recycled); one that never did failed (test_..._failures).
     obs = Observation(
         pool=pool(min_available=1),
         klass=klass(),
-        exporters=(booting("pool-0"),),
+        exporters=(ready("pool-0", online=False),),
         pods=(PodView("pool-0", "pool-0", "Succeeded"),),
     )
     result = plan(obs, T0)

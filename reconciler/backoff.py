@@ -79,10 +79,15 @@ class Backoff:
     def next_step(self) -> int:
         return self.step + 1
 
+    @property
+    def step_note(self) -> str:
+        """The words of the message that name the step: its Event is written once."""
+        return f"failure {self.next_step} in a row"
+
     def message(self) -> str:
         return (
             f"instances fail before serving; the last, {self.record}, "
-            f"{self.quote}; failure {self.next_step} in a row, next instance after "
+            f"{self.quote}; {self.step_note}, next instance after "
             f"{format_duration(delay(self.step))} (at {format_time(self.retry_at)})"
         )
 

@@ -21,8 +21,15 @@ the cooldown), a pass without surplus clears it. Victims are never busy: provisi
 before available, then newest first (name breaks ties). Removal is `Remove`: fence,
 live check that no Lease took it, delete.
 
+Identity: an instance's Pods are those whose controller owner's uid is its Exporter's
+(`ExporterView.identity`); a Pod of an earlier Exporter of the same name is nobody's: it
+is deleted by uid (not again while it terminates) and a new Pod waits for the name.
+
 Recycling: ExitAndReplace removes an instance once it has served a lease and is no
-longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. reclaimPolicy
+longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. An instance that
+failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the
+exporter exited non-zero) is replaced under the pool's backoff whatever the strategy:
+the newest stays until its delay is over, then one probe replaces it. reclaimPolicy
 Retain overrides both: a released instance is fenced and detached from the set, so it
 stays for debugging outside the pool's count. A missing class, a class of another
 provisioner or invalid merged parameters (`Observation.problem`) stop scaling: no
@@ -373,7 +380,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if (
         backoff is not None
         and obs.problem is None
-        and _condition(pool.status, "Degraded").get("message") != degraded[1]
+        and backoff.step_note not in str(_condition(pool.status, "Degraded").get("message"))
     ):
         actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))  # one per step
     status = build_status(

@@ -281,7 +281,15 @@ class Executor:
                     raise
 
     def _held_by_lease(self, name: str) -> bool:
-        leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        try:
+            leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        except ApiError as exc:
+            # A resource that is not served (Jumpstarter's Lease CRD not installed yet)
+            # has no objects: no Lease holds the instance, as the caches say too. A list
+            # answers 404 for nothing else (an unknown namespace lists empty).
+            if exc.status != 404:
+                raise
+            leases = []
         if any(v.exporter == name and not v.ended for v in map(lease_view, leases)):
             return True
         live = self.kube.get(EXPORTERS, self.namespace, name)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.reasons import RECYCLE
+
 __all__ = [
     "Action",
     "CreateExporter",
@@ -72,6 +74,7 @@ class Remove:
     why: str = field(default="", compare=False)
     uid: str = field(default="", compare=False)
     pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
+    event: str = field(default=RECYCLE, compare=False)  # the Event's reason (ScaleDown)
 
 
 @dataclass(frozen=True, slots=True)

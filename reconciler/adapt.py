@@ -18,7 +18,13 @@ from typing import Any
 from api.duration import parse_go_duration
 from reconciler.defaults import spec_defaults
 from reconciler.jumpstarter import EXPORTER_CONTAINER
-from reconciler.keys import BACKOFF_STEP, FENCED_AT, INSTANCE_LABEL, SERVED_LEASE, SURPLUS_SINCE
+from reconciler.keys import (
+    BACKOFF_STEP,
+    FENCED_AT,
+    LEGACY_SURPLUS_SINCE,
+    SERVED_LEASE,
+    SURPLUS_SINCE,
+)
 from reconciler.observe import (
     ClassView,
     ExporterView,
@@ -27,6 +33,7 @@ from reconciler.observe import (
     PodView,
     PoolView,
 )
+from reconciler.reasons import INVALID_SPEC
 from reconciler.timefmt import parse_time
 
 __all__ = [
@@ -69,6 +76,7 @@ def controller_of(obj: Mapping[str, Any]) -> str:
 def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]:
     """The set as the planner sees it, and a (reason, message) problem if its spec is unusable."""
     meta, spec = _map(obj.get("metadata")), _map(obj.get("spec"))
+    annotations = _map(meta.get("annotations"))
     merged = {**spec_defaults("ExporterSet"), **spec}
     problem = None
     try:
@@ -77,7 +85,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
             raise ValueError("must not be negative")
     except ValueError as exc:
         cooldown = timedelta(0)
-        problem = ("InvalidSpec", f"spec.scaleDownCooldown: {exc}")
+        problem = (INVALID_SPEC, f"spec.scaleDownCooldown: {exc}")
     labels = _map(_map(_map(spec.get("template")).get("metadata")).get("labels"))
     selector = spec.get("selector")
     view = PoolView(
@@ -91,7 +99,8 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         recycle=str(merged["recycleStrategy"]),
         template_labels={str(k): str(v) for k, v in labels.items()},
         selector=selector if isinstance(selector, Mapping) else None,
-        surplus_since=_time(_map(meta.get("annotations")).get(SURPLUS_SINCE)),
+        surplus_since=_time(annotations.get(SURPLUS_SINCE))
+        or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         status=_map(obj.get("status")),
     )
     return view, problem
@@ -158,13 +167,13 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
 
 
 def pod_owner(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(name, uid) of the Pod's controller Exporter; without one, the name its instance
-    label gives and no uid (such a Pod belongs to no instance)."""
+    """(name, uid) of the Pod's controller Exporter; without one, the Pod's own name and
+    no uid (such a Pod belongs to no instance)."""
     meta = _map(obj.get("metadata"))
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "Exporter":
             return _str(ref.get("name")), _str(ref.get("uid")) or "-"
-    return _str(_map(meta.get("labels")).get(INSTANCE_LABEL)), "-"
+    return _str(meta.get("name")), "-"
 
 
 def _exporter_state(status: Mapping[str, Any]) -> Mapping[str, Any]:

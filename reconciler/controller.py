@@ -60,12 +60,13 @@ from reconciler.executor import Executor
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, explain
 from reconciler.jumpstarter import config_secret_name
-from reconciler.keys import SET_LABEL
+from reconciler.keys import NAME_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
 from reconciler.observe import Observation
 from reconciler.planner import Plan, instance_labels, plan
 from reconciler.provisioners.base import Provisioner
+from reconciler.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
 from reconciler.render import Credentials, merged_parameters
 from reconciler.workqueue import WorkQueue
 
@@ -137,7 +138,7 @@ class Controller:
             PODS: {
                 "transform": keep_only("status.phase"),
                 "derive": pod_view,
-                "label_selector": SET_LABEL,
+                "label_selector": NAME_LABEL,
             },
             JUMPSTARTER_LEASES: {"derive": lease_view},
         }
@@ -162,7 +163,7 @@ class Controller:
         )
         self.informers[PODS].add_index(
             "set",
-            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(SET_LABEL))],
+            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(NAME_LABEL))],
         )
         self.informers[JUMPSTARTER_LEASES].add_index(
             "namespace", lambda o: [_meta(o).get("namespace")]
@@ -194,7 +195,7 @@ class Controller:
 
     def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
         for obj in (new, old):
-            name = (_meta(obj).get("labels") or {}).get(SET_LABEL) if obj else None
+            name = (_meta(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
             if obj is not None and name:
                 self.queue.add((_meta(obj).get("namespace", ""), name))
 
@@ -237,7 +238,7 @@ class Controller:
         for exporter in self.informers[EXPORTERS].by_index("credential", key_of(new)):
             for key in _owner_set(exporter):
                 self.queue.add(key, lane)
-        owner = (_meta(new).get("labels") or {}).get(SET_LABEL)
+        owner = (_meta(new).get("labels") or {}).get(NAME_LABEL)
         if owner:
             self.queue.add((namespace, owner))
 
@@ -273,7 +274,7 @@ class Controller:
         )
         if klass is None:
             problem = problem or (
-                "ClassNotFound",
+                CLASS_NOT_FOUND,
                 f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
             )
         elif problem is None:
@@ -281,7 +282,7 @@ class Controller:
                 self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
             ).errors
             if errors:
-                problem = ("InvalidParameters", "; ".join(map(str, errors)))
+                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
         exporters = self.informers[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
         owned_names = {e.name for e in owned}

@@ -52,6 +52,8 @@ from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.keys import (
     BACKOFF_STEP,
     FENCED_AT,
+    LEGACY_SURPLUS_SINCE,
+    NAME_LABEL,
     RETAINED_FROM,
     SERVED_LEASE,
     SET_LABEL,
@@ -59,6 +61,7 @@ from reconciler.keys import (
 )
 from reconciler.kube import ApiError, Kube
 from reconciler.provisioners.base import Provisioner
+from reconciler.reasons import FENCE_LIFTED, RETAINED, SCALE_UP
 from reconciler.render import (
     Credentials,
     InstanceContext,
@@ -109,7 +112,7 @@ class Executor:
                 if exporter is not None and controller_of(exporter) == self._set_uid:
                     self.expectations.expect(self._key, EXPORTER, name)
                     note = _because(f"created Exporter {name}", why)
-                    self._event("InstanceCreated", "Create", note, exporter)
+                    self._event(SCALE_UP, "Create", note, exporter)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
@@ -122,7 +125,7 @@ class Executor:
                         self.expectations.expect(self._key, POD, ctx.exporter_uid)
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
-            case Remove(name, fence, why, planned_uid, pods):
+            case Remove(name, fence, why, planned_uid, pods, reason):
                 if self._fence_and_check(name, fence):
                     exporter = self.cached_exporter(name) or {}
                     uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
@@ -130,18 +133,20 @@ class Executor:
                     for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
                         self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
                     note = _because(f"removed Exporter {name}", why)
-                    self._event("InstanceRemoved", "Delete", note, exporter)
+                    self._event(reason, "Delete", note, exporter)
             case Retain(name, why):
                 if self._fence_and_check(name, True):
                     self._detach(name)
                     note = _because(f"detached Exporter {name} from the pool for debugging", why)
-                    self._event("InstanceRetained", "Retain", note, self.cached_exporter(name))
+                    self._event(RETAINED, "Retain", note, self.cached_exporter(name))
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
-                patch: Obj = {"metadata": {"annotations": {SURPLUS_SINCE: value}}}
+                # Jumpstarter's key; the one earlier versions wrote goes with any write.
+                marks = {SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None}
+                patch: Obj = {"metadata": {"annotations": marks}}
                 self._write(
                     lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch)
                 )
@@ -320,7 +325,7 @@ class Executor:
             unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
             self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
             self._event(
-                "FenceLifted", "Keep", f"kept Exporter {name}: a Lease took it first", exporter
+                FENCE_LIFTED, "Keep", f"kept Exporter {name}: a Lease took it first", exporter
             )
             return False
         return True
@@ -333,8 +338,11 @@ class Executor:
                 "annotations": {RETAINED_FROM: self._name},
             }
         }
+        pod_relabel = {
+            "metadata": {"labels": {NAME_LABEL: None}, "annotations": {RETAINED_FROM: self._name}}
+        }
         try:
-            self._write(lambda: self.kube.patch(PODS, self.namespace, name, dict(relabel)))
+            self._write(lambda: self.kube.patch(PODS, self.namespace, name, pod_relabel))
         except ApiError as exc:
             if exc.status != 404:
                 raise

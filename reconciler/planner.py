@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from api.labels import selector_matches, selector_string
@@ -93,6 +93,26 @@ from reconciler.observe import (
     ReclaimPolicy,
     RecycleStrategy,
 )
+from reconciler.reasons import (
+    ALL_HEALTHY,
+    ALL_READY,
+    AT_MAX,
+    BACK_OFF,
+    MINIMUM_AVAILABLE,
+    MINIMUM_UNAVAILABLE,
+    NO_REPLICAS_REQUIRED,
+    PODS_FAILING,
+    PODS_STARTING,
+    RECYCLING,
+    REPLICAS_NOT_READY,
+    SCALE_DOWN,
+    SCALE_DOWN_COOLDOWN,
+    SCALING_DOWN,
+    SCALING_UP,
+    WAIT_FOR_FIRST_CONSUMER,
+    WAITING_FOR_CREDENTIALS,
+    WITHIN_LIMITS,
+)
 from reconciler.status import ConditionSpec, Counters, build_status
 from reconciler.timefmt import format_duration, format_time
 
@@ -108,9 +128,7 @@ __all__ = [
 ]
 
 _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
-WAITING_FOR_CREDENTIALS = "WaitingForCredentials"
-PODS_FAILING = "PodsFailing"  # Jumpstarter's Degraded reason
-BACK_OFF = "BackOff"  # the Event of each backoff step
+
 # A safety net: the Exporter's status update and the Secret's creation wake the pass too.
 AWAITING_REQUEUE = timedelta(seconds=10)
 
@@ -272,7 +290,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
             actions.append(Retain(exporter.name, why) if retain else remove(exporter, True, why))
         for exporter in members[Bucket.DRAINING]:
             if exporter.fenced and not is_busy(exporter, leased_by):
-                actions.append(remove(exporter, False, "fenced by the pool, not busy"))
+                fenced = remove(exporter, False, "fenced by the pool, not busy")
+                actions.append(replace(fenced, event=SCALE_DOWN))
 
         # Workload upkeep of instances that stay: replace finished Pods, create missing ones
         # once credentials allow, keep the running ones' rendered objects current.
@@ -329,7 +348,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
             # and every other step of the pass (served marks, Pods, status) can follow it.
             new = [CreateExporter(n, why, step) for n in _free_names(pool.name, taken, creates)]
             actions[:0] = new
-            scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
+            scale_note = (SCALING_UP, f"creating {creates} instance(s) towards {desired}")
 
         candidates = _newest_first(members[Bucket.PROVISIONING]) + _newest_first(
             members[Bucket.AVAILABLE]
@@ -341,15 +360,17 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 actions.append(SetSurplusSince(now, f"capacity {capacity}, desired {desired}"))
             deadline = since + pool.cooldown
             why = f"surplus since {format_time(since)}, cooldown {format_duration(pool.cooldown)}"
-            victims = [Remove(e.name, True, why) for e in candidates[:surplus]]
+            victims = [
+                replace(remove(e, True, why), event=SCALE_DOWN) for e in candidates[:surplus]
+            ]
             if now >= deadline:
                 actions.extend(victims)
-                scale_note = ("ScalingDown", f"removing {surplus} instance(s) towards {desired}")
+                scale_note = (SCALING_DOWN, f"removing {surplus} instance(s) towards {desired}")
             else:
                 waits.extend(Wait(why, victim, deadline) for victim in victims)
                 requeue = _sooner(requeue, deadline - now)
                 scale_note = (
-                    "ScaleDownCooldown",
+                    SCALE_DOWN_COOLDOWN,
                     f"{surplus} surplus instance(s) since {format_time(since)}; "
                     f"scale down at {format_time(deadline)}",
                 )
@@ -367,7 +388,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if ceiling_note and obs.problem is None:
         waits.append(Wait(ceiling_note))
 
-    if awaiting and scale_note[0] not in ("ScalingUp", "ScalingDown"):
+    if awaiting and scale_note[0] not in (SCALING_UP, SCALING_DOWN):
         first = awaiting[0]
         scale_note = (
             WAITING_FOR_CREDENTIALS,
@@ -388,7 +409,17 @@ def plan(obs: Observation, now: datetime) -> Plan:
         selector_string(pool.selector)
         if pool.selector is not None
         else selector_string({"matchLabels": {SET_LABEL: pool.name}}),
-        _conditions(obs, count, desired, warm, ceiling_note, scale_note, wffc, degraded),
+        _conditions(
+            obs,
+            count,
+            desired,
+            warm,
+            ceiling_note,
+            scale_note,
+            wffc,
+            degraded,
+            any(p.phase == "Pending" and not p.deleting for p in obs.pods),
+        ),
         pool.status,
         pool.generation,
         now,
@@ -506,6 +537,7 @@ def _conditions(
     scale_note: tuple[str, str],
     wffc: bool,
     failing: tuple[str, str],
+    pods_pending: bool,
 ) -> list[ConditionSpec]:
     available = count[Bucket.AVAILABLE]
     if obs.problem is not None:
@@ -516,45 +548,45 @@ def _conditions(
             ConditionSpec("Degraded", True, reason, message),
             ConditionSpec("ScalingLimited", True, reason, "scaling stopped: " + message),
         ]
+    ready = f"{available} of {warm} warm instance(s) ready"
     if wffc:
         avail = ConditionSpec(
-            "Available", True, "WaitForFirstConsumer", "instances are created on lease request"
+            "Available", True, WAIT_FOR_FIRST_CONSUMER, "instances are created on lease request"
         )
+    elif warm == 0:
+        avail = ConditionSpec("Available", True, NO_REPLICAS_REQUIRED, ready)
     elif available >= warm:
-        avail = ConditionSpec(
-            "Available", True, "WarmBufferMet", f"{available} of {warm} warm instance(s) ready"
-        )
+        avail = ConditionSpec("Available", True, MINIMUM_AVAILABLE, ready)
     else:
-        avail = ConditionSpec(
-            "Available", False, "WarmBufferShort", f"{available} of {warm} warm instance(s) ready"
-        )
+        avail = ConditionSpec("Available", False, MINIMUM_UNAVAILABLE, ready)
     reason, message = scale_note
     leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED] + count[Bucket.FAILED]
-    if reason in ("ScalingUp", "ScalingDown", WAITING_FOR_CREDENTIALS):
+    if reason in (SCALING_UP, SCALING_DOWN, WAITING_FOR_CREDENTIALS):
         progressing = ConditionSpec("Progressing", True, reason, message)
     elif count[Bucket.PROVISIONING] or leaving:
+        booting = PODS_STARTING if pods_pending else REPLICAS_NOT_READY
         progressing = ConditionSpec(
             "Progressing",
             True,
-            "Provisioning" if count[Bucket.PROVISIONING] else "Recycling",
+            booting if count[Bucket.PROVISIONING] else RECYCLING,
             f"{count[Bucket.PROVISIONING]} provisioning, {leaving} leaving",
         )
     elif reason:
         progressing = ConditionSpec("Progressing", False, reason, message)
     else:
         progressing = ConditionSpec(
-            "Progressing", False, "Stable", f"{desired} instance(s) desired"
+            "Progressing", False, ALL_READY, f"{desired} instance(s) desired"
         )
     limited = (
-        ConditionSpec("ScalingLimited", True, "CeilingReached", ceiling_note)
+        ConditionSpec("ScalingLimited", True, AT_MAX, ceiling_note)
         if ceiling_note
         else ConditionSpec(
-            "ScalingLimited", False, "WithinBounds", "within minReplicas and maxReplicas"
+            "ScalingLimited", False, WITHIN_LIMITS, "within minReplicas and maxReplicas"
         )
     )
     degraded = (
         ConditionSpec("Degraded", True, *failing)
         if failing[0]
-        else ConditionSpec("Degraded", False, "AsExpected", "")
+        else ConditionSpec("Degraded", False, ALL_HEALTHY, "")
     )
     return [avail, progressing, degraded, limited]

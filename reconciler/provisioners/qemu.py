@@ -184,7 +184,7 @@ class QemuProvisioner:
         metadata: dict[str, Any] = {
             "name": ctx.exporter,
             "namespace": ctx.namespace,
-            "labels": ctx.object_labels(),
+            "labels": ctx.pod_labels(),
             "ownerReferences": [ctx.owner_reference()],
         }
         if ctx.annotations:

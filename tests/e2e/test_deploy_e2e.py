@@ -128,7 +128,7 @@ def test_reconciler_works_with_its_service_account(
         created = sorted(
             e["related"]["name"]
             for e in events
-            if e["reason"] == "InstanceCreated" and e["regarding"]["name"] == "rbac"
+            if e["reason"] == "ScaleUp" and e["regarding"]["name"] == "rbac"
         )
         assert created == ["rbac-0", "rbac-1"]
         log = reconciler.log_tail(200)

@@ -107,7 +107,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
             assert f"{ns}/pool: create 2 (pool-0, pool-1): {WHY}" in log
             assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
             events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
-            notes = sorted(e["note"] for e in events if e["reason"] == "InstanceCreated")
+            notes = sorted(e["note"] for e in events if e["reason"] == "ScaleUp")
             assert notes == [f"created Exporter {name}: {WHY}" for name in promised]
             reconciler.check_alive()
     finally:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.keys import SET_LABEL
+from reconciler.keys import SET_LABEL, SURPLUS_SINCE
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -219,7 +219,7 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
     )
     assert wait_for(
         "surplus memory cleared",
-        lambda: "virtualtarget.jumpstarter.dev/surplus-since"
+        lambda: SURPLUS_SINCE
         not in get_json(plane, "exporterset", "pool", "-n", ns)["metadata"].get("annotations", {}),
     ), annotations
     assert reconciler.stop() == 0, reconciler.text()

@@ -90,7 +90,7 @@ def test_ceiling_caps_desired() -> None:
     result = run(leased, min_available=2, max_replicas=4)
     assert result.desired == 4
     assert of(result, CreateExporter) == [CreateExporter("pool-3")]
-    assert condition(result, "ScalingLimited")["reason"] == "CeilingReached"
+    assert condition(result, "ScalingLimited")["reason"] == "AtMaxReplicas"
 
 
 def test_surplus_waits_for_the_cooldown_and_remembers_since_when() -> None:
@@ -209,11 +209,11 @@ def test_problem_stops_scaling_without_deleting() -> None:
         surplus_since=T0,
         now=T0 + timedelta(hours=1),
         klass=None,
-        problem=("ClassNotFound", 'VirtualTargetClass "qemu" not found'),
+        problem=("VirtualTargetClassNotFound", 'VirtualTargetClass "qemu" not found'),
     )
     # Only the status and forgetting the surplus (the cooldown restarts after a repair).
     assert [a for a in result.actions if not isinstance(a, PatchStatus)] == [SetSurplusSince(None)]
-    assert condition(result, "Degraded")["reason"] == "ClassNotFound"
+    assert condition(result, "Degraded")["reason"] == "VirtualTargetClassNotFound"
     assert condition(result, "ScalingLimited")["status"] == "True"
 
 

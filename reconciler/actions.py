@@ -1,8 +1,10 @@
 """The steps a plan asks the runtime to take, as plain frozen values.
 
-Each step is idempotent when replayed (deterministic names, "already exists" and "not
-found" are success), so a crash between two steps, or a plan made from a cache that
-lags behind the last writes, never leaves duplicates. No I/O.
+Each step is idempotent when replayed ("already exists" and "not found" are success,
+deletes carry uids), and a create, whose name the apiserver generates, is remembered
+until the cache shows it (`reconciler.expectations`), so a crash between two steps, or
+a plan made from a cache that lags behind the last writes, never leaves duplicates.
+No I/O.
 
 The steps that change the pool carry `why`, a short reason in the planner's words
 ("warm buffer 2, available 0"): the reconciler logs it and puts it in its Events, and
@@ -35,7 +37,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CreateExporter:
-    """Create the Exporter `name` (rendered from the set). Its config Secret and Pod follow
+    """Create an Exporter named `generateName: <name>` (rendered from the set, `name` the
+    prefix: the apiserver completes it, so no name is ever reused). Its config Secret and
+    Pod follow
     once Jumpstarter's controller has issued its credentials (`CreatePod`). `step` is the
     pool's failures in a row (BACKOFF_STEP), 0 when healthy."""
 

@@ -60,7 +60,7 @@ from reconciler.executor import Executor
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, explain
 from reconciler.jumpstarter import config_secret_name
-from reconciler.keys import NAME_LABEL
+from reconciler.keys import NAME_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
 from reconciler.observe import Observation
@@ -92,11 +92,6 @@ Obj = dict[str, Any]
 def _meta(obj: Obj) -> dict[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
-
-
-def _family(name: str) -> str:
-    """`pool-12` -> `pool`: the set a planner-made name would belong to."""
-    return name.rsplit("-", 1)[0]
 
 
 def _owner_set(obj: Obj) -> Iterable[ObjKey]:
@@ -154,9 +149,6 @@ class Controller:
             ],
         )
         exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
-        exporters.add_index(
-            "family", lambda o: [(_meta(o).get("namespace"), _family(_meta(o).get("name", "")))]
-        )
         exporters.add_index(
             "credential",
             lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
@@ -285,8 +277,9 @@ class Controller:
                 problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
         exporters = self.informers[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
-        owned_names = {e.name for e in owned}
-        family = exporters.derived_by_index("family", (namespace, name))
+        key = (namespace, name)
+        if self.expectations.doubted(key):
+            self._expect_live(key, str(uid))
         awaiting: dict[str, str] = {}
         if klass is not None:
             for exporter in exporters.by_index("owner", uid):
@@ -294,7 +287,6 @@ class Controller:
                 if isinstance(found, str):
                     awaiting[_meta(exporter).get("name", "")] = found
         pods = tuple(self.informers[PODS].derived_by_index("set", (namespace, name)))
-        key = (namespace, name)
         with_pods = {pod.owner_uid for pod in pods}
         observation = Observation(
             pool=pool,
@@ -304,7 +296,6 @@ class Controller:
             leases=tuple(
                 self.informers[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
             ),
-            taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
             awaiting=awaiting,
             expected_exporters=self.expectations.pending(
@@ -313,6 +304,18 @@ class Controller:
             expected_pods=self.expectations.pending(key, POD, with_pods.__contains__),
         )
         return observation, klass
+
+    def _expect_live(self, key: ObjKey, uid: str) -> None:
+        """Read the set's Exporters live (a quorum list) and expect those the cache has
+        not shown yet (`reconciler.expectations`: a create without an answer, a process
+        that starts leading)."""
+        namespace, name = key
+        live, _ = self.kube.list(EXPORTERS, namespace, f"{SET_LABEL}={name}")
+        cache = self.informers[EXPORTERS]
+        for exporter in live:
+            found = _meta(exporter).get("name", "")
+            if controller_of(exporter) == uid and cache.get(namespace, found) is None:
+                self.expectations.expect(key, EXPORTER, found)
 
     def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
         """An Exporter's credentials from the caches, or why it has none yet. A Secret of
@@ -455,6 +458,8 @@ class Controller:
                 if stop.is_set():
                     return
         for exporter_set in self.informers[EXPORTERSETS].items():
+            # Leading from caches that may lag the last leader's creates: read live once.
+            self.expectations.doubt(_key(exporter_set))
             self.queue.add(_key(exporter_set))
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)

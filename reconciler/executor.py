@@ -1,7 +1,10 @@
 """Carry out a plan's steps against the API, each one idempotent and guarded.
 
-- creates use the planner's deterministic names: "already exists" is success, so a step
-  replayed after a crash or from a lagging cache makes no duplicate;
+- Exporters are created with generateName (no name is ever reused) and noted in the
+  runtime's expectations until the cache shows them, so a pass planned from a lagging
+  cache makes no duplicate; a create without an answer has the set's Exporters read
+  live before the next (`reconciler.expectations`); other creates treat "already
+  exists" as success;
 - a fence is a merge patch conditioned on the resourceVersion the plan was made from,
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - before any delete or detach, the Leases are read live (not from the cache); if one
@@ -59,7 +62,7 @@ from reconciler.keys import (
     SET_LABEL,
     SURPLUS_SINCE,
 )
-from reconciler.kube import ApiError, Kube
+from reconciler.kube import ApiError, Kube, NotLeading
 from reconciler.provisioners.base import Provisioner
 from reconciler.reasons import FENCE_LIFTED, RETAINED, SCALE_UP
 from reconciler.render import (
@@ -104,15 +107,15 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(name, why, step):
-                rendered = render_exporter(self.exporter_set, name)
+            case CreateExporter(prefix, why, step):
+                rendered = render_exporter(self.exporter_set, prefix)
                 if step:
                     rendered["metadata"].setdefault("annotations", {})[BACKOFF_STEP] = str(step)
-                exporter = self._create(EXPORTERS, rendered)
-                if exporter is not None and controller_of(exporter) == self._set_uid:
-                    self.expectations.expect(self._key, EXPORTER, name)
-                    note = _because(f"created Exporter {name}", why)
-                    self._event(SCALE_UP, "Create", note, exporter)
+                created = self._create_generated(rendered)
+                name = str(created["metadata"]["name"])
+                self.expectations.expect(self._key, EXPORTER, name)
+                note = _because(f"created Exporter {name}", why)
+                self._event(SCALE_UP, "Create", note, created)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
@@ -160,7 +163,8 @@ class Executor:
                 version = str(self.exporter_set["metadata"].get("resourceVersion", ""))
                 self.expectations.wrote_status(self._key, version, status)
             case RecordEvent(reason, note, warning):
-                self._event(reason, "Wait", note, None, warning=warning)
+                if self.expectations.new_event(self._key, reason, note):
+                    self._event(reason, "Wait", note, None, warning=warning)
 
     def keep_current(self, names: Iterable[str]) -> int:
         """Bring the config Secrets of running instances up to date; writes made."""
@@ -206,6 +210,23 @@ class Executor:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
         except Exception as exc:  # an event must never fail a reconcile
             log.warning("%s/%s: event %s not written: %s", self.namespace, self._name, reason, exc)
+
+    def _create_generated(self, body: Obj) -> Obj:
+        """Create an Exporter whose name the apiserver generates. When no answer says
+        whether it was made (the connection lost, a 5xx), the set is marked doubtful: its
+        next pass reads its Exporters live before it creates again."""
+        try:
+            created: Obj = self._write(lambda: self.kube.create(EXPORTERS, self.namespace, body))
+        except NotLeading:
+            raise  # refused before it was sent
+        except ApiError as exc:
+            if exc.status >= 500:
+                self.expectations.doubt(self._key)
+            raise
+        except Exception:
+            self.expectations.doubt(self._key)
+            raise
+        return created
 
     def _create(self, resource: Any, body: Obj) -> Obj | None:
         """Create, or return the existing object of that name ("already exists")."""

@@ -8,8 +8,19 @@ once. As a ReplicaSet controller keeps its expectations, the runtime notes each 
 here when the apiserver accepts it and treats it as done until the cache shows it, or
 until `ttl` has passed (a write the cache never shows: deleted at once, say; the next
 pass then sees the world as it is). The set's status the same way: the status last
-written stands for the cached one until the cached set changes. Memory only: a process
-that starts lists everything afresh, so it has nothing to expect. Thread-safe.
+written stands for the cached one until the cached set changes. Thread-safe.
+
+Exporters are created with generateName, so these expectations are what keeps a lagging
+cache from making a duplicate. Where this memory cannot know, the set is doubted and its
+next pass lists its Exporters live (a quorum read: every create the apiserver committed
+is in it) and expects those the cache lacks:
+- a create that got no answer (the connection lost, a 5xx): it may have been made, under
+  a name never learnt;
+- a process that starts leading (after a crash, or a standby taking over from warm
+  caches that may lag the last leader's writes): every set, once.
+A create still being processed by the apiserver after its client gave up (30 s) and after
+that live read could still be missed; the apiserver finishes or fails a request within
+its own timeout, long before a restarted process or a new leader reads.
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ class Expectations:
         self.ttl, self.clock = ttl, clock
         self._pending: dict[tuple[Hashable, str], dict[str, float]] = {}
         self._status: dict[Hashable, tuple[str, Mapping[str, Any], float]] = {}
+        self._doubted: set[Hashable] = set()
+        self._events: dict[tuple[Hashable, str, str], float] = {}
         self._lock = threading.Lock()
 
     def expect(self, key: Hashable, kind: str, ident: str) -> None:
@@ -47,6 +60,31 @@ class Expectations:
             if not found:
                 self._pending.pop((key, kind), None)
             return frozenset(found)
+
+    def new_event(self, key: Hashable, reason: str, note: str) -> bool:
+        """False when this very Event was written for the set within `ttl` (a pass
+        planned before the status that noted it reached the cache); else remember it."""
+        now = self.clock()
+        with self._lock:
+            for seen in [k for k, deadline in self._events.items() if deadline < now]:
+                del self._events[seen]
+            if (key, reason, note) in self._events:
+                return False
+            self._events[(key, reason, note)] = now + self.ttl
+            return True
+
+    def doubt(self, key: Hashable) -> None:
+        """The set's Exporters must be read live before its next create."""
+        with self._lock:
+            self._doubted.add(key)
+
+    def doubted(self, key: Hashable) -> bool:
+        """Whether to read the set's Exporters live now (asked once per doubt)."""
+        with self._lock:
+            if key in self._doubted:
+                self._doubted.discard(key)
+                return True
+            return False
 
     def wrote_status(self, key: Hashable, version: str, status: Mapping[str, Any]) -> None:
         """A status written over the cached set of resourceVersion `version`."""
@@ -68,5 +106,6 @@ class Expectations:
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._status.pop(key, None)
+            self._doubted.discard(key)
             for pair in [p for p in self._pending if p[0] == key]:
                 del self._pending[pair]

@@ -149,8 +149,7 @@ class Observation:
     """Everything one planning pass of one set needs.
 
     `problem` is a (reason, message) pair when the set cannot be scaled (class missing,
-    class of another provisioner, invalid merged parameters); `taken_names` are Exporter
-    names in the namespace that the set does not own, so a new instance never collides;
+    class of another provisioner, invalid merged parameters);
     `awaiting` names the owned instances that cannot be rendered yet, with the reason
     (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
     they get no config Secret and no Pod until then.
@@ -161,7 +160,6 @@ class Observation:
     exporters: tuple[ExporterView, ...] = ()
     pods: tuple[PodView, ...] = ()
     leases: tuple[LeaseView, ...] = ()
-    taken_names: frozenset[str] = frozenset()
     problem: tuple[str, str] | None = None
     awaiting: Mapping[str, str] = field(default_factory=dict)
     # Writes of this process the caches have not shown yet (`reconciler.expectations`):

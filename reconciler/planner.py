@@ -42,8 +42,12 @@ says how many, an Event marks the start of the wait, and the pass requeues). Ins
 that run get their rendered objects kept current (`Plan.keep_current`: the runtime
 compares and writes only what differs, so a steady pool writes nothing).
 
-Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
-lagging cache or after a crash hits "already exists" instead of making a duplicate.
+Instance names are never reused: an Exporter is created with `generateName: <set>-`, as
+Jumpstarter's controller names them, so nothing of an earlier instance (a Pod still
+terminating on its node, a Secret not yet collected) shares a new one's name. A create
+the cache has not shown yet is in `Observation.expected_exporters` (booting capacity,
+owned), so a pass planned from a lagging cache does not create it again
+(`reconciler.expectations` says how the runtime keeps that true across crashes).
 
 Explanations: every step that changes the pool carries its reason (`why`, in the terms
 of the rules above: "warm buffer 2, available 0", "surplus since ..., cooldown 5m"),
@@ -123,6 +127,7 @@ __all__ = [
     "WAITING_FOR_CREDENTIALS",
     "Plan",
     "Wait",
+    "generate_name",
     "instance_labels",
     "plan",
 ]
@@ -165,24 +170,14 @@ class Plan:
     waits: tuple[Wait, ...] = ()
 
 
-def instance_name(set_name: str, index: int) -> str:
-    return f"{set_name}-{index}"
+def generate_name(set_name: str) -> str:
+    """The generateName prefix of a set's instances (the apiserver adds 5 characters)."""
+    return f"{set_name}-"
 
 
 def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:
     """The labels every instance carries: the template's plus the one naming the set."""
     return {**template_labels, SET_LABEL: pool_name}
-
-
-def _free_names(prefix: str, taken: set[str], count: int) -> list[str]:
-    names: list[str] = []
-    index = 0
-    while len(names) < count:
-        name = instance_name(prefix, index)
-        if name not in taken:
-            names.append(name)
-        index += 1
-    return names
 
 
 def _newest_first(exporters: list[ExporterView]) -> list[ExporterView]:
@@ -295,7 +290,6 @@ def plan(obs: Observation, now: datetime) -> Plan:
 
         # Workload upkeep of instances that stay: replace finished Pods, create missing ones
         # once credentials allow, keep the running ones' rendered objects current.
-        owned_names = {e.name for e in obs.exporters}
         for pod in orphans:
             if not pod.deleting:  # one delete per Pod: a deleting one is left to finish
                 actions.append(DeletePod(pod.name, "its Exporter is not in the pool", pod.uid))
@@ -341,12 +335,11 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 why += f", room for {creates} under maxReplicas {ceiling}"
             elif desired < wanted:
                 why += f", capped at maxReplicas {ceiling}"
-            taken = owned_names | obs.taken_names | set(expected)
             if step:
                 why += f"; probe after {step} failure(s) in a row"
             # First in the plan: a replacement's boot is what a lease may be waiting for,
             # and every other step of the pass (served marks, Pods, status) can follow it.
-            new = [CreateExporter(n, why, step) for n in _free_names(pool.name, taken, creates)]
+            new = [CreateExporter(generate_name(pool.name), why, step)] * creates
             actions[:0] = new
             scale_note = (SCALING_UP, f"creating {creates} instance(s) towards {desired}")
 

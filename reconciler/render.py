@@ -122,14 +122,14 @@ def controller_ref(owner: Mapping[str, Any], api_version: str, kind: str) -> Obj
     }
 
 
-def render_exporter(exporter_set: Mapping[str, Any], name: str) -> Obj:
-    """Exporter `name`: template labels plus the set label, template annotations,
-    controller ownerReference to the set."""
+def render_exporter(exporter_set: Mapping[str, Any], prefix: str) -> Obj:
+    """An Exporter named `generateName: prefix`: template labels plus the set label,
+    template annotations, controller ownerReference to the set."""
     meta = exporter_set.get("metadata") or {}
     labels = _get(exporter_set, "spec", "template", "metadata", "labels") or {}
     annotations = _get(exporter_set, "spec", "template", "metadata", "annotations") or {}
     metadata: Obj = {
-        "name": name,
+        "generateName": prefix,
         "namespace": meta.get("namespace"),
         "labels": instance_labels(meta.get("name", ""), labels),
         "ownerReferences": [

@@ -137,14 +137,14 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
     pool = exporter_set("pool", ns, class_name="qemu", with_template=True, minReplicas=1)
     pool["spec"]["template"]["spec"] = {"drivers": DRIVERS}
     apply(plane, pool)
-    exporter = "pool-0"
     jmp: subprocess.Popen[bytes] | None = None
     probe: list[str] = []
     with running_reconciler(
         plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
     ) as reconciler:
         try:
-            wait_for("the Pod", lambda: get_json(plane, "pods", "-n", ns)["items"])
+            (found,) = wait_for("the Pod", lambda: get_json(plane, "pods", "-n", ns)["items"])
+            exporter = found["metadata"]["name"]
             config = yaml.safe_load(_config_text(plane, ns, exporter))
             assert config["endpoint"] == endpoint
             assert base64.b64decode(config["tls"]["ca"]) == certificates.ca_pem

@@ -67,8 +67,8 @@ EXAMPLE_SET, EXAMPLE_CLASS = _load("exporterset-qemu.yaml"), _load("virtualtarge
 
 
 def _exporter(exporter_set: dict[str, Any], name: str = "fedora-x86-0") -> dict[str, Any]:
-    exporter = render_exporter(exporter_set, name)
-    exporter["metadata"]["uid"] = "3f1c-exporter"
+    exporter = render_exporter(exporter_set, "fedora-x86-")
+    exporter["metadata"] |= {"name": name, "uid": "3f1c-exporter"}  # as the apiserver makes it
     return exporter
 
 

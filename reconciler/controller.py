@@ -280,6 +280,7 @@ class Controller:
         key = (namespace, name)
         if self.expectations.doubted(key):
             self._expect_live(key, str(uid))
+            self.expectations.resolved(key)
         awaiting: dict[str, str] = {}
         if klass is not None:
             for exporter in exporters.by_index("owner", uid):

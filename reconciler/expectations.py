@@ -79,12 +79,14 @@ class Expectations:
             self._doubted.add(key)
 
     def doubted(self, key: Hashable) -> bool:
-        """Whether to read the set's Exporters live now (asked once per doubt)."""
+        """Whether the set's Exporters must be read live before it is planned."""
         with self._lock:
-            if key in self._doubted:
-                self._doubted.discard(key)
-                return True
-            return False
+            return key in self._doubted
+
+    def resolved(self, key: Hashable) -> None:
+        """The live read succeeded (a read that fails leaves the doubt in place)."""
+        with self._lock:
+            self._doubted.discard(key)
 
     def wrote_status(self, key: Hashable, version: str, status: Mapping[str, Any]) -> None:
         """A status written over the cached set of resourceVersion `version`."""

@@ -13,17 +13,11 @@ bounds only stop a runaway.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bench.storm import LAST_WORDS, CreationCounter, FailingKubelet, SecretCollector
 from reconciler.keys import SET_LABEL
@@ -31,54 +25,12 @@ from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    install_lease_crd,
     virtual_target_class,
     wait_for,
 )
 from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import reconciler_args
-from virtualtarget.standin import CredentialStandIn
 
 HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
-
-
-@pytest.fixture
-def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
-    """A namespace with Jumpstarter's credential step played for it (and its Lease CRD:
-    the live lease check before a removal reads Leases)."""
-    install_lease_crd(control_plane)
-    stop = threading.Event()
-    standin = CredentialStandIn(control_plane.api_client(), namespace=namespace, interval=0.2)
-    thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
-    thread.start()
-    yield namespace
-    stop.set()
-    thread.join()
-
-
-@pytest.fixture
-def reconcile(control_plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator[Callable[[], Path]]:
-    """Start `virtualtarget reconcile` for the namespace; returns its log file."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def run() -> Path:
-        log = tmp_path / f"reconciler-{len(started)}.log"
-        cli, _, _ = reconciler_args(control_plane.kubeconfig)
-        args = [*cli, "--namespace", ns, "--no-leader-election"]
-        started.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "virtualtarget.cli", *args],
-                stdout=subprocess.DEVNULL,
-                stderr=log.open("ab"),
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        )
-        return log
-
-    yield run
-    for popen in started:
-        popen.send_signal(signal.SIGKILL)
-        popen.wait()
 
 
 def make_pool(plane: ControlPlane, ns: str, **spec: Any) -> None:

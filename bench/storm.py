@@ -48,6 +48,26 @@ LAST_WORDS = (
 )
 
 
+def ended_status(code: int, message: str) -> dict[str, Any]:
+    """A Pod's status once its `exporter` container exited with `code`, as a kubelet
+    writes it (Succeeded on 0, else Failed)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    terminated = {"exitCode": code, "startedAt": now, "finishedAt": now, "message": message}
+    return {
+        "phase": "Succeeded" if code == 0 else "Failed",
+        "containerStatuses": [
+            {
+                "name": "exporter",
+                "image": "exporter",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
+
+
 @dataclass
 class FailingKubelet:
     """Ends every new Pod of `namespace` as a failed `jmp run` would (exit 0, never
@@ -72,24 +92,7 @@ class FailingKubelet:
             return
         if (status.get("phase") or "Pending") != "Pending":
             return
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        terminated = {"exitCode": 0, "reason": "Completed", "message": LAST_WORDS}
-        terminated |= {"startedAt": now, "finishedAt": now}
-        body = {
-            "status": {
-                "phase": "Succeeded",
-                "containerStatuses": [
-                    {
-                        "name": "exporter",
-                        "image": "exporter",
-                        "imageID": "",
-                        "ready": False,
-                        "restartCount": 0,
-                        "state": {"terminated": terminated},
-                    }
-                ],
-            }
-        }
+        body = {"status": ended_status(0, LAST_WORDS)}
         with contextlib.suppress(Exception):  # gone meanwhile: nothing to end
             self.core.patch_namespaced_pod_status(meta["name"], self.namespace, body)
             self.ended += 1

@@ -11,16 +11,14 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.objects import install_lease_crd
+from tests.e2e.objects import install_lease_crd, playing_credentials
 from virtualtarget.controlplane import ControlPlane, running_control_plane
 from virtualtarget.stack import reconciler_args
-from virtualtarget.standin import CredentialStandIn
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,13 +48,8 @@ def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     """A namespace with Jumpstarter's credential step played for it (and its Lease CRD:
     the live lease check before a removal reads Leases)."""
     install_lease_crd(control_plane)
-    stop = threading.Event()
-    standin = CredentialStandIn(control_plane.api_client(), namespace=namespace, interval=0.2)
-    thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
-    thread.start()
-    yield namespace
-    stop.set()
-    thread.join()
+    with playing_credentials(control_plane, namespace, 0.2):
+        yield namespace
 
 
 @pytest.fixture

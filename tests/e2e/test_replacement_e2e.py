@@ -19,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.storm import LAST_WORDS, CreationCounter, FailingKubelet, SecretCollector
+from bench.storm import (
+    LAST_WORDS,
+    CreationCounter,
+    FailingKubelet,
+    SecretCollector,
+    ended_status,
+)
 from reconciler.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
@@ -70,20 +76,7 @@ def patch(plane: ControlPlane, ns: str, kind: str, name: str, body: Any, *extra:
 
 
 def end_pod(plane: ControlPlane, ns: str, pod: str, code: int = 0, message: str = "") -> None:
-    terminated = {"exitCode": code, "finishedAt": now(), "startedAt": now(), "message": message}
-    status = {
-        "phase": "Succeeded" if code == 0 else "Failed",
-        "containerStatuses": [
-            {
-                "name": "exporter",
-                "image": "exporter",
-                "imageID": "",
-                "ready": False,
-                "restartCount": 0,
-                "state": {"terminated": terminated},
-            }
-        ],
-    }
+    status = ended_status(code, message)
     patch(plane, ns, "pod", pod, {"status": status}, "--subresource=status")
 
 

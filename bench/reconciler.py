@@ -239,6 +239,9 @@ class CountingKube:
 
     def create(self, resource: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls += 1
+        meta = body.get("metadata") or {}
+        if "generateName" in meta and "name" not in meta:  # as the apiserver completes it
+            body = {**body, "metadata": {**meta, "name": f"{meta['generateName']}{self.calls}"}}
         self.created.append((resource, body))
         return body
 

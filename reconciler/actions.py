@@ -1,8 +1,10 @@
 """The steps a plan asks the runtime to take, as plain frozen values.
 
-Each step is idempotent when replayed (deterministic names, "already exists" and "not
-found" are success), so a crash between two steps, or a plan made from a cache that
-lags behind the last writes, never leaves duplicates. No I/O.
+Each step is idempotent when replayed ("already exists" and "not found" are success,
+deletes carry uids), and a create, whose name the apiserver generates, is remembered
+until the cache shows it (`reconciler.expectations`), so a crash between two steps, or
+a plan made from a cache that lags behind the last writes, never leaves duplicates.
+No I/O.
 
 The steps that change the pool carry `why`, a short reason in the planner's words
 ("warm buffer 2, available 0"): the reconciler logs it and puts it in its Events, and
@@ -16,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from reconciler.reasons import RECYCLE
 
 __all__ = [
     "Action",
@@ -33,11 +37,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CreateExporter:
-    """Create the Exporter `name` (rendered from the set). Its config Secret and Pod follow
-    once Jumpstarter's controller has issued its credentials (`CreatePod`)."""
+    """Create an Exporter named `generateName: <name>` (rendered from the set, `name` the
+    prefix: the apiserver completes it, so no name is ever reused). Its config Secret and
+    Pod follow
+    once Jumpstarter's controller has issued its credentials (`CreatePod`). `step` is the
+    pool's failures in a row (BACKOFF_STEP), 0 when healthy."""
 
     name: str
     why: str = field(default="", compare=False)
+    step: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +59,26 @@ class CreatePod:
 
 @dataclass(frozen=True, slots=True)
 class DeletePod:
-    """Delete a Pod that has finished or whose Exporter is gone (checked live first)."""
+    """Delete the Pod `uid` (a precondition: never a newer Pod of that name), which has
+    finished or belongs to no instance of the pool (checked live first)."""
 
     name: str
     why: str = field(default="", compare=False)
+    uid: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Remove:
     """Take an instance out: fence (`enabled=false` + FENCED_AT) unless already fenced,
-    then read the Leases live and delete the Exporter only if none holds it."""
+    then read the Leases live and delete the Exporter only if none holds it; then its
+    Pods. Each delete carries the uid it was planned for."""
 
     name: str
     fence: bool
     why: str = field(default="", compare=False)
+    uid: str = field(default="", compare=False)
+    pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
+    event: str = field(default=RECYCLE, compare=False)  # the Event's reason (ScaleDown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +119,7 @@ class RecordEvent:
 
     reason: str
     note: str
+    warning: bool = False
 
 
 Action = (

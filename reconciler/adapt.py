@@ -17,7 +17,14 @@ from typing import Any
 
 from api.duration import parse_go_duration
 from reconciler.defaults import spec_defaults
-from reconciler.keys import FENCED_AT, SERVED_LEASE, SURPLUS_SINCE
+from reconciler.jumpstarter import EXPORTER_CONTAINER
+from reconciler.keys import (
+    BACKOFF_STEP,
+    FENCED_AT,
+    LEGACY_SURPLUS_SINCE,
+    SERVED_LEASE,
+    SURPLUS_SINCE,
+)
 from reconciler.observe import (
     ClassView,
     ExporterView,
@@ -26,6 +33,7 @@ from reconciler.observe import (
     PodView,
     PoolView,
 )
+from reconciler.reasons import INVALID_SPEC
 from reconciler.timefmt import parse_time
 
 __all__ = [
@@ -33,6 +41,8 @@ __all__ = [
     "controller_of",
     "exporter_view",
     "lease_view",
+    "pod_exited",
+    "pod_owner",
     "pod_view",
     "pool_view",
 ]
@@ -66,6 +76,7 @@ def controller_of(obj: Mapping[str, Any]) -> str:
 def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]:
     """The set as the planner sees it, and a (reason, message) problem if its spec is unusable."""
     meta, spec = _map(obj.get("metadata")), _map(obj.get("spec"))
+    annotations = _map(meta.get("annotations"))
     merged = {**spec_defaults("ExporterSet"), **spec}
     problem = None
     try:
@@ -74,7 +85,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
             raise ValueError("must not be negative")
     except ValueError as exc:
         cooldown = timedelta(0)
-        problem = ("InvalidSpec", f"spec.scaleDownCooldown: {exc}")
+        problem = (INVALID_SPEC, f"spec.scaleDownCooldown: {exc}")
     labels = _map(_map(_map(spec.get("template")).get("metadata")).get("labels"))
     selector = spec.get("selector")
     view = PoolView(
@@ -88,7 +99,8 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         recycle=str(merged["recycleStrategy"]),
         template_labels={str(k): str(v) for k, v in labels.items()},
         selector=selector if isinstance(selector, Mapping) else None,
-        surplus_since=_time(_map(meta.get("annotations")).get(SURPLUS_SINCE)),
+        surplus_since=_time(annotations.get(SURPLUS_SINCE))
+        or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         status=_map(obj.get("status")),
     )
     return view, problem
@@ -103,11 +115,20 @@ def class_view(obj: Mapping[str, Any]) -> ClassView:
     )
 
 
-def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     for condition in status.get("conditions") or []:
         if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return condition.get("status") == "True"
-    return False
+            return condition
+    return {}
+
+
+def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
+    return _condition(status, kind).get("status") == "True"
+
+
+def _step(annotations: Mapping[str, Any]) -> int:
+    value = annotations.get(BACKOFF_STEP)
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 def _hooks(status: Mapping[str, Any]) -> HookRecord | None:
@@ -139,15 +160,54 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         hooks=_hooks(status),
         served_lease=_str(annotations.get(SERVED_LEASE)),
         fenced=FENCED_AT in annotations,
+        uid=_str(meta.get("uid")),
+        registered_at=_time(_condition(status, "Registered").get("lastTransitionTime")),
+        backoff_step=_step(annotations),
     )
 
 
-def pod_view(obj: Mapping[str, Any], exporter: str) -> PodView:
+def pod_owner(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(name, uid) of the Pod's controller Exporter; without one, the Pod's own name and
+    no uid (such a Pod belongs to no instance)."""
+    meta = _map(obj.get("metadata"))
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "Exporter":
+            return _str(ref.get("name")), _str(ref.get("uid")) or "-"
+    return _str(meta.get("name")), "-"
+
+
+def _exporter_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The terminated state of the `exporter` container, {} while it has not exited."""
+    for container in status.get("containerStatuses") or []:
+        if isinstance(container, Mapping) and container.get("name") == EXPORTER_CONTAINER:
+            return _map(_map(container.get("state")).get("terminated"))
+    return {}
+
+
+def pod_exited(obj: Mapping[str, Any]) -> bool:
+    """The Pod's exporter container has exited."""
+    return bool(_exporter_state(_map(obj.get("status"))))
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView:
     meta, status = _map(obj.get("metadata")), _map(obj.get("status"))
+    exporter, owner_uid = pod_owner(obj)
+    terminated = _exporter_state(status)
+    code = terminated.get("exitCode")
+    message = _str(terminated.get("message")).strip() or _str(status.get("message")).strip()
     return PodView(
         name=_str(meta.get("name")),
         exporter=exporter,
         phase=_str(status.get("phase")) or "Pending",
+        owner_uid=owner_uid,
+        uid=_str(meta.get("uid")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=_time(meta.get("creationTimestamp")),
+        exited=bool(terminated),
+        exit_code=code if isinstance(code, int) else None,
+        finished_at=_time(terminated.get("finishedAt")),
+        message=message or _str(terminated.get("reason")) or _str(status.get("reason")),
+        backoff_step=_step(_map(meta.get("annotations"))),
     )
 
 

@@ -2,15 +2,21 @@
 
 Rules, first match wins:
 
-- terminating: `metadata.deletionTimestamp` set; or, under ExitAndReplace, not busy and
-  every Pod of the instance finished (Succeeded or Failed);
+- terminating: `metadata.deletionTimestamp` set;
+- failed: not busy, every Pod of the instance ended (or its exporter exited) and one of
+  them failed (`reconciler.backoff.failed`: ended before the exporter registered, or a
+  non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
+- terminating: under ExitAndReplace, not busy and every Pod of the instance finished
+  (Succeeded or Failed, or its exporter exited);
 - draining: `spec.enabled == false`;
 - busy: leased, in a lease hook, or owes an afterLease hook (below);
 - released: not busy, has served a lease (`served-lease` annotation, or a hook record
   naming a lease), and the pool lets served instances go (ExitAndReplace, or
   reclaimPolicy Retain);
 - available: Registered and Online conditions True and `exporterStatus` in
-  {"", Unspecified, Available}: the lease controller's own eligibility test;
+  {"", Unspecified, Available}: the lease controller's own eligibility test, and its Pods
+  have not all ended (an exporter that exited serves nothing, whatever its conditions
+  still say);
 - provisioning: anything else that is enabled (Pod pending, not registered, offline).
 
 Busy, decided from `schemas/exporter.txt`:
@@ -43,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Container
 from enum import Enum
 
+from reconciler.backoff import failed
 from reconciler.observe import ExporterView, PodView, RecycleStrategy
 
 __all__ = [
@@ -54,6 +61,7 @@ __all__ = [
     "is_leased",
     "is_ready",
     "owes_after_lease",
+    "pods_failed",
     "pods_finished",
     "served_lease",
 ]
@@ -70,11 +78,11 @@ HOOK_STATUSES = frozenset(
     }
 )
 _SETTLED_HOOK_PHASES = frozenset({"Succeeded", "Skipped"})
-_FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 class Bucket(Enum):
     TERMINATING = "terminating"
+    FAILED = "failed"
     DRAINING = "draining"
     BUSY = "busy"
     RELEASED = "released"
@@ -107,7 +115,11 @@ def is_ready(exporter: ExporterView) -> bool:
 
 
 def pods_finished(pods: tuple[PodView, ...]) -> bool:
-    return bool(pods) and all(pod.phase in _FINISHED_POD_PHASES for pod in pods)
+    return bool(pods) and all(pod.done for pod in pods)
+
+
+def pods_failed(exporter: ExporterView, pods: tuple[PodView, ...]) -> bool:
+    return pods_finished(pods) and any(failed(exporter, pod) for pod in pods)
 
 
 def served_lease(exporter: ExporterView) -> str:
@@ -126,6 +138,8 @@ def classify(
     if exporter.deleting:
         return Bucket.TERMINATING
     busy = is_busy(exporter, leased_names)
+    if not busy and pods_failed(exporter, pods):
+        return Bucket.FAILED
     if not busy and recycle == RecycleStrategy.EXIT_AND_REPLACE and pods_finished(pods):
         return Bucket.TERMINATING
     if not exporter.enabled:
@@ -134,6 +148,7 @@ def classify(
         return Bucket.BUSY
     if release_served and served_lease(exporter):
         return Bucket.RELEASED
-    if is_ready(exporter) and exporter.exporter_status in AVAILABLE_STATUSES:
+    serving = is_ready(exporter) and not pods_finished(pods)
+    if serving and exporter.exporter_status in AVAILABLE_STATUSES:
         return Bucket.AVAILABLE
     return Bucket.PROVISIONING

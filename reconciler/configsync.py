@@ -61,7 +61,7 @@ class ConfigSync:
             frame = {
                 "type": "Opaque",
                 "metadata": {
-                    "labels": ctx.object_labels(),
+                    "labels": ctx.secret_labels(),
                     "ownerReferences": [ctx.owner_reference()],
                 },
             }

@@ -63,16 +63,18 @@ from reconciler.credentials import (
     resolve,
 )
 from reconciler.executor import Executor
+from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, explain
 from reconciler.imagecheck import images_condition
 from reconciler.jumpstarter import config_secret_name
-from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.keys import NAME_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube
 from reconciler.metrics import ReconcileStats
 from reconciler.named import DEFAULT_RESYNC, NamedCache
 from reconciler.observe import Observation
 from reconciler.planner import Plan, instance_labels, plan
 from reconciler.provisioners.base import Provisioner
+from reconciler.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
 from reconciler.render import Credentials, merged_parameters
 from reconciler.scope import Scope
 from reconciler.surplus import SurplusLeases
@@ -100,11 +102,6 @@ Obj = dict[str, Any]
 def _meta(obj: Obj) -> dict[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
-
-
-def _family(name: str) -> str:
-    """`pool-12` -> `pool`: the set a planner-made name would belong to."""
-    return name.rsplit("-", 1)[0]
 
 
 def _owner_set(obj: Obj) -> Iterable[ObjKey]:
@@ -137,6 +134,7 @@ class Controller:
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.writes = 0
         self.configs = ConfigSync()
+        self.expectations = Expectations()
         self.reconciles = ReconcileStats()
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
@@ -155,8 +153,8 @@ class Controller:
             CONFIGMAPS: {"transform": keep_certificates},
             PODS: {
                 "transform": keep_only("status.phase"),
-                "derive": lambda p: pod_view(p, _pod_exporter(p)),
-                "label_selector": SET_LABEL,
+                "derive": pod_view,
+                "label_selector": NAME_LABEL,
             },
             JUMPSTARTER_LEASES: {"derive": lease_view},
         }
@@ -197,15 +195,12 @@ class Controller:
         )
         exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
         exporters.add_index(
-            "family", lambda o: [(_meta(o).get("namespace"), _family(_meta(o).get("name", "")))]
-        )
-        exporters.add_index(
             "credential",
             lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
         )
         self.watches[PODS].add_index(
             "set",
-            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(SET_LABEL))],
+            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(NAME_LABEL))],
         )
         self.watches[JUMPSTARTER_LEASES].add_index(
             "namespace", lambda o: [_meta(o).get("namespace")]
@@ -226,6 +221,7 @@ class Controller:
             self.plans.pop(_key(new), None)  # its metric series go with it
             if self.surplus is not None:
                 self.surplus.forget(str(_meta(new).get("uid", "")))
+            self.expectations.forget(_key(new))
         self.queue.add(_key(new))
 
     def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
@@ -258,7 +254,7 @@ class Controller:
 
     def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
         for obj in (new, old):
-            name = (_meta(obj).get("labels") or {}).get(SET_LABEL) if obj else None
+            name = (_meta(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
             if obj is not None and name:
                 self.queue.add((_meta(obj).get("namespace", ""), name))
 
@@ -301,7 +297,7 @@ class Controller:
         for exporter in self.watches[EXPORTERS].by_index("credential", key_of(new)):
             for key in _owner_set(exporter):
                 self.queue.add(key, lane)
-        owner = (_meta(new).get("labels") or {}).get(SET_LABEL)
+        owner = (_meta(new).get("labels") or {}).get(NAME_LABEL)
         if owner:
             self.queue.add((namespace, owner))
 
@@ -331,9 +327,17 @@ class Controller:
             ours, since = self.surplus.since(exporter_set)
             if ours:
                 pool = replace(pool, surplus_since=since)
+        # The status this process last wrote, while the cache has not shown it yet: a
+        # transition is noted (and its Event written) once.
+        pool = replace(
+            pool,
+            status=self.expectations.status(
+                (namespace, name), str(meta.get("resourceVersion", "")), pool.status
+            ),
+        )
         if klass is None:
             problem = problem or (
-                "ClassNotFound",
+                CLASS_NOT_FOUND,
                 f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
             )
         elif problem is None:
@@ -341,26 +345,33 @@ class Controller:
                 self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
             ).errors
             if errors:
-                problem = ("InvalidParameters", "; ".join(map(str, errors)))
+                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
         exporters = self.watches[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
-        owned_names = {e.name for e in owned}
-        family = exporters.derived_by_index("family", (namespace, name))
+        key = (namespace, name)
+        if self.expectations.doubted(key):
+            self._expect_live(key, str(uid))
+            self.expectations.resolved(key)
         awaiting: dict[str, str] = {}
         if klass is not None:
             for exporter in exporters.by_index("owner", uid):
                 found = self.credentials(exporter, klass)
                 if isinstance(found, str):
                     awaiting[_meta(exporter).get("name", "")] = found
+        pods = tuple(self.watches[PODS].derived_by_index("set", (namespace, name)))
+        with_pods = {pod.owner_uid for pod in pods}
         observation = Observation(
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
             exporters=owned,
-            pods=tuple(self.watches[PODS].derived_by_index("set", (namespace, name))),
+            pods=pods,
             leases=tuple(self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)),
-            taken_names=frozenset(e.name for e in family if e.name not in owned_names),
             problem=problem,
             awaiting=awaiting,
+            expected_exporters=self.expectations.pending(
+                key, EXPORTER, lambda n: exporters.get(namespace, n) is not None
+            ),
+            expected_pods=self.expectations.pending(key, POD, with_pods.__contains__),
             images=images_condition(
                 self.image_policy, exporter_set, klass, self.provisioner.default_images
             )
@@ -369,9 +380,33 @@ class Controller:
         )
         return observation, klass
 
+    def _expect_live(self, key: ObjKey, uid: str) -> None:
+        """Read the set's Exporters live (a quorum list) and expect those the cache has
+        not shown yet (`reconciler.expectations`: a create without an answer, a process
+        that starts leading)."""
+        namespace, name = key
+        live, _ = self.kube.list(EXPORTERS, namespace, f"{SET_LABEL}={name}")
+        cache = self.watches[EXPORTERS]
+        for exporter in live:
+            found = _meta(exporter).get("name", "")
+            if controller_of(exporter) == uid and cache.get(namespace, found) is None:
+                self.expectations.expect(key, EXPORTER, found)
+
     def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
-        """An Exporter's credentials from the caches, or why it has none yet."""
-        return resolve(exporter, klass, self.secrets.get, self.watches[CONFIGMAPS].get)
+        """An Exporter's credentials from the caches, or why it has none yet. A Secret of
+        the instance's name that another Exporter controls (an earlier one of that name,
+        its config Secret not yet collected) is never taken for this one's."""
+        meta = _meta(exporter)
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        secrets = self.secrets
+        config_name = config_secret_name(meta.get("name", ""))
+        config = secrets.get(namespace, config_name)
+        if config is not None and controller_of(config) not in ("", uid):
+            return f'Secret "{config_name}" belongs to an earlier Exporter; waiting for it to go'
+        credential = secrets.get(namespace, credential_secret_name(exporter))
+        if credential is not None and controller_of(credential) not in ("", uid):
+            return f'Secret "{credential_secret_name(exporter)}" belongs to another Exporter'
+        return resolve(exporter, klass, secrets.get, self.watches[CONFIGMAPS].get)
 
     def decide(
         self, exporter_set: Obj, now: datetime
@@ -418,6 +453,7 @@ class Controller:
             configs=self.configs,
             observed_secret=secrets.observed_write,
             surplus=self.surplus,
+            expectations=self.expectations,
         )
         self.plans[key] = result
         if lane in LANE_STEPS:
@@ -497,6 +533,8 @@ class Controller:
                 if stop.is_set():
                     return
         for exporter_set in self.watches[EXPORTERSETS].items():
+            # Leading from caches that may lag the last leader's creates: read live once.
+            self.expectations.doubt(_key(exporter_set))
             self.queue.add(_key(exporter_set))
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
@@ -525,10 +563,3 @@ def _issued(exporter: Obj) -> bool:
 def _key(obj: Obj) -> ObjKey:
     meta = _meta(obj)
     return meta.get("namespace", ""), meta.get("name", "")
-
-
-def _pod_exporter(pod: Obj) -> str:
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == EXPORTERS.kind:
-            return str(ref.get("name", ""))
-    return str((_meta(pod).get("labels") or {}).get(INSTANCE_LABEL, ""))

@@ -1,12 +1,18 @@
 """Carry out a plan's steps against the API, each one idempotent and guarded.
 
-- creates use the planner's deterministic names: "already exists" is success, so a step
-  replayed after a crash or from a lagging cache makes no duplicate;
+- Exporters are created with generateName (no name is ever reused) and noted in the
+  runtime's expectations until the cache shows them, so a pass planned from a lagging
+  cache makes no duplicate; a create without an answer has the set's Exporters read
+  live before the next (`reconciler.expectations`); other creates treat "already
+  exists" as success;
 - a fence is a merge patch conditioned on the resourceVersion the plan was made from,
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - before any delete or detach, the Leases are read live (not from the cache); if one
   holds the instance, the fence is lifted and nothing is deleted;
-- deletes carry a uid precondition, so a newer object of the same name survives;
+- deletes carry a uid precondition, so a newer object of the same name survives, and a
+  Pod already being deleted is not deleted again;
+- each create accepted is noted in the runtime's expectations, so the passes that follow
+  before the cache shows it do not repeat it;
 - an instance's config Secret is rendered and compared with the cached one, and written
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
 - the Event of a created, removed or retained instance carries the planner's reason.
@@ -42,12 +48,23 @@ from reconciler.actions import (
     Retain,
     SetSurplusSince,
 )
-from reconciler.adapt import controller_of, lease_view
+from reconciler.adapt import controller_of, lease_view, pod_exited
 from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
-from reconciler.keys import FENCED_AT, RETAINED_FROM, SERVED_LEASE, SET_LABEL, SURPLUS_SINCE
-from reconciler.kube import ApiError, Kube
+from reconciler.expectations import EXPORTER, POD, Expectations
+from reconciler.keys import (
+    BACKOFF_STEP,
+    FENCED_AT,
+    LEGACY_SURPLUS_SINCE,
+    NAME_LABEL,
+    RETAINED_FROM,
+    SERVED_LEASE,
+    SET_LABEL,
+    SURPLUS_SINCE,
+)
+from reconciler.kube import ApiError, Kube, NotLeading
 from reconciler.provisioners.base import Provisioner
+from reconciler.reasons import FENCE_LIFTED, RETAINED, SCALE_UP
 from reconciler.render import (
     Credentials,
     InstanceContext,
@@ -81,6 +98,7 @@ class Executor:
     observed_secret: Callable[[Obj], None] = lambda _obj: None
     # a namespaced install's cooldown memory (`reconciler.surplus`); else the annotation
     surplus: SurplusLeases | None = None
+    expectations: Expectations = field(default_factory=Expectations)  # likewise
     writes: int = 0
 
     @property
@@ -94,11 +112,15 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(name, why):
-                exporter = self._create(EXPORTERS, render_exporter(self.exporter_set, name))
-                if exporter is not None and controller_of(exporter) == self._set_uid:
-                    note = _because(f"created Exporter {name}", why)
-                    self._event("InstanceCreated", "Create", note, exporter)
+            case CreateExporter(prefix, why, step):
+                rendered = render_exporter(self.exporter_set, prefix)
+                if step:
+                    rendered["metadata"].setdefault("annotations", {})[BACKOFF_STEP] = str(step)
+                created = self._create_generated(rendered)
+                name = str(created["metadata"]["name"])
+                self.expectations.expect(self._key, EXPORTER, name)
+                note = _because(f"created Exporter {name}", why)
+                self._event(SCALE_UP, "Create", note, created)
             case CreatePod(name):
                 exporter = self.cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
@@ -106,22 +128,25 @@ class Executor:
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
                     self._sync_config(ctx)
-                    self._create(PODS, self.provisioner.render_pod(ctx))
-            case DeletePod(name):
-                self._delete_pod_if_stale(name)
-            case Remove(name, fence, why):
+                    pod = self._create(PODS, self.provisioner.render_pod(ctx))
+                    if pod is not None and controller_of(pod) == ctx.exporter_uid:
+                        self.expectations.expect(self._key, POD, ctx.exporter_uid)
+            case DeletePod(name, _, uid):
+                self._delete_pod_if_stale(name, uid)
+            case Remove(name, fence, why, planned_uid, pods, reason):
                 if self._fence_and_check(name, fence):
                     exporter = self.cached_exporter(name) or {}
-                    uid = (exporter.get("metadata") or {}).get("uid")
+                    uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
-                    self._write(lambda: self.kube.delete(PODS, self.namespace, name))
+                    for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
+                        self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
                     note = _because(f"removed Exporter {name}", why)
-                    self._event("InstanceRemoved", "Delete", note, exporter)
+                    self._event(reason, "Delete", note, exporter)
             case Retain(name, why):
                 if self._fence_and_check(name, True):
                     self._detach(name)
                     note = _because(f"detached Exporter {name} from the pool for debugging", why)
-                    self._event("InstanceRetained", "Retain", note, self.cached_exporter(name))
+                    self._event(RETAINED, "Retain", note, self.cached_exporter(name))
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
@@ -130,7 +155,9 @@ class Executor:
                 self._write(lambda: memory.remember(self.exporter_set, since))
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
-                patch: Obj = {"metadata": {"annotations": {SURPLUS_SINCE: value}}}
+                # Jumpstarter's key; the one earlier versions wrote goes with any write.
+                marks = {SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None}
+                patch: Obj = {"metadata": {"annotations": marks}}
                 self._write(
                     lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch)
                 )
@@ -141,8 +168,11 @@ class Executor:
                         EXPORTERSETS, self.namespace, self._name, body, sub="status"
                     )
                 )
-            case RecordEvent(reason, note):
-                self._event(reason, "Wait", note, None)
+                version = str(self.exporter_set["metadata"].get("resourceVersion", ""))
+                self.expectations.wrote_status(self._key, version, status)
+            case RecordEvent(reason, note, warning):
+                if self.expectations.new_event(self._key, reason, note):
+                    self._event(reason, "Wait", note, None, warning=warning)
 
     def keep_current(self, names: Iterable[str]) -> int:
         """Bring the config Secrets of running instances up to date; writes made."""
@@ -160,6 +190,10 @@ class Executor:
         return str(self.exporter_set["metadata"]["name"])
 
     @property
+    def _key(self) -> tuple[str, str]:
+        return self.namespace, self._name
+
+    @property
     def _set_uid(self) -> str:
         return str(self.exporter_set["metadata"].get("uid", ""))
 
@@ -167,7 +201,9 @@ class Executor:
         self.writes += 1
         return call()
 
-    def _event(self, reason: str, action: str, note: str, related: Obj | None) -> None:
+    def _event(
+        self, reason: str, action: str, note: str, related: Obj | None, warning: bool = False
+    ) -> None:
         """Best effort: a pool's step is done whether or not its Event could be written."""
         event = build_event(
             self.exporter_set,
@@ -176,11 +212,29 @@ class Executor:
             note=note,
             now=self.now,
             related=related or None,
+            warning=warning,
         )
         try:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
         except Exception as exc:  # an event must never fail a reconcile
             log.warning("%s/%s: event %s not written: %s", self.namespace, self._name, reason, exc)
+
+    def _create_generated(self, body: Obj) -> Obj:
+        """Create an Exporter whose name the apiserver generates. When no answer says
+        whether it was made (the connection lost, a 5xx), the set is marked doubtful: its
+        next pass reads its Exporters live before it creates again."""
+        try:
+            created: Obj = self._write(lambda: self.kube.create(EXPORTERS, self.namespace, body))
+        except NotLeading:
+            raise  # refused before it was sent
+        except ApiError as exc:
+            if exc.status >= 500:
+                self.expectations.doubt(self._key)
+            raise
+        except Exception:
+            self.expectations.doubt(self._key)
+            raise
+        return created
 
     def _create(self, resource: Any, body: Obj) -> Obj | None:
         """Create, or return the existing object of that name ("already exists")."""
@@ -190,7 +244,20 @@ class Executor:
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            return self.kube.get(resource, self.namespace, body["metadata"]["name"])
+            name = body["metadata"]["name"]
+            found = self.kube.get(resource, self.namespace, name)
+            meta = (found or {}).get("metadata") or {}
+            log.debug(
+                "%s/%s: create %s %s: already exists (uid %s, owner %s, deleting %s)",
+                self.namespace,
+                self._name,
+                resource.kind,
+                name,
+                meta.get("uid"),
+                controller_of(found or {}) or "none",
+                bool(meta.get("deletionTimestamp")),
+            )
+            return found
 
     def _context(self, exporter: Obj) -> InstanceContext | None:
         """The instance's rendering inputs, or None while it cannot be rendered."""
@@ -230,20 +297,39 @@ class Executor:
             self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
         )
 
-    def _delete_pod_if_stale(self, name: str) -> None:
+    def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
+        """Delete the Pod `uid` if it still is what the plan saw: finished, or its
+        Exporter gone (or replaced by a newer one of that name); never one already being
+        deleted, never a newer Pod of that name (the uid precondition)."""
         pod = self.kube.get(PODS, self.namespace, name)
-        if pod is None:
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("deletionTimestamp") or (uid and meta.get("uid") != uid):
             return
         finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         owner_uid = controller_of(pod)
-        exporter = self.kube.get(EXPORTERS, self.namespace, name)
-        orphan = exporter is None or (exporter.get("metadata") or {}).get("uid") != owner_uid
-        if finished or orphan:
-            uid = (pod.get("metadata") or {}).get("uid")
-            self._write(lambda: self.kube.delete(PODS, self.namespace, name, uid))
+        if not (finished or owner_gone):
+            exporter = self.kube.get(EXPORTERS, self.namespace, name)
+            owner_gone = exporter is None or (exporter.get("metadata") or {}).get("uid") != (
+                owner_uid
+            )
+        if finished or owner_gone or pod_exited(pod):
+            live_uid = meta.get("uid")
+            try:
+                self._write(lambda: self.kube.delete(PODS, self.namespace, name, live_uid))
+            except ApiError as exc:
+                if exc.status != 409:  # the precondition: a newer Pod took the name
+                    raise
 
     def _held_by_lease(self, name: str) -> bool:
-        leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        try:
+            leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        except ApiError as exc:
+            # A resource that is not served (Jumpstarter's Lease CRD not installed yet)
+            # has no objects: no Lease holds the instance, as the caches say too. A list
+            # answers 404 for nothing else (an unknown namespace lists empty).
+            if exc.status != 404:
+                raise
+            leases = []
         if any(v.exporter == name and not v.ended for v in map(lease_view, leases)):
             return True
         live = self.kube.get(EXPORTERS, self.namespace, name)
@@ -274,7 +360,7 @@ class Executor:
             unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
             self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
             self._event(
-                "FenceLifted", "Keep", f"kept Exporter {name}: a Lease took it first", exporter
+                FENCE_LIFTED, "Keep", f"kept Exporter {name}: a Lease took it first", exporter
             )
             return False
         return True
@@ -287,8 +373,11 @@ class Executor:
                 "annotations": {RETAINED_FROM: self._name},
             }
         }
+        pod_relabel = {
+            "metadata": {"labels": {NAME_LABEL: None}, "annotations": {RETAINED_FROM: self._name}}
+        }
         try:
-            self._write(lambda: self.kube.patch(PODS, self.namespace, name, dict(relabel)))
+            self._write(lambda: self.kube.patch(PODS, self.namespace, name, pod_relabel))
         except ApiError as exc:
             if exc.status != 404:
                 raise

@@ -68,6 +68,8 @@ class Step:
         text = self.verb
         if len(self.names) == 1:
             text += f" {self.names[0]}"
+        elif len(set(self.names)) == 1:  # creates: one generateName for all
+            text += f" {len(self.names)} ({self.names[0]})"
         elif self.names:
             shown = self.names if len(self.names) <= _LISTED else self.names[: _LISTED - 1]
             more = (
@@ -91,8 +93,8 @@ class Step:
 def describe(action: Action) -> tuple[str, str, str]:
     """(verb, instance name or "", reason) of one step."""
     match action:
-        case CreateExporter(name, why):
-            return "create", name, why
+        case CreateExporter(prefix, why):
+            return "create", f"{prefix}*", why
         case CreatePod(name, why):
             return "create pod", name, why
         case DeletePod(name, why):

@@ -21,14 +21,17 @@ __all__ = [
     "EXEC_BINARY",
     "EXPORTER_CONFIG_API_VERSION",
     "EXPORTER_CONFIG_KIND",
+    "EXPORTER_CONTAINER",
     "EXPORTER_UID",
     "JUMPSTARTER_RELEASE",
     "LAUNCHER_SOCKET",
     "QEMU_DRIVER",
+    "READINESS_SCRIPT",
     "SHARED_DIR",
     "TCP_NETWORK_DRIVER",
     "TOKEN_KEY",
     "config_secret_name",
+    "readiness_command",
     "run_command",
 ]
 
@@ -51,6 +54,9 @@ CONFIG_KEY = "config.yaml"
 CONFIG_DIR = "/etc/jumpstarter/exporters"
 CONFIG_FILE = f"{CONFIG_DIR}/{CONFIG_KEY}"
 
+# The instance Pod's container that runs `jmp run`.
+EXPORTER_CONTAINER = "exporter"
+
 # The exporter image's unprivileged user, and the exec helper it ships for the runtime.
 EXPORTER_UID = 65532
 EXEC_BINARY = "/jumpstarter/bin/jumpstarter-exec"
@@ -71,3 +77,43 @@ def config_secret_name(exporter: str) -> str:
 def run_command() -> list[str]:
     """The exporter container's command: `jmp run` with the mounted config."""
     return ["jmp", "run", "--exporter-config", CONFIG_FILE]
+
+
+# The exporter container's readiness: a process check, the only signal 0.9.0 offers inside
+# the Pod (it serves no health endpoint and writes no status file; its sockets are
+# temporary). `jmp run` (`jumpstarter_cli.run._serve_with_exc_handling`) forks the process
+# that registers and serves, waits for it, and forks again after a quick failure; the
+# forked child keeps its parent's command line. Ready: a live (not zombie) process whose
+# parent runs the same `jmp run` command line. Run by the exporter image's Python, with the
+# container's command as arguments; only the standard library and /proc are used.
+READINESS_SCRIPT = """
+import os, sys
+want = sys.argv[1:]
+def read(pid, part):
+    try:
+        with open(f"/proc/{pid}/{part}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+def is_jmp_run(cmdline):
+    args = [a.decode(errors="replace") for a in cmdline.split(b"\\0")[:-1]]
+    tail = want[1:]
+    return (
+        len(args) >= len(want)
+        and args[len(args) - len(tail):] == tail
+        and any(os.path.basename(a) == want[0] for a in args[: len(args) - len(tail)])
+    )
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    fields = read(pid, "stat").rsplit(b")", 1)[-1].split()
+    if len(fields) < 2 or fields[0] == b"Z":
+        continue
+    cmdline = read(pid, "cmdline")
+    if is_jmp_run(cmdline) and read(fields[1].decode(), "cmdline") == cmdline:
+        sys.exit(0)
+sys.exit(1)
+"""
+
+
+def readiness_command(command: list[str] | None = None) -> list[str]:
+    """The exporter container's readiness probe for `command` (default `run_command()`)."""
+    return ["python3", "-c", READINESS_SCRIPT, *(command or run_command())]

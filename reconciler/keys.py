@@ -1,14 +1,20 @@
 """Names of the labels and annotations the reconciler writes on the objects it manages.
 
 One module so the planner, the renderer, the runtime and the tests agree on spelling.
+Where Jumpstarter's own exporter-set controller has a key for the same thing, it is that
+key (JUMPSTARTER_SET_GROUP), so its users' selectors, dashboards and a pool it filled keep
+working; a key of this product's group only where Jumpstarter has none.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BACKOFF_STEP",
     "FENCED_AT",
     "GROUP",
-    "INSTANCE_LABEL",
+    "JUMPSTARTER_SET_GROUP",
+    "LEGACY_SURPLUS_SINCE",
+    "NAME_LABEL",
     "RETAINED_FROM",
     "SERVED_LEASE",
     "SET_LABEL",
@@ -16,17 +22,23 @@ __all__ = [
 ]
 
 GROUP = "virtualtarget.jumpstarter.dev"
+JUMPSTARTER_SET_GROUP = "exporterset.jumpstarter.dev"  # Jumpstarter's exporter-set controller
 
-# On Exporters and Pods: the ExporterSet an instance belongs to (selects its Pods too).
+# On Exporters: the ExporterSet an instance belongs to (Jumpstarter's Exporters carry only
+# the template's labels; the webhook's objectSelector and the default status selector
+# use this one).
 SET_LABEL = f"{GROUP}/exporterset"
-# On Pods: the Exporter a Pod runs.
-INSTANCE_LABEL = f"{GROUP}/exporter"
+# On every instance Pod and config Secret: the set (Jumpstarter's key; selects the Pods).
+NAME_LABEL = f"{JUMPSTARTER_SET_GROUP}/name"
 
-# On the ExporterSet: since when the pool has had more capacity than it needs (RFC 3339).
-# An annotation rather than a status field: it is controller memory that cannot be
-# re-observed from the world, and status may be dropped (backup restore, status wipe),
-# which would silently restart the cooldown.
-SURPLUS_SINCE = f"{GROUP}/surplus-since"
+# On the ExporterSet: since when the pool has had more capacity than it needs (RFC 3339,
+# UTC), Jumpstarter's key, so a takeover keeps a cooldown that is running. An annotation
+# rather than a status field: it is controller memory that cannot be re-observed from the
+# world, and status may be dropped (backup restore, status wipe), which would silently
+# restart the cooldown.
+SURPLUS_SINCE = f"{JUMPSTARTER_SET_GROUP}/surplus-since"
+# Where earlier versions of this product kept it: still read, cleared with the other.
+LEGACY_SURPLUS_SINCE = f"{GROUP}/surplus-since"
 
 # On an Exporter: the first Lease seen on it. Lets ExitAndReplace and Retain recognise a
 # released instance even when the exporter does not record its lease hooks.
@@ -36,3 +48,7 @@ SERVED_LEASE = f"{GROUP}/served-lease"
 FENCED_AT = f"{GROUP}/fenced-at"
 # On an Exporter detached by reclaimPolicy Retain: the set it came from.
 RETAINED_FROM = f"{GROUP}/retained-from"
+# On an Exporter and its Pod: how many instances of the pool had failed in a row when it
+# was created (0 for a healthy pool). The pool's backoff is read back from it after a
+# restart (`reconciler.backoff`).
+BACKOFF_STEP = f"{GROUP}/backoff-step"

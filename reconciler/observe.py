@@ -70,15 +70,43 @@ class ExporterView:
     hooks: HookRecord | None = None
     served_lease: str = ""  # annotation SERVED_LEASE
     fenced: bool = False  # annotation FENCED_AT: disabled by the pool, not by a person
+    uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
+    registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
+    backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
+
+    @property
+    def identity(self) -> str:
+        """What an instance's Pods are matched by: the uid (names may be reused)."""
+        return self.uid or self.name
 
 
 @dataclass(frozen=True, slots=True)
 class PodView:
-    """The workload Pod of one instance (controller ownerReference to its Exporter)."""
+    """A Pod labelled for the set; it belongs to the instance whose Exporter uid its
+    controller ownerReference names (`owner_uid`), and to no other of the same name."""
 
     name: str
-    exporter: str
+    exporter: str  # the owner's name, for messages only
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    owner_uid: str = ""  # "" only in hand-built views: `exporter` stands in
+    uid: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp set
+    created: datetime | None = None
+    # The exporter container (`jmp run`): exited, with its code, message and end time.
+    exited: bool = False
+    exit_code: int | None = None
+    finished_at: datetime | None = None
+    message: str = ""  # termination message (the log tail on error), else the Pod's reason
+    backoff_step: int = 0  # annotation BACKOFF_STEP
+
+    @property
+    def owner(self) -> str:
+        return self.owner_uid or self.exporter
+
+    @property
+    def done(self) -> bool:
+        """Finished, or its exporter has exited (the sidecar may still be stopping)."""
+        return self.phase in ("Succeeded", "Failed") or self.exited
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +151,7 @@ class Observation:
     """Everything one planning pass of one set needs.
 
     `problem` is a (reason, message) pair when the set cannot be scaled (class missing,
-    class of another provisioner, invalid merged parameters); `taken_names` are Exporter
-    names in the namespace that the set does not own, so a new instance never collides;
+    class of another provisioner, invalid merged parameters);
     `awaiting` names the owned instances that cannot be rendered yet, with the reason
     (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
     they get no config Secret and no Pod until then. `images` is the `ImagesAllowed`
@@ -137,7 +164,10 @@ class Observation:
     exporters: tuple[ExporterView, ...] = ()
     pods: tuple[PodView, ...] = ()
     leases: tuple[LeaseView, ...] = ()
-    taken_names: frozenset[str] = frozenset()
     problem: tuple[str, str] | None = None
     awaiting: Mapping[str, str] = field(default_factory=dict)
     images: ConditionSpec | None = None
+    # Writes of this process the caches have not shown yet (`reconciler.expectations`):
+    # Exporters created (their names) and instances whose Pod was created (identities).
+    expected_exporters: frozenset[str] = frozenset()
+    expected_pods: frozenset[str] = frozenset()

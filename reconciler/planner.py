@@ -21,8 +21,15 @@ the cooldown), a pass without surplus clears it. Victims are never busy: provisi
 before available, then newest first (name breaks ties). Removal is `Remove`: fence,
 live check that no Lease took it, delete.
 
+Identity: an instance's Pods are those whose controller owner's uid is its Exporter's
+(`ExporterView.identity`); a Pod of an earlier Exporter of the same name is nobody's: it
+is deleted by uid (not again while it terminates) and a new Pod waits for the name.
+
 Recycling: ExitAndReplace removes an instance once it has served a lease and is no
-longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. reclaimPolicy
+longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. An instance that
+failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the
+exporter exited non-zero) is replaced under the pool's backoff whatever the strategy:
+the newest stays until its delay is over, then one probe replaces it. reclaimPolicy
 Retain overrides both: a released instance is fenced and detached from the set, so it
 stays for debugging outside the pool's count. A missing class, a class of another
 provisioner or invalid merged parameters (`Observation.problem`) stop scaling: no
@@ -35,8 +42,12 @@ says how many, an Event marks the start of the wait, and the pass requeues). Ins
 that run get their rendered objects kept current (`Plan.keep_current`: the runtime
 compares and writes only what differs, so a steady pool writes nothing).
 
-Instance names are `<set>-<n>` with the lowest free n, so a create replayed from a
-lagging cache or after a crash hits "already exists" instead of making a duplicate.
+Instance names are never reused: an Exporter is created with `generateName: <set>-`, as
+Jumpstarter's controller names them, so nothing of an earlier instance (a Pod still
+terminating on its node, a Secret not yet collected) shares a new one's name. A create
+the cache has not shown yet is in `Observation.expected_exporters` (booting capacity,
+owned), so a pass planned from a lagging cache does not create it again
+(`reconciler.expectations` says how the runtime keeps that true across crashes).
 
 Explanations: every step that changes the pool carries its reason (`why`, in the terms
 of the rules above: "warm buffer 2, available 0", "surplus since ..., cooldown 5m"),
@@ -50,8 +61,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from api.labels import selector_matches, selector_string
 from reconciler.actions import (
@@ -66,6 +77,7 @@ from reconciler.actions import (
     Retain,
     SetSurplusSince,
 )
+from reconciler.backoff import Backoff, failed, pool_backoff, step_of
 from reconciler.buckets import (
     Bucket,
     classify,
@@ -85,20 +97,43 @@ from reconciler.observe import (
     ReclaimPolicy,
     RecycleStrategy,
 )
+from reconciler.reasons import (
+    ALL_HEALTHY,
+    ALL_READY,
+    AT_MAX,
+    BACK_OFF,
+    MINIMUM_AVAILABLE,
+    MINIMUM_UNAVAILABLE,
+    NO_REPLICAS_REQUIRED,
+    PODS_FAILING,
+    PODS_STARTING,
+    RECYCLING,
+    REPLICAS_NOT_READY,
+    SCALE_DOWN,
+    SCALE_DOWN_COOLDOWN,
+    SCALING_DOWN,
+    SCALING_UP,
+    WAIT_FOR_FIRST_CONSUMER,
+    WAITING_FOR_CREDENTIALS,
+    WITHIN_LIMITS,
+)
 from reconciler.status import ConditionSpec, Counters, build_status
 from reconciler.timefmt import format_duration, format_time
 
 __all__ = [
     "AWAITING_REQUEUE",
+    "BACK_OFF",
+    "PODS_FAILING",
     "WAITING_FOR_CREDENTIALS",
     "Plan",
     "Wait",
+    "generate_name",
     "instance_labels",
     "plan",
 ]
 
 _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
-WAITING_FOR_CREDENTIALS = "WaitingForCredentials"
+
 # A safety net: the Exporter's status update and the Secret's creation wake the pass too.
 AWAITING_REQUEUE = timedelta(seconds=10)
 
@@ -135,24 +170,14 @@ class Plan:
     waits: tuple[Wait, ...] = ()
 
 
-def instance_name(set_name: str, index: int) -> str:
-    return f"{set_name}-{index}"
+def generate_name(set_name: str) -> str:
+    """The generateName prefix of a set's instances (the apiserver adds 5 characters)."""
+    return f"{set_name}-"
 
 
 def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:
     """The labels every instance carries: the template's plus the one naming the set."""
     return {**template_labels, SET_LABEL: pool_name}
-
-
-def _free_names(prefix: str, taken: set[str], count: int) -> list[str]:
-    names: list[str] = []
-    index = 0
-    while len(names) < count:
-        name = instance_name(prefix, index)
-        if name not in taken:
-            names.append(name)
-        index += 1
-    return names
 
 
 def _newest_first(exporters: list[ExporterView]) -> list[ExporterView]:
@@ -164,17 +189,34 @@ def plan(obs: Observation, now: datetime) -> Plan:
     leased_by: dict[str, str] = {
         lease.exporter: lease.name for lease in obs.leases if lease.exporter and not lease.ended
     }
+    # Pods by the uid of their controller Exporter: a Pod of an earlier Exporter of the same
+    # name (still terminating while the name came back) is nobody's here.
+    identities = {e.identity for e in obs.exporters}
     pods_of: dict[str, list[PodView]] = defaultdict(list)
+    orphans: list[PodView] = []
     for pod in obs.pods:
-        pods_of[pod.exporter].append(pod)
+        if pod.owner in identities:
+            pods_of[pod.owner].append(pod)
+        else:
+            orphans.append(pod)
     retain = klass is not None and klass.reclaim_policy == ReclaimPolicy.RETAIN
     release_served = retain or pool.recycle == RecycleStrategy.EXIT_AND_REPLACE
 
     members: dict[Bucket, list[ExporterView]] = {bucket: [] for bucket in Bucket}
     for exporter in obs.exporters:
-        pods = tuple(pods_of.get(exporter.name, ()))
+        pods = tuple(pods_of.get(exporter.identity, ()))
         members[classify(exporter, pods, leased_by, pool.recycle, release_served)].append(exporter)
+    # Created by this process, not in the cache yet: booting capacity, owned.
+    expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}
+    count[Bucket.PROVISIONING] += len(expected)
+    failures = [(e, max(pods_of[e.identity], key=_ended)) for e in members[Bucket.FAILED]]
+    backoff = pool_backoff(failures)
+    probing = [
+        e
+        for e in members[Bucket.PROVISIONING]
+        if step_of(e) > 0 and not pods_finished(tuple(pods_of.get(e.identity, ())))
+    ]
 
     labels = instance_labels(pool.name, pool.template_labels)
     # A Lease an owned Exporter already names in its leaseRef is served, not pending, even
@@ -195,7 +237,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     wanted = max(pool.min_replicas, count[Bucket.BUSY] + warm + pending)
     desired = min(wanted, ceiling) if ceiling else wanted
     capacity = count[Bucket.BUSY] + count[Bucket.AVAILABLE] + count[Bucket.PROVISIONING]
-    owned = len(obs.exporters)
+    owned = len(obs.exporters) + len(expected)
 
     actions: list[Action] = []
     waits: list[Wait] = []
@@ -217,39 +259,61 @@ def plan(obs: Observation, now: datetime) -> Plan:
 
     if obs.problem is None:
         # Instances leaving on their own account: finished, released, fenced earlier.
+        def remove(exporter: ExporterView, fence: bool, why: str) -> Remove:
+            own = pods_of.get(exporter.identity, ())
+            pods = tuple((p.name, p.uid) for p in own if not p.deleting)
+            return Remove(exporter.name, fence, why, exporter.uid, pods)
+
         for exporter in members[Bucket.TERMINATING]:
             if not exporter.deleting:  # not being deleted: its Pods finished (classify)
                 actions.append(
-                    Remove(exporter.name, exporter.enabled, "its Pod finished (ExitAndReplace)")
+                    remove(exporter, exporter.enabled, "its Pod finished (ExitAndReplace)")
                 )
+        # Failed instances: the newest stays as the record of the backoff until its delay
+        # is over; the others go now.
+        for exporter in members[Bucket.FAILED]:
+            why = f"failed before serving ({backoff.quote if backoff else ''})"
+            if backoff is not None and exporter.name == backoff.record:
+                leave = remove(exporter, exporter.enabled, f"backoff over; {why}")
+                if now >= backoff.retry_at:
+                    actions.append(leave)
+                else:
+                    waits.append(Wait(backoff.message(), leave, backoff.retry_at))
+                    requeue = _sooner(requeue, backoff.retry_at - now)
+            else:
+                actions.append(remove(exporter, exporter.enabled, "an earlier failure"))
         leaving = "reclaimPolicy Retain keeps it" if retain else "ExitAndReplace replaces it"
         for exporter in members[Bucket.RELEASED]:
             why = f"served lease {served_lease(exporter)}; {leaving}"
-            actions.append(
-                Retain(exporter.name, why) if retain else Remove(exporter.name, True, why)
-            )
+            actions.append(Retain(exporter.name, why) if retain else remove(exporter, True, why))
         for exporter in members[Bucket.DRAINING]:
             if exporter.fenced and not is_busy(exporter, leased_by):
-                actions.append(Remove(exporter.name, False, "fenced by the pool, not busy"))
+                fenced = remove(exporter, False, "fenced by the pool, not busy")
+                actions.append(replace(fenced, event=SCALE_DOWN))
 
         # Workload upkeep of instances that stay: replace finished Pods, create missing ones
         # once credentials allow, keep the running ones' rendered objects current.
-        owned_names = {e.name for e in obs.exporters}
-        for pod in obs.pods:
-            if pod.exporter not in owned_names:
-                actions.append(DeletePod(pod.name, "its Exporter is not in the pool"))
+        for pod in orphans:
+            if not pod.deleting:  # one delete per Pod: a deleting one is left to finish
+                actions.append(DeletePod(pod.name, "its Exporter is not in the pool", pod.uid))
+        held = {pod.name for pod in orphans}  # names a new Pod cannot take yet
         for bucket in _STAYING:
             for exporter in members[bucket]:
-                own = tuple(pods_of.get(exporter.name, ()))
+                own = tuple(pods_of.get(exporter.identity, ()))
+                live = [pod for pod in own if not pod.deleting]
                 if exporter.name in obs.awaiting:
                     awaiting.append(exporter.name)
                 elif not own and refused:
                     withheld += 1
                 elif not own:
-                    actions.append(CreatePod(exporter.name, "credentials issued, no Pod yet"))
+                    if exporter.name in held:
+                        why = f"the Pod {exporter.name} of an earlier Exporter is still there"
+                        waits.append(Wait(why))
+                    elif exporter.identity not in obs.expected_pods:
+                        actions.append(CreatePod(exporter.name, "credentials issued, no Pod yet"))
                 elif pods_finished(own):
                     actions.extend(
-                        DeletePod(pod.name, "finished; a new Pod follows") for pod in own
+                        DeletePod(pod.name, "finished; a new Pod follows", pod.uid) for pod in live
                     )
                 else:
                     keep_current.append(exporter.name)
@@ -267,18 +331,25 @@ def plan(obs: Observation, now: datetime) -> Plan:
             creates = 0
         if deficit > room:
             ceiling_blocks = True
+        step = 0
+        if creates and (backoff is not None or probing):
+            # Failing: one probe instance at a time, once the delay is over.
+            due = backoff is None or now >= backoff.retry_at
+            creates = 1 if due and not probing else 0
+            step = backoff.next_step if backoff is not None else 0
         if creates:
             why = _shortfall(pool, count, warm, pending)
             if creates < deficit:
                 why += f", room for {creates} under maxReplicas {ceiling}"
             elif desired < wanted:
                 why += f", capped at maxReplicas {ceiling}"
-            taken = owned_names | obs.taken_names
+            if step:
+                why += f"; probe after {step} failure(s) in a row"
             # First in the plan: a replacement's boot is what a lease may be waiting for,
             # and every other step of the pass (served marks, Pods, status) can follow it.
-            new = [CreateExporter(n, why) for n in _free_names(pool.name, taken, creates)]
+            new = [CreateExporter(generate_name(pool.name), why, step)] * creates
             actions[:0] = new
-            scale_note = ("ScalingUp", f"creating {creates} instance(s) towards {desired}")
+            scale_note = (SCALING_UP, f"creating {creates} instance(s) towards {desired}")
 
         candidates = _newest_first(members[Bucket.PROVISIONING]) + _newest_first(
             members[Bucket.AVAILABLE]
@@ -290,15 +361,17 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 actions.append(SetSurplusSince(now, f"capacity {capacity}, desired {desired}"))
             deadline = since + pool.cooldown
             why = f"surplus since {format_time(since)}, cooldown {format_duration(pool.cooldown)}"
-            victims = [Remove(e.name, True, why) for e in candidates[:surplus]]
+            victims = [
+                replace(remove(e, True, why), event=SCALE_DOWN) for e in candidates[:surplus]
+            ]
             if now >= deadline:
                 actions.extend(victims)
-                scale_note = ("ScalingDown", f"removing {surplus} instance(s) towards {desired}")
+                scale_note = (SCALING_DOWN, f"removing {surplus} instance(s) towards {desired}")
             else:
                 waits.extend(Wait(why, victim, deadline) for victim in victims)
-                requeue = min(requeue or deadline - now, deadline - now)
+                requeue = _sooner(requeue, deadline - now)
                 scale_note = (
-                    "ScaleDownCooldown",
+                    SCALE_DOWN_COOLDOWN,
                     f"{surplus} surplus instance(s) since {format_time(since)}; "
                     f"scale down at {format_time(deadline)}",
                 )
@@ -316,21 +389,38 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if ceiling_note and obs.problem is None:
         waits.append(Wait(ceiling_note))
 
-    if awaiting and scale_note[0] not in ("ScalingUp", "ScalingDown"):
+    if awaiting and scale_note[0] not in (SCALING_UP, SCALING_DOWN):
         first = awaiting[0]
         scale_note = (
             WAITING_FOR_CREDENTIALS,
             f"{len(awaiting)} instance(s) wait for credentials from Jumpstarter's controller; "
             f"{first}: {obs.awaiting[first]}",
         )
-        if _progressing_reason(pool.status) != WAITING_FOR_CREDENTIALS:
+        if _condition(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
+    degraded = _degraded(pool.status, backoff, probing)
+    if (
+        backoff is not None
+        and obs.problem is None
+        and backoff.step_note not in str(_condition(pool.status, "Degraded").get("message"))
+    ):
+        actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))  # one per step
     status = build_status(
-        _counters(obs, members, leased_by),
+        _counters(obs, members, pods_of),
         selector_string(pool.selector)
         if pool.selector is not None
         else selector_string({"matchLabels": {SET_LABEL: pool.name}}),
-        _conditions(obs, count, desired, warm, ceiling_note, scale_note, wffc)
+        _conditions(
+            obs,
+            count,
+            desired,
+            warm,
+            ceiling_note,
+            scale_note,
+            wffc,
+            degraded,
+            any(p.phase == "Pending" and not p.deleting for p in obs.pods),
+        )
         + ([obs.images] if obs.images is not None else []),
         pool.status,
         pool.generation,
@@ -369,27 +459,65 @@ def _shortfall(pool: PoolView, count: Mapping[Bucket, int], warm: int, pending: 
     return ", ".join(terms)
 
 
-def _progressing_reason(status: Mapping[str, object]) -> str:
+def _sooner(current: timedelta | None, candidate: timedelta) -> timedelta:
+    return candidate if current is None else min(current, candidate)
+
+
+def _ended(pod: PodView) -> tuple[bool, datetime]:
+    """Sort key: the Pod that ended last (by the exporter's end, else creation)."""
+    return pod.done, pod.finished_at or pod.created or datetime.min.replace(tzinfo=UTC)
+
+
+def _condition(status: Mapping[str, object], kind: str) -> Mapping[str, object]:
     conditions = status.get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Progressing":
-            return str(condition.get("reason", ""))
-    return ""
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return {}
+
+
+def _degraded(
+    status: Mapping[str, object], backoff: Backoff | None, probing: list[ExporterView]
+) -> tuple[str, str]:
+    """(reason, message) of Degraded=True for a failing pool, ("", "") when it is not.
+    While a probe boots the last failure's message stays (no new step, no new Event)."""
+    if backoff is not None:
+        return PODS_FAILING, backoff.message()
+    if probing:
+        before = _condition(status, "Degraded")
+        if before.get("reason") == PODS_FAILING:
+            return PODS_FAILING, str(before.get("message", ""))
+        return PODS_FAILING, f"probing: {probing[0].name} starts after earlier failures"
+    return "", ""
 
 
 def _counters(
-    obs: Observation, members: Mapping[Bucket, list[ExporterView]], leased_by: Mapping[str, str]
+    obs: Observation,
+    members: Mapping[Bucket, list[ExporterView]],
+    pods_of: Mapping[str, list[PodView]],
 ) -> Counters:
     exporters = obs.exporters
+    leased_by = {lease.exporter for lease in obs.leases if lease.exporter and not lease.ended}
     live = [e for e in exporters if not e.deleting]
+    by_identity = {e.identity: e for e in exporters}
     phases: dict[str, int] = defaultdict(int)
     for pod in obs.pods:
-        phases[pod.phase] += 1
+        owner = by_identity.get(pod.owner)
+        if pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
+            phases["Failed"] += 1
+        elif pod.phase == "Running" and pod.exited:
+            phases["Unknown"] += 1  # the exporter exited; the sidecar is stopping
+        else:
+            phases[pod.phase] += 1
+
+    def ready(e: ExporterView) -> bool:
+        return is_ready(e) and not pods_finished(tuple(pods_of.get(e.identity, ())))
+
     return Counters(
         replicas=len(exporters),
         available=len(members[Bucket.AVAILABLE]),
-        ready=sum(1 for e in live if is_ready(e)),
-        unavailable=sum(1 for e in live if e.enabled and not is_ready(e)),
+        ready=sum(1 for e in live if ready(e)),
+        unavailable=sum(1 for e in live if e.enabled and not ready(e)),
         leased=sum(1 for e in exporters if is_leased(e, leased_by)),
         active=len(members[Bucket.BUSY]),
         idle=sum(1 for e in live if e.online and e.enabled and not is_leased(e, leased_by)),
@@ -410,6 +538,8 @@ def _conditions(
     ceiling_note: str,
     scale_note: tuple[str, str],
     wffc: bool,
+    failing: tuple[str, str],
+    pods_pending: bool,
 ) -> list[ConditionSpec]:
     available = count[Bucket.AVAILABLE]
     if obs.problem is not None:
@@ -420,41 +550,45 @@ def _conditions(
             ConditionSpec("Degraded", True, reason, message),
             ConditionSpec("ScalingLimited", True, reason, "scaling stopped: " + message),
         ]
+    ready = f"{available} of {warm} warm instance(s) ready"
     if wffc:
         avail = ConditionSpec(
-            "Available", True, "WaitForFirstConsumer", "instances are created on lease request"
+            "Available", True, WAIT_FOR_FIRST_CONSUMER, "instances are created on lease request"
         )
+    elif warm == 0:
+        avail = ConditionSpec("Available", True, NO_REPLICAS_REQUIRED, ready)
     elif available >= warm:
-        avail = ConditionSpec(
-            "Available", True, "WarmBufferMet", f"{available} of {warm} warm instance(s) ready"
-        )
+        avail = ConditionSpec("Available", True, MINIMUM_AVAILABLE, ready)
     else:
-        avail = ConditionSpec(
-            "Available", False, "WarmBufferShort", f"{available} of {warm} warm instance(s) ready"
-        )
+        avail = ConditionSpec("Available", False, MINIMUM_UNAVAILABLE, ready)
     reason, message = scale_note
-    leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED]
-    if reason in ("ScalingUp", "ScalingDown", WAITING_FOR_CREDENTIALS):
+    leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED] + count[Bucket.FAILED]
+    if reason in (SCALING_UP, SCALING_DOWN, WAITING_FOR_CREDENTIALS):
         progressing = ConditionSpec("Progressing", True, reason, message)
     elif count[Bucket.PROVISIONING] or leaving:
+        booting = PODS_STARTING if pods_pending else REPLICAS_NOT_READY
         progressing = ConditionSpec(
             "Progressing",
             True,
-            "Provisioning" if count[Bucket.PROVISIONING] else "Recycling",
+            booting if count[Bucket.PROVISIONING] else RECYCLING,
             f"{count[Bucket.PROVISIONING]} provisioning, {leaving} leaving",
         )
     elif reason:
         progressing = ConditionSpec("Progressing", False, reason, message)
     else:
         progressing = ConditionSpec(
-            "Progressing", False, "Stable", f"{desired} instance(s) desired"
+            "Progressing", False, ALL_READY, f"{desired} instance(s) desired"
         )
     limited = (
-        ConditionSpec("ScalingLimited", True, "CeilingReached", ceiling_note)
+        ConditionSpec("ScalingLimited", True, AT_MAX, ceiling_note)
         if ceiling_note
         else ConditionSpec(
-            "ScalingLimited", False, "WithinBounds", "within minReplicas and maxReplicas"
+            "ScalingLimited", False, WITHIN_LIMITS, "within minReplicas and maxReplicas"
         )
     )
-    degraded = ConditionSpec("Degraded", False, "AsExpected", "")
+    degraded = (
+        ConditionSpec("Degraded", True, *failing)
+        if failing[0]
+        else ConditionSpec("Degraded", False, ALL_HEALTHY, "")
+    )
     return [avail, progressing, degraded, limited]

@@ -34,10 +34,10 @@ JSON_SHAPE = """\
       "skipped": null,                  # or why this reconciler makes no plan for it
       "desired": 2,                     # null when skipped, as the next three
       "pendingLeases": 0,
-      "buckets": {"terminating": 0, "draining": 0, "busy": 0, "released": 0,
+      "buckets": {"terminating": 0, "failed": 0, "draining": 0, "busy": 0, "released": 0,
                   "available": 0, "provisioning": 0},
       "steps": [                        # taken now, then held back; [] when skipped
-        {"verb": "create", "names": ["pool-0", "pool-1"],
+        {"verb": "create", "names": ["pool-*", "pool-*"],
          "reason": "warm buffer 2, available 0", "at": null}
       ],
       "awaiting": [                     # instances waiting for credentials

@@ -26,7 +26,7 @@ from reconciler.jumpstarter import (
     EXPORTER_CONFIG_KIND,
     config_secret_name,
 )
-from reconciler.keys import INSTANCE_LABEL
+from reconciler.keys import NAME_LABEL, SET_LABEL
 from reconciler.observe import RecycleStrategy
 from reconciler.planner import instance_labels
 
@@ -71,6 +71,7 @@ class InstanceContext:
     exporter: str
     exporter_uid: str
     labels: Mapping[str, str]
+    set_name: str
     parameters: Mapping[str, Any]
     images: Mapping[str, Image]  # role ("exporter", "runtime") -> resolved image
     recycle: str
@@ -91,8 +92,14 @@ class InstanceContext:
         exporter = {"metadata": {"name": self.exporter, "uid": self.exporter_uid}}
         return controller_ref(exporter, EXPORTERS.api_version, EXPORTERS.kind)
 
-    def object_labels(self) -> dict[str, str]:
-        return {**self.labels, INSTANCE_LABEL: self.exporter}
+    def pod_labels(self) -> dict[str, str]:
+        """The Exporter's labels (the template's), the set named as Jumpstarter names it."""
+        own = {k: v for k, v in self.labels.items() if k != SET_LABEL}
+        return {**own, NAME_LABEL: self.set_name}
+
+    def secret_labels(self) -> dict[str, str]:
+        """Exactly Jumpstarter's label of a config Secret."""
+        return {NAME_LABEL: self.set_name}
 
 
 def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:
@@ -115,14 +122,14 @@ def controller_ref(owner: Mapping[str, Any], api_version: str, kind: str) -> Obj
     }
 
 
-def render_exporter(exporter_set: Mapping[str, Any], name: str) -> Obj:
-    """Exporter `name`: template labels plus the set label, template annotations,
-    controller ownerReference to the set."""
+def render_exporter(exporter_set: Mapping[str, Any], prefix: str) -> Obj:
+    """An Exporter named `generateName: prefix`: template labels plus the set label,
+    template annotations, controller ownerReference to the set."""
     meta = exporter_set.get("metadata") or {}
     labels = _get(exporter_set, "spec", "template", "metadata", "labels") or {}
     annotations = _get(exporter_set, "spec", "template", "metadata", "annotations") or {}
     metadata: Obj = {
-        "name": name,
+        "generateName": prefix,
         "namespace": meta.get("namespace"),
         "labels": instance_labels(meta.get("name", ""), labels),
         "ownerReferences": [
@@ -172,6 +179,7 @@ def instance_context(
         exporter=_get(exporter, "metadata", "name"),
         exporter_uid=_get(exporter, "metadata", "uid") or "",
         labels=dict(_get(exporter, "metadata", "labels") or {}),
+        set_name=_get(exporter_set, "metadata", "name") or "",
         annotations=dict(_get(exporter, "metadata", "annotations") or {}),
         parameters=merged_parameters(exporter_set, klass),
         images={
@@ -246,7 +254,7 @@ def config_secret(ctx: InstanceContext, config: Mapping[str, Any]) -> Obj:
         "metadata": {
             "name": ctx.config_secret,
             "namespace": ctx.namespace,
-            "labels": ctx.object_labels(),
+            "labels": ctx.secret_labels(),
             "ownerReferences": [ctx.owner_reference()],
         },
         "type": "Opaque",

@@ -13,7 +13,10 @@ Counter definitions (the ExporterSet document leaves some overlap to the impleme
 - `exportersActive`: the busy bucket (serving a lease, its hooks included);
 - `exportersIdle`: online, enabled and not leased; `exportersOffline`: enabled, not
   online; `exportersDisabled`: `spec.enabled == false`;
-- `pods*`: owned Pods by phase, Succeeded counted with Unknown as the document says.
+- `pods*`: the set's Pods by phase, Succeeded counted with Unknown as the document says;
+  but a Pod of a failed instance (`reconciler.backoff.failed`) counts in `podsFailed`
+  whatever its phase, and a Running Pod whose exporter exited in `podsUnknown`;
+  `readyReplicas` leaves out instances whose Pods have all ended.
 """
 
 from __future__ import annotations

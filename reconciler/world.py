@@ -98,6 +98,7 @@ class World:
     requests: dict[str, Request] = field(default_factory=dict)
     retained: set[str] = field(default_factory=set)
     writes: int = 0
+    serial: int = 0  # names generated so far
 
     # -- what the planner sees -------------------------------------------------------
     def observe(self) -> Observation:
@@ -109,7 +110,6 @@ class World:
             leases=tuple(
                 LeaseView(r.name, r.selector, r.exporter, r.ended) for r in self.requests.values()
             ),
-            taken_names=frozenset(self.retained),
             problem=self.problem,
         )
 
@@ -136,10 +136,11 @@ class World:
     def apply(self, action: Action, now: datetime) -> None:
         self.writes += 1
         match action:
-            case CreateExporter(name):
-                if name not in self.instances and name not in self.retained:
-                    self.instances[name] = Instance(name, now)
-                    self.pods.setdefault(name, (now, "Pending"))
+            case CreateExporter(prefix):  # generateName: the apiserver's serial suffix
+                self.serial += 1
+                name = f"{prefix}{self.serial}"
+                self.instances[name] = Instance(name, now)
+                self.pods.setdefault(name, (now, "Pending"))
             case CreatePod(name):
                 if name in self.instances:
                     self.pods.setdefault(name, (now, "Pending"))

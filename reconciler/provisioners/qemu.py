@@ -26,11 +26,13 @@ from reconciler.access import PODS
 from reconciler.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
+    EXPORTER_CONTAINER,
     EXPORTER_UID,
     LAUNCHER_SOCKET,
     QEMU_DRIVER,
     SHARED_DIR,
     TCP_NETWORK_DRIVER,
+    readiness_command,
     run_command,
 )
 from reconciler.render import Image, InstanceContext
@@ -159,9 +161,18 @@ class QemuProvisioner:
         if ctx.resources:
             runtime["resources"] = dict(ctx.resources)
         exporter = _container(
-            "exporter",
+            EXPORTER_CONTAINER,
             ctx.images["exporter"],
             command=run_command(),
+            # Ready while `jmp run`'s serving child lives (a process check: 0.9.0 has no
+            # endpoint); a failure's log tail becomes the termination message the pool's
+            # Degraded condition quotes.
+            readinessProbe={
+                "exec": {"command": readiness_command()},
+                "periodSeconds": 10,
+                "timeoutSeconds": 5,
+            },
+            terminationMessagePolicy="FallbackToLogsOnError",
             env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
             securityContext=_unprivileged(),
             volumeMounts=[
@@ -191,7 +202,7 @@ class QemuProvisioner:
         metadata: dict[str, Any] = {
             "name": ctx.exporter,
             "namespace": ctx.namespace,
-            "labels": ctx.object_labels(),
+            "labels": ctx.pod_labels(),
             "ownerReferences": [ctx.owner_reference()],
         }
         if ctx.annotations:

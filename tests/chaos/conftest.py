@@ -10,14 +10,13 @@ with `recovery` and printed in a table at the end of the run.
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.objects import install_lease_crd
+from tests.e2e.objects import install_lease_crd, playing_credentials
 from virtualtarget.controlplane import ControlPlane, running_control_plane
 from virtualtarget.standin import CredentialStandIn
 
@@ -70,10 +69,5 @@ def namespace(plane: ControlPlane) -> str:
 def standin(plane: ControlPlane, namespace: str) -> Iterator[CredentialStandIn]:
     """Jumpstarter's credential step, played for this test's namespace (it retries through
     outages, as a controller would)."""
-    stop = threading.Event()
-    issuer = CredentialStandIn(plane.api_client(), namespace=namespace, interval=0.3)
-    thread = threading.Thread(target=issuer.run, args=(stop,), daemon=True)
-    thread.start()
-    yield issuer
-    stop.set()
-    thread.join()
+    with playing_credentials(plane, namespace, 0.3) as issuer:
+        yield issuer

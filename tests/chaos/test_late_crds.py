@@ -42,8 +42,6 @@ def test_a_lease_crd_installed_late_is_used_within_seconds(
         started = time.monotonic()
         install_lease_crd(plane)  # applied, then waited for until Established
         apply(plane, lease("first", ns, labels))
-        until(
-            "an instance for the Lease", lambda: names(plane, "exporters", ns) == ["pool-0"], WITHIN
-        )
+        until("an instance for the Lease", lambda: len(names(plane, "exporters", ns)) == 1, WITHIN)
         recovery("Lease CRD applied late: instance created", time.monotonic() - started)
         reconciler.check_alive()

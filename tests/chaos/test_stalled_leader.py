@@ -49,7 +49,7 @@ def test_a_resumed_stale_leader_writes_nothing_after_the_takeover(
         plane, tmp_path, name="a", kubeconfig=configs["reconciler-a"], extra=extra
     ) as first:
         until("a leads", lambda: "reconciling (" in first.log_tail(50), 60)
-        until("one instance", lambda: names(plane, "exporters", ns) == ["pool-0"], 60)
+        until("one instance", lambda: len(names(plane, "exporters", ns)) == 1, 60)
         with running_reconciler(
             plane, tmp_path, name="b", kubeconfig=configs["reconciler-b"], extra=extra
         ) as second:
@@ -63,8 +63,8 @@ def test_a_resumed_stale_leader_writes_nothing_after_the_takeover(
             plane.kubectl("patch", "exporterset", "pool", "-n", ns, "--type=merge", "-p", patch)
             until("b leads", lambda: "reconciling (" in second.log_tail(50), 60)
             recovery("standby leads after the leader paused", time.monotonic() - paused)
-            expected = ["pool-0", "pool-1", "pool-2"]
-            until("b scales to 3", lambda: names(plane, "exporters", ns) == expected, 60)
+            until("b scales to 3", lambda: len(names(plane, "exporters", ns)) == 3, 60)
+            expected = names(plane, "exporters", ns)
             time.sleep(max(0.0, 8 - (time.monotonic() - paused)))  # paused well past its Lease
 
             takeover = min(

@@ -6,13 +6,19 @@ when they are missing the session fails with the command to run, it never skips.
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Iterator
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.objects import install_lease_crd, playing_credentials
 from virtualtarget.controlplane import ControlPlane, running_control_plane
+from virtualtarget.stack import reconciler_args
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,3 +41,37 @@ def namespace(control_plane: ControlPlane) -> str:
     name = f"t-{secrets.token_hex(4)}"
     control_plane.kubectl("create", "namespace", name)
     return name
+
+
+@pytest.fixture
+def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
+    """A namespace with Jumpstarter's credential step played for it (and its Lease CRD:
+    the live lease check before a removal reads Leases)."""
+    install_lease_crd(control_plane)
+    with playing_credentials(control_plane, namespace, 0.2):
+        yield namespace
+
+
+@pytest.fixture
+def reconcile(control_plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator[Callable[[], Path]]:
+    """Start `virtualtarget reconcile` for the namespace; returns its log file."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run() -> Path:
+        log = tmp_path / f"reconciler-{len(started)}.log"
+        cli, _, _ = reconciler_args(control_plane.kubeconfig)
+        args = [*cli, "--namespace", ns, "--no-leader-election"]
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "virtualtarget.cli", *args],
+                stdout=subprocess.DEVNULL,
+                stderr=log.open("ab"),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        )
+        return log
+
+    yield run
+    for popen in started:
+        popen.send_signal(signal.SIGKILL)
+        popen.wait()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from virtualtarget.controlplane import ControlPlane
+from virtualtarget.standin import CredentialStandIn
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
@@ -44,6 +47,23 @@ LEASE_CRD = {
         ],
     },
 }
+
+
+@contextlib.contextmanager
+def playing_credentials(
+    plane: ControlPlane, namespace: str, interval: float
+) -> Iterator[CredentialStandIn]:
+    """Jumpstarter's credential step played for one namespace (the development stand-in,
+    which retries through outages as a controller would) while the block runs."""
+    stop = threading.Event()
+    issuer = CredentialStandIn(plane.api_client(), namespace=namespace, interval=interval)
+    thread = threading.Thread(target=issuer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield issuer
+    finally:
+        stop.set()
+        thread.join()
 
 
 def install_lease_crd(plane: ControlPlane) -> None:

@@ -105,23 +105,29 @@ def test_reconciler_works_with_its_service_account(
             )
 
         wait_for("the pool's status", status)
-        expected = [
-            "Exporter/rbac-0",
-            "Exporter/rbac-1",
-            "Pod/rbac-0",
-            "Pod/rbac-1",
-            "Secret/exporter-config-rbac-0",
-            "Secret/exporter-config-rbac-1",
-        ]
-        wait_for("Exporters, config Secrets and Pods", lambda: instances() == expected)
+
+        def expected() -> list[str]:
+            found = get_json(installed, "exporters", "-n", namespace)["items"]
+            made = [e["metadata"]["name"] for e in found]
+            return sorted(
+                [f"Exporter/{n}" for n in made]
+                + [f"Pod/{n}" for n in made]
+                + [f"Secret/exporter-config-{n}" for n in made]
+            )
+
+        wait_for(
+            "Exporters, config Secrets and Pods",
+            lambda: len(instances()) == 6 and instances() == expected(),
+        )
+        first, second = sorted(n.split("/", 1)[1] for n in instances() if n.startswith("Exp"))
         # A rotated token: the config Secret is updated (the `update` the RBAC grants).
-        version = get_json(installed, "secret", "exporter-config-rbac-0", "-n", namespace)[
+        version = get_json(installed, "secret", f"exporter-config-{first}", "-n", namespace)[
             "metadata"
         ]["resourceVersion"]
-        standin.rotate(namespace, "rbac-0")
+        standin.rotate(namespace, first)
         wait_for(
             "the config Secret updated",
-            lambda: get_json(installed, "secret", "exporter-config-rbac-0", "-n", namespace)[
+            lambda: get_json(installed, "secret", f"exporter-config-{first}", "-n", namespace)[
                 "metadata"
             ]["resourceVersion"]
             != version,
@@ -131,9 +137,9 @@ def test_reconciler_works_with_its_service_account(
         created = sorted(
             e["related"]["name"]
             for e in events
-            if e["reason"] == "InstanceCreated" and e["regarding"]["name"] == "rbac"
+            if e["reason"] == "ScaleUp" and e["regarding"]["name"] == "rbac"
         )
-        assert created == ["rbac-0", "rbac-1"]
+        assert created == [first, second]
         log = reconciler.log_tail(200)
     assert "forbidden" not in log.lower(), log
 

@@ -7,7 +7,9 @@ and the test runs the Pod's exporter command, `jmp run --exporter-config FILE` f
 jumpstarter 0.9.0 packages, as a local process on the config.yaml read back from the
 apiserver. It registers with a gRPC ControllerService built from `jumpstarter-protocol`'s
 stubs, over TLS with the CA the config carries. Then the token is rotated: the config
-Secret follows within one pass and the Pod is left alone.
+Secret follows within one pass and the Pod is left alone. The exporter container's
+readiness probe, run on that process, says ready while it serves and not ready once it
+stopped.
 """
 
 from __future__ import annotations
@@ -140,13 +142,14 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
     pool = exporter_set("pool", ns, class_name="qemu", with_template=True, minReplicas=1)
     pool["spec"]["template"]["spec"] = {"drivers": DRIVERS}
     apply(plane, pool)
-    exporter = "pool-0"
     jmp: subprocess.Popen[bytes] | None = None
+    probe: list[str] = []
     with running_reconciler(
         plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
     ) as reconciler:
         try:
-            wait_for("the Pod", lambda: get_json(plane, "pods", "-n", ns)["items"])
+            (found,) = wait_for("the Pod", lambda: get_json(plane, "pods", "-n", ns)["items"])
+            exporter = found["metadata"]["name"]
             config = yaml.safe_load(_config_text(plane, ns, exporter))
             assert config["endpoint"] == endpoint
             assert base64.b64decode(config["tls"]["ca"]) == certificates.ca_pem
@@ -186,6 +189,13 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             assert registration.metadata["jumpstarter-name"] == exporter
             assert sorted(registration.driver_names) == ["power", "serial", "tcp"]
 
+            # The exporter container's readiness probe, on this jmp run: ready while it
+            # serves, not ready once it has stopped.
+            probe = container["readinessProbe"]["exec"]["command"]
+            assert probe[-len(command) :] == command
+            probe = [*probe[: -len(command)], *command[:-1], str(config_file)]
+            assert subprocess.run(probe, check=False).returncode == 0
+
             # Rotation: a new token in the credential Secret reaches the config Secret.
             before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
             rotated_at = time.monotonic()
@@ -211,3 +221,4 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
                 except subprocess.TimeoutExpired:
                     os.killpg(jmp.pid, signal.SIGKILL)
                     jmp.wait()
+    assert subprocess.run(probe, check=False).returncode == 1  # jmp run has stopped

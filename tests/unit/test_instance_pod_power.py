@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from api.images import PULL_POLICIES
 from reconciler.jumpstarter import EXPORTER_UID
-from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.keys import NAME_LABEL
 from reconciler.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
 from reconciler.render import Credentials, instance_context, render_exporter
 from tests.unit.test_webhook_support import a_class, a_set
@@ -50,6 +50,9 @@ CONTAINER_FIELDS = {
     "securityContext",
     "resources",
     "volumeMounts",
+    # the exporter's: a process check on `jmp run` and its termination message
+    "readinessProbe",
+    "terminationMessagePolicy",
 }
 # Keys an author might try to smuggle into the Pod through the set (the CRD's structural
 # schema prunes them; the reconciler must ignore them even if it did not).
@@ -190,8 +193,7 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     template = exporter_set["spec"]["template"]["metadata"]
     assert pod["metadata"]["labels"] == {
         **template["labels"],
-        SET_LABEL: "pool-a",
-        INSTANCE_LABEL: "pool-a-0",
+        NAME_LABEL: "pool-a",
     }
     assert pod["metadata"].get("annotations", {}) == template["annotations"]
     scheduling = klass["spec"]["scheduling"]

@@ -44,7 +44,7 @@ from reconciler.jumpstarter import (
     QEMU_DRIVER,
     TCP_NETWORK_DRIVER,
 )
-from reconciler.keys import INSTANCE_LABEL, SET_LABEL
+from reconciler.keys import NAME_LABEL, SET_LABEL
 from reconciler.observe import RecycleStrategy
 from reconciler.provisioners.qemu import DEFAULT_IMAGES, FIRMWARE, QemuProvisioner
 from reconciler.render import Credentials, instance_context, render_config_secret, render_exporter
@@ -68,8 +68,8 @@ EXAMPLE_CLASS = _load("00-virtualtargetclass-qemu.yaml")
 
 
 def _exporter(exporter_set: dict[str, Any], name: str = "fedora-x86-0") -> dict[str, Any]:
-    exporter = render_exporter(exporter_set, name)
-    exporter["metadata"]["uid"] = "3f1c-exporter"
+    exporter = render_exporter(exporter_set, "fedora-x86-")
+    exporter["metadata"] |= {"name": name, "uid": "3f1c-exporter"}  # as the apiserver makes it
     return exporter
 
 
@@ -196,8 +196,7 @@ def test_config_secret_is_owned_by_the_exporter_and_labelled_for_the_set() -> No
     secret = render_config_secret(ctx, PLUGIN.drivers(ctx))
     meta = secret["metadata"]
     assert meta["name"] == "exporter-config-fedora-x86-0"
-    assert meta["labels"][SET_LABEL] == "fedora-x86"
-    assert meta["labels"][INSTANCE_LABEL] == "fedora-x86-0"
+    assert meta["labels"] == {NAME_LABEL: "fedora-x86"}  # exactly Jumpstarter's
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "jumpstarter.dev/v1alpha1",
@@ -264,6 +263,7 @@ def test_pod_runs_jmp_run_with_the_mounted_config_beside_the_runtime_sidecar() -
     assert meta["name"] == "fedora-x86-0" and meta["ownerReferences"][0]["kind"] == "Exporter"
     assert meta["annotations"] == {"jumpstarter.dev/owner-team": "ci"}
     assert meta["labels"]["jumpstarter.dev/pool"] == "fedora-x86"
+    assert meta["labels"][NAME_LABEL] == "fedora-x86" and SET_LABEL not in meta["labels"]
 
 
 def test_pod_uses_the_paths_and_options_jumpstarter_reads() -> None:

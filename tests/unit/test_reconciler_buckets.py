@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from reconciler.buckets import Bucket, classify, owes_after_lease
 from reconciler.observe import HookRecord, PodView
-from tests.unit.test_reconciler_support import booting, ready
+from tests.unit.test_reconciler_support import T0, booting, ready
 
 NONE: frozenset[str] = frozenset()
 
@@ -84,9 +86,27 @@ def test_disabled_is_draining_and_deleting_is_terminating() -> None:
 
 def test_finished_pod_terminates_only_under_exit_and_replace_and_not_busy() -> None:
     done = [PodView("a", "a", "Succeeded")]
-    assert bucket(booting("a"), done) is Bucket.TERMINATING
-    assert bucket(booting("a"), done, recycle="InPlaceReuse", release=False) is Bucket.PROVISIONING
+    served = ready("a", online=False)  # it registered: its Pod finished, it did not fail
+    assert bucket(served, done) is Bucket.TERMINATING
+    assert bucket(served, done, recycle="InPlaceReuse", release=False) is Bucket.PROVISIONING
     assert bucket(ready("a", lease_ref="l1"), done) is Bucket.BUSY
+
+
+def test_pod_ended_before_registering_or_nonzero_exit_is_failed_whatever_the_strategy() -> None:
+    done = [PodView("a", "a", "Succeeded", exited=True, exit_code=0)]
+    for recycle in ("ExitAndReplace", "InPlaceReuse"):
+        assert bucket(booting("a"), done, recycle=recycle) is Bucket.FAILED
+    crashed = [PodView("a", "a", "Failed", exited=True, exit_code=2)]
+    assert bucket(ready("a"), crashed) is Bucket.FAILED
+    # registered before this Pod was created: it did not register since, so it failed
+    new_pod = [PodView("a", "a", "Succeeded", created=T0 + timedelta(minutes=1))]
+    assert bucket(ready("a", registered_at=T0), new_pod) is Bucket.FAILED
+    assert bucket(ready("a", registered_at=T0 + timedelta(minutes=2)), new_pod) is not (
+        Bucket.FAILED
+    )
+    # exited while the Pod still runs (its sidecar stopping): not available any more
+    exited = [PodView("a", "a", "Running", exited=True, exit_code=0)]
+    assert bucket(ready("a"), exited, recycle="InPlaceReuse") is Bucket.PROVISIONING
 
 
 def test_served_instance_is_released_only_when_the_pool_lets_it_go() -> None:

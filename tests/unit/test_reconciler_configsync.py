@@ -17,6 +17,7 @@ CTX = InstanceContext(
     exporter="pool-0",
     exporter_uid="u-0",
     labels={"board": "x"},
+    set_name="pool",
     parameters={},
     images={},
     recycle="ExitAndReplace",

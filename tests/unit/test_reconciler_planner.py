@@ -24,7 +24,7 @@ from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, 
 
 
 def run(exporters: list[ExporterView], *, pods: bool = True, now=T0, **kw: Any) -> Plan:  # type: ignore[no-untyped-def]
-    own = ("leases", "klass", "problem", "taken", "awaiting")
+    own = ("leases", "klass", "problem", "awaiting")
     pool_kw = {k: v for k, v in kw.items() if k not in own}
     obs = Observation(
         pool=pool(**pool_kw),
@@ -32,7 +32,6 @@ def run(exporters: list[ExporterView], *, pods: bool = True, now=T0, **kw: Any) 
         exporters=tuple(exporters),
         pods=tuple(PodView(e.name, e.name, "Running") for e in exporters) if pods else (),
         leases=tuple(kw.get("leases", ())),
-        taken_names=frozenset(kw.get("taken", ())),
         problem=kw.get("problem"),
         awaiting=kw.get("awaiting", {}),
     )
@@ -47,15 +46,11 @@ def condition(result: Plan, kind: str) -> dict[str, Any]:
     return next(c for c in result.status["conditions"] if c["type"] == kind)  # type: ignore[attr-defined]
 
 
-def test_empty_pool_fills_its_warm_buffer_with_lowest_free_names() -> None:
+def test_empty_pool_fills_its_warm_buffer_with_generated_names() -> None:
     result = run([], min_available=2)
-    assert of(result, CreateExporter) == [CreateExporter("pool-0"), CreateExporter("pool-1")]
+    # generateName "pool-": the apiserver completes it, so no name is ever reused
+    assert of(result, CreateExporter) == [CreateExporter("pool-"), CreateExporter("pool-")]
     assert result.desired == 2
-
-
-def test_new_names_skip_names_taken_in_the_namespace() -> None:
-    result = run([ready("pool-0")], min_available=3, taken={"pool-1"})
-    assert [a.name for a in of(result, CreateExporter)] == ["pool-2", "pool-3"]
 
 
 def test_provisioning_instances_count_as_capacity() -> None:
@@ -68,7 +63,7 @@ def test_floor_applies_without_demand() -> None:
 
 def test_busy_instance_brings_a_replacement() -> None:
     result = run([ready("pool-0", lease_ref="l1"), ready("pool-1")], min_available=2)
-    assert of(result, CreateExporter) == [CreateExporter("pool-2")]
+    assert of(result, CreateExporter) == [CreateExporter("pool-")]
 
 
 def test_owed_after_lease_hook_is_not_warm() -> None:
@@ -89,8 +84,8 @@ def test_ceiling_caps_desired() -> None:
     leased = [ready(f"pool-{i}", lease_ref=f"l{i}") for i in range(3)]
     result = run(leased, min_available=2, max_replicas=4)
     assert result.desired == 4
-    assert of(result, CreateExporter) == [CreateExporter("pool-3")]
-    assert condition(result, "ScalingLimited")["reason"] == "CeilingReached"
+    assert of(result, CreateExporter) == [CreateExporter("pool-")]
+    assert condition(result, "ScalingLimited")["reason"] == "AtMaxReplicas"
 
 
 def test_surplus_waits_for_the_cooldown_and_remembers_since_when() -> None:
@@ -141,15 +136,16 @@ def test_exit_and_replace_removes_a_released_instance() -> None:
 
 
 def test_finished_pod_under_exit_and_replace_is_removed() -> None:
+    # It registered, so it finished (recycled); one that never did failed (test_..._failures).
     obs = Observation(
         pool=pool(min_available=1),
         klass=klass(),
-        exporters=(booting("pool-0"),),
+        exporters=(ready("pool-0", online=False),),
         pods=(PodView("pool-0", "pool-0", "Succeeded"),),
     )
     result = plan(obs, T0)
     assert Remove("pool-0", fence=True) in result.actions
-    assert of(result, CreateExporter) == [CreateExporter("pool-1")]
+    assert of(result, CreateExporter) == [CreateExporter("pool-")]
 
 
 def test_in_place_reuse_keeps_a_released_instance_and_replaces_its_finished_pod() -> None:
@@ -208,11 +204,11 @@ def test_problem_stops_scaling_without_deleting() -> None:
         surplus_since=T0,
         now=T0 + timedelta(hours=1),
         klass=None,
-        problem=("ClassNotFound", 'VirtualTargetClass "qemu" not found'),
+        problem=("VirtualTargetClassNotFound", 'VirtualTargetClass "qemu" not found'),
     )
     # Only the status and forgetting the surplus (the cooldown restarts after a repair).
     assert [a for a in result.actions if not isinstance(a, PatchStatus)] == [SetSurplusSince(None)]
-    assert condition(result, "Degraded")["reason"] == "ClassNotFound"
+    assert condition(result, "Degraded")["reason"] == "VirtualTargetClassNotFound"
     assert condition(result, "ScalingLimited")["status"] == "True"
 
 

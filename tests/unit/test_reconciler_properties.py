@@ -188,12 +188,17 @@ def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[
 @settings(max_examples=40, deadline=None)
 @given(world=worlds, lag=st.integers(1, 4), passes=st.integers(1, 6))
 def test_plans_from_a_lagging_cache_never_duplicate(world: World, lag: int, passes: int) -> None:
-    """Replaying plans made from an old observation (a lagging cache) creates no extras."""
+    """Plans made from an old observation (a lagging cache) create no extras: the creates
+    the runtime made and the cache does not show yet are expected (the runtime's
+    expectations, `reconciler.expectations`), and names are generated, never replayed."""
     now = T0
     stale = world.observe()
+    created: set[str] = set()
     for _ in range(passes):
-        for action in plan(stale, now).actions:
+        before = set(world.instances)
+        for action in plan(replace(stale, expected_exporters=frozenset(created)), now).actions:
             world.apply(action, now)
+        created |= set(world.instances) - before
         now += lag * MINUTE
     world.advance(now)
     result = world.step(now)

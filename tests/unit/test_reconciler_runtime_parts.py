@@ -132,8 +132,9 @@ def test_exporter_and_lease_views() -> None:
 
 
 def test_render_exporter_names_labels_and_owner() -> None:
-    exporter = render_exporter(SET, "pool-0")
+    exporter = render_exporter(SET, "pool-")
     meta = exporter["metadata"]
+    assert meta["generateName"] == "pool-" and "name" not in meta  # names never reused
     assert meta["labels"] == {"board": "x", SET_LABEL: "pool"}
     assert meta["annotations"] == {"a": "b"}
     assert meta["ownerReferences"][0]["uid"] == "u-set"

@@ -1,0 +1,275 @@
+"""Replace storm: Exporters created per minute for a pool whose exporter cannot start.
+
+On a real node, Jumpstarter 0.9.0's `jmp run` exits 0 after five quick failures of its
+serving process (an unreachable endpoint, a missing driver package), and the Pod ends
+Succeeded without the exporter ever registering. This benchmark plays that on a loopback
+kube-apiserver: a failing kubelet (`FailingKubelet`) ends every new instance Pod of the
+namespace as Succeeded, its `exporter` container terminated with exit code 0 and jmp's
+last words as the termination message; the development stand-in issues credentials as
+Jumpstarter's controller would, and `SecretCollector` deletes the Secrets of removed
+Exporters as the garbage collector would. A watch counts the Exporters created (distinct uids)
+over `WINDOW_S` for a pool of two slots (minReplicas 2, maxReplicas 2).
+
+Each reconciler tree runs as its own `virtualtarget reconcile` process in its own
+namespace, one after the other on one control plane: this tree, and the tree named by
+VIRTUALTARGET_BENCH_BEFORE (main's work tree, say) when set.
+
+    VIRTUALTARGET_BIN_DIR=... VIRTUALTARGET_BENCH_BEFORE=/path/to/main python -m bench storm
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.access import EXPORTERS, PODS
+from reconciler.cache import Informer
+from reconciler.kube import Kube
+from tests.e2e.objects import install_lease_crd
+from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from virtualtarget.stack import reconciler_args
+from virtualtarget.standin import CredentialStandIn
+
+WINDOW_S = 60.0
+# What 0.9.0's `jmp run` prints before it exits 0 (`jumpstarter_cli.run`).
+LAST_WORDS = (
+    "Exporter child process failed 5 times within 60s each. "
+    "Exiting to allow container/service restart."
+)
+
+
+def ended_status(code: int, message: str) -> dict[str, Any]:
+    """A Pod's status once its `exporter` container exited with `code`, as a kubelet
+    writes it (Succeeded on 0, else Failed)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    terminated = {"exitCode": code, "startedAt": now, "finishedAt": now, "message": message}
+    return {
+        "phase": "Succeeded" if code == 0 else "Failed",
+        "containerStatuses": [
+            {
+                "name": "exporter",
+                "image": "exporter",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
+
+
+@dataclass
+class FailingKubelet:
+    """Ends every new Pod of `namespace` as a failed `jmp run` would (exit 0, never
+    registered), until `failing` is cleared."""
+
+    plane: ControlPlane
+    namespace: str
+    failing: threading.Event = field(default_factory=threading.Event)
+    ended: int = 0
+
+    def __post_init__(self) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(self.plane.api_client())
+        self.failing.set()
+        self.informer = Informer(Kube(self.plane.api_client()), PODS, self.namespace)
+        self.informer.add_handler(self._on_pod)
+
+    def _on_pod(self, _kind: str, pod: dict[str, Any], _old: dict[str, Any] | None) -> None:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if not self.failing.is_set() or meta.get("deletionTimestamp"):
+            return
+        if (status.get("phase") or "Pending") != "Pending":
+            return
+        body = {"status": ended_status(0, LAST_WORDS)}
+        with contextlib.suppress(Exception):  # gone meanwhile: nothing to end
+            self.core.patch_namespaced_pod_status(meta["name"], self.namespace, body)
+            self.ended += 1
+
+    def start(self, stop: threading.Event) -> None:
+        threading.Thread(target=self.informer.run, args=(stop,), daemon=True).start()
+
+
+@dataclass
+class SecretCollector:
+    """The garbage collector's part for Secrets: those whose controller Exporter is gone
+    are deleted (a loopback control plane runs no controllers)."""
+
+    plane: ControlPlane
+    namespace: str
+
+    def run(self, stop: threading.Event) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.plane.api_client())
+        custom = client.CustomObjectsApi(self.plane.api_client())
+        while not stop.wait(0.3):
+            with contextlib.suppress(Exception):
+                found = custom.list_namespaced_custom_object(
+                    "jumpstarter.dev", "v1alpha1", self.namespace, "exporters"
+                )
+                live = {e["metadata"]["uid"] for e in found["items"]}
+                for secret in core.list_namespaced_secret(self.namespace).items:
+                    owners = [
+                        r.uid
+                        for r in secret.metadata.owner_references or []
+                        if r.kind == "Exporter"
+                    ]
+                    if owners and not set(owners) & live:
+                        core.delete_namespaced_secret(secret.metadata.name, self.namespace)
+
+    def start(self, stop: threading.Event) -> None:
+        threading.Thread(target=self.run, args=(stop,), daemon=True).start()
+
+
+@dataclass
+class CreationCounter:
+    """Every Exporter of `namespace` ever seen, by uid, with the local time it was first
+    seen."""
+
+    plane: ControlPlane
+    namespace: str
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.informer = Informer(Kube(self.plane.api_client()), EXPORTERS, self.namespace)
+        self.informer.add_handler(self._on_exporter)
+
+    def _on_exporter(self, _kind: str, new: dict[str, Any], _old: dict[str, Any] | None) -> None:
+        uid = (new.get("metadata") or {}).get("uid")
+        if uid:
+            self.seen.setdefault(uid, time.monotonic())
+
+    def start(self, stop: threading.Event) -> None:
+        threading.Thread(target=self.informer.run, args=(stop,), daemon=True).start()
+        self.informer.synced.wait(30)
+
+    def since(self, start: float) -> int:
+        return sum(1 for at in self.seen.values() if at >= start)
+
+
+def broken_pool(plane: ControlPlane, namespace: str, name: str = "pool") -> None:
+    """A class and a set of two slots; its instances' Pods are ended by `FailingKubelet`."""
+    group = "virtualtarget.jumpstarter.dev/v1alpha1"
+    objects = [
+        {
+            "apiVersion": group,
+            "kind": "VirtualTargetClass",
+            "metadata": {"name": "qemu", "namespace": namespace},
+            "spec": {"provisioner": "qemu.jumpstarter.dev"},
+        },
+        {
+            "apiVersion": group,
+            "kind": "ExporterSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "virtualTargetClassName": "qemu",
+                "selector": {"matchLabels": {"board": name}},
+                "template": {"metadata": {"labels": {"board": name}}},
+                "minReplicas": 2,
+                "maxReplicas": 2,
+                "minAvailableReplicas": 2,
+            },
+        },
+    ]
+    items = {"apiVersion": "v1", "kind": "List", "items": objects}
+    plane.kubectl("apply", "-f", "-", input=json.dumps(items))
+
+
+@contextlib.contextmanager
+def reconciler(plane: ControlPlane, tree: Path, namespace: str, log: Path) -> Iterator[None]:
+    """`virtualtarget reconcile` from the source `tree`, for one namespace."""
+    args, _, _ = reconciler_args(plane.kubeconfig)
+    args += ["--namespace", namespace, "--no-leader-election"]
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "virtualtarget.cli", *args],
+        cwd=tree,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        env={**os.environ, "PYTHONPATH": str(tree), "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        yield
+    finally:
+        popen.terminate()
+        try:
+            popen.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+
+
+@dataclass
+class Storm:
+    tree: str
+    created: int
+    window: float
+    pods_ended: int
+    degraded: dict[str, Any]
+    pods_failed: int
+
+    @property
+    def per_minute(self) -> float:
+        return self.created * 60 / self.window
+
+
+def measure(plane: ControlPlane, tree: Path, namespace: str, window: float = WINDOW_S) -> Storm:
+    plane.kubectl("create", "namespace", namespace)
+    stop = threading.Event()
+    kubelet, counter = FailingKubelet(plane, namespace), CreationCounter(plane, namespace)
+    standin = CredentialStandIn(plane.api_client(), namespace=namespace, interval=0.2)
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            kubelet.start(stop)
+            counter.start(stop)
+            SecretCollector(plane, namespace).start(stop)
+            threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+            with reconciler(plane, tree, namespace, Path(work) / "reconciler.log"):
+                broken_pool(plane, namespace)
+                start = time.monotonic()
+                time.sleep(window)
+                created = counter.since(start - 1)
+        finally:
+            stop.set()
+    found = json.loads(
+        plane.kubectl("get", "exporterset", "pool", "-n", namespace, "-o", "json").stdout
+    )
+    status = found.get("status") or {}
+    degraded = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    return Storm(
+        str(tree), created, window, kubelet.ended, degraded, int(status.get("podsFailed", 0))
+    )
+
+
+def main() -> str:
+    trees = [("after (this tree)", REPO_ROOT)]
+    before = os.environ.get("VIRTUALTARGET_BENCH_BEFORE")
+    if before:
+        trees.insert(0, ("before", Path(before)))
+    rows = []
+    with running_control_plane() as plane:
+        install_lease_crd(plane)  # as in a cluster with Jumpstarter: Leases are served
+        for index, (label, tree) in enumerate(trees):
+            storm = measure(plane, tree, f"storm-{index}")
+            rows.append(
+                f"| {label} | {storm.created} | {storm.window:.0f} | {storm.per_minute:.1f} | "
+                f"{storm.pods_ended} | {storm.degraded.get('status', '')}/"
+                f"{storm.degraded.get('reason', '')} | {storm.pods_failed} |"
+            )
+    header = [
+        "| reconciler | Exporters created | window s | per minute | Pods ended failing "
+        "| Degraded | podsFailed |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    return "\n".join(["## storm (`python -m bench storm`)", "", *header, *rows])

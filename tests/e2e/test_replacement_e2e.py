@@ -1,0 +1,195 @@
+"""Replacing instances against a real kube-apiserver, with Pod phases set by hand as a
+kubelet would: a release while the old Pod still terminates never removes the
+replacement, and a pool whose every Pod fails backs off instead of storming.
+
+No kubelet runs here, so the tests play it (`kubectl patch pod --subresource=status`, or
+`bench.storm.FailingKubelet` for every new Pod) and the garbage collector (a Pod kept
+Terminating by a finalizer of the test's; the Secrets of a removed Exporter deleted by
+the test or `bench.storm.SecretCollector`); the development stand-in issues credentials
+as Jumpstarter's controller would. Figures are printed, not asserted as timings; the
+bounds only stop a runaway.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.storm import (
+    LAST_WORDS,
+    CreationCounter,
+    FailingKubelet,
+    SecretCollector,
+    ended_status,
+)
+from reconciler.keys import SET_LABEL
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    virtual_target_class,
+    wait_for,
+)
+from virtualtarget.controlplane import ControlPlane
+
+HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
+
+
+def make_pool(plane: ControlPlane, ns: str, **spec: Any) -> None:
+    apply(plane, virtual_target_class("qemu", ns))
+    apply(plane, exporter_set("pool", ns, class_name="qemu", with_template=True, **spec))
+
+
+def instances(plane: ControlPlane, ns: str) -> list[dict[str, Any]]:
+    items = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=pool")["items"]
+    return [e for e in items if not e["metadata"].get("deletionTimestamp")]
+
+
+def pods_of(plane: ControlPlane, ns: str, uid: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in get_json(plane, "pods", "-n", ns)["items"]
+        if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def register(plane: ControlPlane, ns: str, exporter: str) -> None:
+    """The exporter registered now (Registered and Online, as Jumpstarter's controller)."""
+    conditions = [
+        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": now()}
+        for kind in ("Registered", "Online")
+    ]
+    body = {"status": {"conditions": conditions, "exporterStatus": "Available"}}
+    patch(plane, ns, "exporter", exporter, body, "--subresource=status")
+
+
+def patch(plane: ControlPlane, ns: str, kind: str, name: str, body: Any, *extra: str) -> None:
+    plane.kubectl("patch", kind, name, "-n", ns, "--type=merge", "-p", json.dumps(body), *extra)
+
+
+def end_pod(plane: ControlPlane, ns: str, pod: str, code: int = 0, message: str = "") -> None:
+    status = ended_status(code, message)
+    patch(plane, ns, "pod", pod, {"status": status}, "--subresource=status")
+
+
+def condition(plane: ControlPlane, ns: str, kind: str) -> dict[str, Any]:
+    status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
+    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+) -> None:
+    plane = control_plane
+    make_pool(plane, ns, minReplicas=1, maxReplicas=1, minAvailableReplicas=1)
+    log = reconcile()
+    (first,) = wait_for("one instance", lambda: instances(plane, ns))
+    name, uid = first["metadata"]["name"], first["metadata"]["uid"]
+    (old_pod,) = wait_for("its Pod", lambda: pods_of(plane, ns, uid))
+    pod = old_pod["metadata"]["name"]
+    patch(plane, ns, "pod", pod, {"metadata": {"finalizers": [HOLD]}})  # stays Terminating
+    register(plane, ns, name)
+    time.sleep(1.1)  # the Pod ends a second after the exporter registered
+    end_pod(plane, ns, pod)  # finished after serving: recycled (ExitAndReplace)
+
+    def replacement() -> dict[str, Any] | None:
+        found = [e for e in instances(plane, ns) if e["metadata"]["uid"] != uid]
+        return found[0] if found else None
+
+    new = wait_for("the replacement", replacement)
+    new_name, new_uid = new["metadata"]["name"], new["metadata"]["uid"]
+    # The garbage collector's part for the config Secret of the removed Exporter.
+    for secret in get_json(plane, "secrets", "-n", ns)["items"]:
+        if any(r.get("uid") == uid for r in secret["metadata"].get("ownerReferences") or []):
+            plane.kubectl("delete", "secret", secret["metadata"]["name"], "-n", ns)
+    terminating = wait_for(
+        "the old Pod terminating",
+        lambda: get_json(plane, "pod", pod, "-n", ns)["metadata"].get("deletionTimestamp"),
+    )
+    time.sleep(4)  # many passes while the old Pod of that name terminates
+    (still,) = instances(plane, ns)
+    assert still["metadata"]["uid"] == new_uid, "the replacement was removed"
+    assert get_json(plane, "pod", pod, "-n", ns)["metadata"]["deletionTimestamp"] == terminating
+    if new_name == name:  # the name came back: its Pod waits for the old one to go
+        assert not pods_of(plane, ns, new_uid)
+    patch(plane, ns, "pod", pod, {"metadata": {"finalizers": None}})  # the old Pod goes
+    (new_pod,) = wait_for("the replacement's Pod", lambda: pods_of(plane, ns, new_uid))
+    (after,) = instances(plane, ns)
+    assert after["metadata"]["uid"] == new_uid
+    text = log.read_text()
+    removes = [line for line in text.splitlines() if f": remove {name}" in line]
+    print(f"\nold Pod {pod} terminated beside {new_name} ({new_uid}); removes logged: {removes}")
+    assert len(removes) == 1, text  # the first instance only
+    assert "delete pod" not in text, text  # the terminating Pod was deleted once, by Remove
+    assert new_pod["metadata"]["ownerReferences"][0]["uid"] == new_uid
+
+
+def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
+    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+) -> None:
+    plane, window = control_plane, 30.0
+    stop = threading.Event()
+    kubelet, counter = FailingKubelet(plane, ns), CreationCounter(plane, ns)
+    kubelet.start(stop)
+    counter.start(stop)
+    SecretCollector(plane, ns).start(stop)
+    try:
+        make_pool(plane, ns, minReplicas=2, maxReplicas=2, minAvailableReplicas=2)
+        started = time.monotonic()
+        log = reconcile()
+        most_failed = 0  # podsFailed counts the failed Pods present (the backoff's record)
+        while time.monotonic() < started + window:
+            status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+            most_failed = max(most_failed, status.get("podsFailed", 0))
+            time.sleep(0.5)
+        created = counter.since(started)
+        degraded = condition(plane, ns, "Degraded")
+        status = get_json(plane, "exporterset", "pool", "-n", ns)["status"]
+        events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
+        steps = [e["note"] for e in events if e.get("reason") == "BackOff"]
+        print(
+            f"\n{created} Exporters created in {window:.0f} s for 2 slots, every Pod failing "
+            f"({kubelet.ended} Pods ended); {len(steps)} BackOff Events; "
+            f"podsFailed up to {most_failed}; Degraded: {degraded.get('message')}"
+        )
+        # 2 at first, then one probe per backoff step (5 s, 10 s, 20 s, ...): no storm.
+        assert 2 <= created <= 8, log.read_text()
+        assert (degraded["status"], degraded["reason"]) == ("True", "PodsFailing")
+        assert LAST_WORDS in degraded["message"]
+        assert most_failed > 0
+        assert steps and len(steps) == len(set(steps)) <= created  # one per step
+
+        # Fixed (the endpoint reachable, say): the next probe registers, the pool fills.
+        kubelet.failing.clear()
+
+        def booting_probe() -> str:
+            for exporter in instances(plane, ns):
+                uid = exporter["metadata"]["uid"]
+                pods = pods_of(plane, ns, uid)
+                if pods and (pods[0].get("status") or {}).get("phase", "Pending") == "Pending":
+                    return str(exporter["metadata"]["name"])
+            return ""
+
+        probe = wait_for("a probe instance with a running Pod", booting_probe, timeout=120)
+        register(plane, ns, probe)
+        fixed_at = time.monotonic()
+        wait_for(
+            "the pool full",
+            lambda: len(instances(plane, ns)) == 2
+            and all(pods_of(plane, ns, e["metadata"]["uid"]) for e in instances(plane, ns)),
+        )
+        print(f"pool full {time.monotonic() - fixed_at:.1f} s after the probe registered")
+        for exporter in instances(plane, ns):
+            if exporter["metadata"]["name"] != probe:
+                register(plane, ns, exporter["metadata"]["name"])
+        wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
+    finally:
+        stop.set()

@@ -1,0 +1,166 @@
+"""Taking over a live pool from Jumpstarter's own exporter-set controller.
+
+The test builds the state that controller leaves (`../shared/reference/jumpstarter`, as
+its tests show it): Exporters named by generateName, controller-owned by the set, with
+the template's labels only; their Pods named as the Exporters, controller-owned by them
+and labelled `exporterset.jumpstarter.dev/name`; config Secrets
+`exporter-config-<exporter>` with exactly that label; and a surplus whose cooldown began
+before the switch, in the set's `exporterset.jumpstarter.dev/surplus-since`. Then ours
+starts on it: nothing is created or deleted because of the switch, every Pod and Secret
+keeps its uid, and the surplus goes when its cooldown ends, not a full cooldown after
+the switch. The Pods are set Running by hand (no kubelet here).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from reconciler.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.e2e.test_replacement_e2e import instances, patch, register
+from virtualtarget.controlplane import ControlPlane
+
+COOLDOWN = 60  # seconds
+LEFT = 20  # of the cooldown, when ours starts
+
+
+def owned_by(owner: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    meta = owner["metadata"]
+    return [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": kind,
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def jumpstarters_pool(plane: ControlPlane, ns: str) -> tuple[datetime, dict[str, str]]:
+    """The pool as Jumpstarter's controller leaves it: 3 instances for a warm buffer of
+    2, the surplus noted `COOLDOWN - LEFT` seconds ago. Returns that moment, and the uid
+    of every object by kind/name."""
+    apply(plane, virtual_target_class("qemu", ns))
+    pool = exporter_set(
+        "pool",
+        ns,
+        class_name="qemu",
+        labels={"board": "taken"},
+        with_template=True,
+        minAvailableReplicas=2,
+        maxReplicas=3,
+        scaleDownCooldown=f"{COOLDOWN}s",
+    )
+    apply(plane, pool)
+    the_set = get_json(plane, "exporterset", "pool", "-n", ns)
+    uids: dict[str, str] = {}
+    for _ in range(3):
+        exporter = {
+            "apiVersion": "jumpstarter.dev/v1alpha1",
+            "kind": "Exporter",
+            "metadata": {
+                "generateName": "pool-",
+                "namespace": ns,
+                "labels": {"board": "taken"},
+                "ownerReferences": owned_by(the_set, "ExporterSet"),
+            },
+            "spec": {"enabled": True},
+        }
+        made = plane.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(exporter)).stdout
+        created = json.loads(made)
+        name = created["metadata"]["name"]
+        register(plane, ns, name)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": f"exporter-config-{name}",
+                "namespace": ns,
+                "labels": {NAME_LABEL: "pool"},
+                "ownerReferences": owned_by(created, "Exporter"),
+            },
+            "data": {"config.yaml": base64.b64encode(b"{}").decode()},
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"board": "taken", NAME_LABEL: "pool"},
+                "ownerReferences": owned_by(created, "Exporter"),
+            },
+            "spec": {"containers": [{"name": "exporter", "image": "exporter"}]},
+        }
+        apply(plane, secret, pod)
+        patch(plane, ns, "pod", name, {"status": {"phase": "Running"}}, "--subresource=status")
+        uids[f"Exporter/{name}"] = created["metadata"]["uid"]
+    for kind, resource in (("Pod", "pods"), ("Secret", "secrets")):
+        for item in get_json(plane, resource, "-n", ns)["items"]:
+            if (item["metadata"].get("labels") or {}).get(NAME_LABEL) == "pool":
+                uids[f"{kind}/{item['metadata']['name']}"] = item["metadata"]["uid"]
+    # Jumpstarter's controller noted the surplus a while ago (written last, so the slow
+    # setup above does not eat the cooldown).
+    since = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=COOLDOWN - LEFT)
+    mark = {"metadata": {"annotations": {SURPLUS_SINCE: since.strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+    patch(plane, ns, "exporterset", "pool", mark)
+    return since, uids
+
+
+def snapshot(plane: ControlPlane, ns: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for exporter in instances(plane, ns) + [
+        e
+        for e in get_json(plane, "exporters", "-n", ns)["items"]
+        if SET_LABEL not in (e["metadata"].get("labels") or {})
+        and not e["metadata"].get("deletionTimestamp")
+    ]:
+        found[f"Exporter/{exporter['metadata']['name']}"] = exporter["metadata"]["uid"]
+    for kind, resource in (("Pod", "pods"), ("Secret", "secrets")):
+        for item in get_json(plane, resource, "-n", ns)["items"]:
+            if (item["metadata"].get("labels") or {}).get(NAME_LABEL) == "pool":
+                found[f"{kind}/{item['metadata']['name']}"] = item["metadata"]["uid"]
+    return found
+
+
+def test_a_pool_jumpstarters_controller_filled_is_taken_over_without_churn(
+    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+) -> None:
+    plane = control_plane
+    since, before = jumpstarters_pool(plane, ns)
+    assert len(before) == 9, before
+    switched = time.monotonic()
+    log = reconcile()
+    wait_for("ours running", lambda: "reconciling (" in log.read_text())
+    time.sleep(3)  # passes over the taken-over pool, well inside the remaining cooldown
+    assert snapshot(plane, ns) == before, log.read_text()  # no create, no delete, same uids
+
+    def one_removed() -> dict[str, str] | None:
+        now = snapshot(plane, ns)
+        exporters = [k for k in now if k.startswith("Exporter/")]
+        return now if len(exporters) == 2 else None
+
+    after = wait_for("the surplus removed", one_removed, timeout=COOLDOWN + 30)
+    removed_after = time.monotonic() - switched
+    due = since + timedelta(seconds=COOLDOWN)
+    print(
+        f"\nsurplus noted {since:%H:%M:%S} by Jumpstarter's controller, cooldown {COOLDOWN}s, "
+        f"ours started {COOLDOWN - LEFT}s into it; removed {removed_after:.1f}s after the "
+        f"switch (due {due:%H:%M:%S})"
+    )
+    assert removed_after < COOLDOWN, "a full cooldown after the switch, not when it ended"
+    gone = set(before) - set(after)
+    assert {k.split("/")[0] for k in gone} <= {"Exporter", "Pod", "Secret"}
+    assert len([k for k in gone if k.startswith("Exporter/")]) == 1
+    for key, uid in after.items():  # what stays kept its uid; nothing new appeared
+        assert before.get(key) == uid, key
+    annotations = get_json(plane, "exporterset", "pool", "-n", ns)["metadata"]["annotations"]
+    assert SURPLUS_SINCE not in (annotations or {})  # no surplus left: the memory cleared

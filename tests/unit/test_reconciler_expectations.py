@@ -1,0 +1,54 @@
+"""The runtime's expectations: writes the caches have not shown yet are not repeated."""
+
+from __future__ import annotations
+
+from reconciler.expectations import EXPORTER, POD, Expectations
+
+KEY = ("ns", "pool")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_create_is_expected_until_the_cache_shows_it_or_its_time_is_up() -> None:
+    clock = Clock()
+    expectations = Expectations(ttl=30, clock=clock)
+    expectations.expect(KEY, EXPORTER, "pool-abcde")
+    expectations.expect(KEY, POD, "uid-1")
+    assert expectations.pending(KEY, EXPORTER, lambda n: False) == {"pool-abcde"}
+    assert expectations.pending(KEY, EXPORTER, lambda n: n == "pool-abcde") == frozenset()
+    clock.now = 31
+    assert expectations.pending(KEY, POD, lambda n: False) == frozenset()
+
+
+def test_the_status_written_stands_in_until_the_cached_set_changes() -> None:
+    expectations = Expectations()
+    cached = {"conditions": [{"type": "Progressing", "reason": "ScalingUp"}]}
+    written = {"conditions": [{"type": "Progressing", "reason": "WaitingForCredentials"}]}
+    expectations.wrote_status(KEY, "41", written)
+    assert expectations.status(KEY, "41", cached) == written  # the cache still has rv 41
+    assert expectations.status(KEY, "42", cached) == cached  # it moved on: its own view
+    assert expectations.status(KEY, "41", cached) == cached
+
+
+def test_an_event_is_written_once_within_its_time() -> None:
+    clock = Clock()
+    expectations = Expectations(ttl=30, clock=clock)
+    assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
+    assert not expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
+    assert expectations.new_event(KEY, "WaitingForCredentials", "1 waits")
+    clock.now = 31
+    assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
+
+
+def test_a_doubt_lasts_until_a_live_read_resolves_it() -> None:
+    expectations = Expectations()
+    expectations.doubt(KEY)
+    assert expectations.doubted(KEY) and expectations.doubted(KEY)  # a failed read keeps it
+    expectations.resolved(KEY)
+    assert not expectations.doubted(KEY)

@@ -55,6 +55,11 @@ class Registration:
     metadata: dict[str, str]
     labels: dict[str, str]
     driver_names: list[str]
+    peer: str = ""  # gRPC's peer address, e.g. "ipv4:10.213.0.7:41234"
+
+    @property
+    def peer_ip(self) -> str:
+        return self.peer.split(":")[1] if self.peer.startswith("ipv4:") else ""
 
     @property
     def exporter(self) -> tuple[str, str]:
@@ -180,7 +185,12 @@ class ControllerDouble(jumpstarter_pb2_grpc.ControllerServiceServicer):  # type:
         )
         with self._lock:
             self.registrations.append(
-                Registration(dict(context.invocation_metadata()), dict(request.labels), names)
+                Registration(
+                    dict(context.invocation_metadata()),
+                    dict(request.labels),
+                    names,
+                    context.peer(),
+                )
             )
         uid = (exporter.get("metadata") or {}).get("uid") or "e2e"
         return jumpstarter_pb2.RegisterResponse(uuid=uid)
@@ -262,8 +272,8 @@ class RunningController:
 def serve_controller(
     workdir: Path, host: str, port: int, *, api_client: Any = None, names: Sequence[str] = ()
 ) -> RunningController:
-    """Start the double on host:port, serving TLS with a certificate for `host` (and
-    `names`) from a CA kept in `workdir`."""
+    """Start the double on host:port (0: a free port), serving TLS with a certificate for
+    `host` (and `names`) from a CA kept in `workdir`."""
     certificates = ensure_certificates(
         workdir / "controller-certs", "jumpstarter-grpc", "tests", [host, *names]
     )
@@ -273,6 +283,6 @@ def serve_controller(
     credentials = grpc.ssl_server_credentials(
         [(certificates.key.read_bytes(), certificates.cert.read_bytes())]
     )
-    server.add_secure_port(f"{host}:{port}", credentials)
+    bound = server.add_secure_port(f"{host}:{port}", credentials)  # port 0: any free one
     server.start()
-    return RunningController(double, f"{host}:{port}", certificates, server)
+    return RunningController(double, f"{host}:{bound}", certificates, server)

@@ -30,7 +30,7 @@ import yaml
 from reconciler.jumpstarter import CONFIG_KEY, config_secret_name, run_command
 from tests.controller_double import DRIVERS, RunningController, serve_controller
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane, free_port
+from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import running_reconciler
 from virtualtarget.standin import CredentialStandIn, token_secret_name
 
@@ -42,7 +42,7 @@ def controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[RunningC
     running = serve_controller(
         tmp_path,
         "127.0.0.1",
-        free_port(),
+        0,
         api_client=control_plane.api_client(),
         names=["localhost"],
     )

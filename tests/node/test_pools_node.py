@@ -17,7 +17,7 @@ import json
 import secrets
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +44,24 @@ DRIVER_NAMES = ["power", "serial", "tcp"]
 
 
 @pytest.fixture(scope="session")
-def instance_images(node_cluster: Any) -> None:
-    """Both stand-ins built and imported into the node's containerd."""
+def instance_archives() -> Mapping[str, Path]:
+    """Both stand-ins built (once a session; the layer cache keeps a rebuild short)."""
+    return build_instance_images()
+
+
+@pytest.fixture(scope="module")
+def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
+    """Both stand-ins imported into this module's node."""
     started = time.monotonic()
-    for name, archive in build_instance_images().items():
+    for name, archive in instance_archives.items():
         node_cluster.import_image(archive, name)
-    print(f"\nnode: instance images built and imported in {time.monotonic() - started:.0f} s")
+    print(f"\nnode: instance images imported in {time.monotonic() - started:.0f} s")
 
 
-@pytest.fixture(scope="session")
-def controller(node_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def controller(
+    node_cluster: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningController]:
     """The ControllerService double on the node IP, where the Pods reach it."""
     running = serve_controller(
         tmp_path_factory.mktemp("controller"),
@@ -72,7 +80,7 @@ WARM = 2
 _FIXED_AT: dict[str, float] = {}  # the broken pool's namespace -> when it was fixed
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def broken_pool(
     node_cluster: Any,
     instance_images: None,

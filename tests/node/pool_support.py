@@ -261,7 +261,7 @@ class Pool:
     def wait_warm(self, count: int, timeout: float = 120) -> float:
         """Wait until `warm(count)`; the seconds it took from now."""
         started = time.monotonic()
-        wait_for(f"the warm buffer at {count}", lambda: self.warm(count), timeout=timeout)
+        self.wait(f"the warm buffer at {count}", lambda: self.warm(count), timeout=timeout)
         return time.monotonic() - started
 
     def table(self) -> str:
@@ -276,6 +276,37 @@ class Pool:
             "get", "exportersets", "-n", self.namespace, "-o", columns
         ).stdout
         return wide + pods
+
+    def describe(self) -> str:
+        """The pool's state for a failure message: set, Exporters, Pods, reconciler log."""
+        lines = [self.table()]
+        for exporter in self.exporters():
+            meta, status = exporter["metadata"], exporter.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            lines.append(
+                f"exporter {meta['name']} uid {meta['uid'][:8]} enabled "
+                f"{exporter.get('spec', {}).get('enabled')} {conditions} "
+                f"leaseRef {status.get('leaseRef')} deleting {bool(meta.get('deletionTimestamp'))}"
+            )
+        for pod in self.pods():
+            meta, status = pod["metadata"], pod.get("status") or {}
+            states = {
+                s["name"]: next(iter(s.get("state") or {"?": 0}))
+                for s in status.get("containerStatuses") or []
+            }
+            lines.append(
+                f"pod {meta['name']} uid {meta['uid'][:8]} phase {status.get('phase')} "
+                f"{states} deleting {bool(meta.get('deletionTimestamp'))}"
+            )
+        lines.append(f"reconciler log:\n  {self.reconciler.log_tail(40)}")
+        return "\n".join(lines)
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
+        """`wait_for`, with the pool's state in the message when it times out."""
+        try:
+            return wait_for(what, probe, timeout=timeout)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.describe()}") from None
 
     def registered(self) -> set[str]:
         """The Exporters of this namespace that registered with the double."""

@@ -18,6 +18,7 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from reconciler.jumpstarter import TOKEN_KEY
 from reconciler.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
 from tests.controller_double import RunningController, serve_controller
-from tests.e2e.objects import get_json, wait_for
+from tests.e2e.objects import get_json, install_lease_crd
 from tests.node.instance_images import build_instance_images
 from tests.node.pool_support import (
     Pool,
@@ -51,7 +52,10 @@ def instance_archives() -> Mapping[str, Path]:
 
 @pytest.fixture(scope="module")
 def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
-    """Both stand-ins imported into this module's node."""
+    """Both stand-ins imported into this module's node, and the product's CRDs (with this
+    project's copy of Jumpstarter's Exporter CRD) installed."""
+    node_cluster.plane.install_crds()
+    install_lease_crd(node_cluster)  # Jumpstarter's, which a Jumpstarter install brings
     started = time.monotonic()
     for name, archive in instance_archives.items():
         node_cluster.import_image(archive, name)
@@ -202,7 +206,7 @@ def test_the_pool_fills_and_every_exporter_registers_from_inside_its_pod(pool: P
 
 def _play_lease(pool: Pool, exporter: str, lease: str) -> None:
     pool.patch_exporter_status(exporter, {"leaseRef": {"name": lease}})
-    wait_for(
+    pool.wait(
         f"{exporter} marked as having served {lease}",
         lambda: get_json(pool.cluster, "exporter", exporter, "-n", pool.namespace)["metadata"]
         .get("annotations", {})
@@ -231,7 +235,7 @@ def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
         new = _new_exporters(pool, {_uid(e) for e in before.values()})
         return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
 
-    new = wait_for("the replacement's Pod Running", replacement, timeout=120)
+    new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
     running_after = time.monotonic() - released
     old_pod_left = any(_owner_uid(p) == _uid(old) for p in pool.pods())
     print(
@@ -239,8 +243,8 @@ def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
         f" (the old Pod {'still terminating' if old_pod_left else 'already gone'} then)"
     )
     # The garbage collector removes the old instance's config and credential Secrets...
-    wait_for("the old instance's Secrets gone", lambda: not _owned_secrets(pool, _uid(old)))
-    wait_for("the old Pod gone", lambda: not any(_owner_uid(p) == _uid(old) for p in pool.pods()))
+    pool.wait("the old instance's Secrets gone", lambda: not _owned_secrets(pool, _uid(old)))
+    pool.wait("the old Pod gone", lambda: not any(_owner_uid(p) == _uid(old) for p in pool.pods()))
     pool.wait_warm(2)
     # ...and none of the new one's; the replacement was never removed, and it is the only
     # Exporter created since the release.
@@ -282,13 +286,13 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
             new = _new_exporters(pool, set(map(_uid, before.values())))
             return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
 
-        new = wait_for("the replacement's Pod Running", replacement, timeout=120)
+        new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
         print(f"\nrelease -> replacement Pod Running: {time.monotonic() - released:.1f} s")
         held = get_json(pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace)
         assert held["metadata"]["uid"] == _uid(old_pod)
         assert held["metadata"].get("deletionTimestamp"), "the old Pod is being deleted"
         # A few passes with the finished old Pod still there (its phase is settled).
-        wait_for(
+        pool.wait(
             "the old Pod's containers stopped",
             lambda: get_json(
                 pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace
@@ -308,7 +312,7 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
             json.dumps({"metadata": {"finalizers": None}}),
             check=False,
         )
-    wait_for("the old Pod gone", lambda: not any(_uid(p) == _uid(old_pod) for p in pool.pods()))
+    pool.wait("the old Pod gone", lambda: not any(_uid(p) == _uid(old_pod) for p in pool.pods()))
     pool.wait_warm(2)
     assert _uid(new) not in pool.history.deleted(pool.history.exporters)
     created = pool.history.created(pool.history.exporters, after=released)
@@ -324,10 +328,10 @@ def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> N
     owned = {uid: _owned_secrets(pool, uid) for uid in exporters}
     changed = time.monotonic()
     pool.patch_set({"spec": {"minReplicas": 1}})
-    wait_for("one instance left", lambda: len(pool.exporters()) == 1, timeout=60)
+    pool.wait("one instance left", lambda: len(pool.exporters()) == 1, timeout=60)
     (kept,) = pool.exporters()
     removed = set(exporters) - {_uid(kept)}
-    wait_for(
+    pool.wait(
         "the removed instances' Pods and Secrets gone",
         lambda: not any(_owner_uid(p) in removed for p in pool.pods())
         and not any(_owned_secrets(pool, uid) for uid in removed),
@@ -414,7 +418,7 @@ def test_a_pod_that_fails_is_replaced_under_the_backoff(pool: Pool, recycle: str
         fresh = [p for p in pool.running() if _owner_uid(p) != _uid(exporter)]
         return fresh[0] if fresh and pool.warm(1) else None
 
-    wait_for("a new instance Running and the warm buffer full", back, timeout=120)
+    pool.wait("a new instance Running and the warm buffer full", back, timeout=120)
     print(
         f"\n{recycle}: exporter killed -> new instance's Pod Running: "
         f"{time.monotonic() - killed:.1f} s"
@@ -445,7 +449,7 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
         fresh = [p for p in pool.running() if _uid(p) != _uid(pod)]
         return bool(fresh) and pool.warm(1)
 
-    wait_for("the instance's Pod back, Running", back, timeout=120)
+    pool.wait("the instance's Pod back, Running", back, timeout=120)
     print(
         f"\nPod deleted -> a new Pod Running: {time.monotonic() - deleted:.1f} s;"
         f" (pending, running, failed, unknown) passed through: {seen}"
@@ -475,20 +479,43 @@ def test_the_broken_pool_once_fixed_fills_its_warm_buffer(broken_pool: Pool) -> 
 # -- node restarts: last, so that nothing else runs through them -------------------------
 
 
+def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
+    """The kubelet renewed its node Lease after `moment`: it is back and talking."""
+    lease = get_json(cluster, "lease", "-n", "kube-node-lease", cluster.node_name)
+    renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    return renewed > moment
+
+
 def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
     pool: Pool, node_cluster: Any
 ) -> None:
-    pool.apply(minAvailableReplicas=2)
-    pool.wait_warm(2)
+    pool.apply(minAvailableReplicas=WARM)
+    pool.wait_warm(WARM)
     for component in ("kubelet", "containerd"):
-        started = time.monotonic()
+        pods_before = {_uid(p) for p in pool.running()}
+        restarted, started = datetime.now(UTC), time.monotonic()
         # Stopped as a service manager stops it (SIGTERM), then started with the same
         # arguments and state; the containers and their shims run on meanwhile.
         node_cluster.plane.kill(component, signal.SIGTERM)
         node_cluster.plane.restart(component)
-        back = pool.wait_warm(2, timeout=180)
-        print(
-            f"\n{component} restart: the warm buffer of 2 full again {back:.1f} s after it "
-            f"returned ({time.monotonic() - started:.1f} s in all)\n{pool.table()}"
+        pool.wait(
+            f"the kubelet talking to the apiserver after the {component} restart",
+            lambda at=restarted: _node_lease_renewed_after(node_cluster, at),
         )
-        assert_tidy(pool, 2)
+        pool.wait(
+            "the node Ready",
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in get_json(node_cluster, "node", node_cluster.node_name)["status"][
+                    "conditions"
+                ]
+            ),
+        )
+        pool.wait_warm(WARM, timeout=180)
+        kept = pods_before & {_uid(p) for p in pool.running()}
+        print(
+            f"\n{component} restart: warm buffer of {WARM} full again "
+            f"{time.monotonic() - started:.1f} s after the stop; Pods kept {len(kept)} of "
+            f"{len(pods_before)}\n{pool.table()}"
+        )
+        assert_tidy(pool, WARM)

@@ -5,10 +5,8 @@ credentials (token Secret, `status.credential`, `status.endpoint`, the CA Config
 reconciler writes the config Secret and the Pod, and the test runs the Pod's exporter
 command, `jmp run --exporter-config FILE` from the jumpstarter 0.9.0 packages, as a local
 process on the config.yaml read back from the apiserver. It registers with a gRPC
-ControllerService built from `jumpstarter-protocol`'s stubs (`tests/controller_double.py`),
-over TLS with the CA the config carries, presenting the issued token; the double marks the
-Exporter Registered and Online as Jumpstarter's controller does, and the pool counts it
-ready. Then the token is rotated: the config Secret follows within one pass and
+ControllerService built from `jumpstarter-protocol`'s stubs, over TLS with the CA the
+config carries. Then the token is rotated: the config Secret follows within one pass and
 the Pod is left alone.
 """
 
@@ -121,7 +119,24 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             assert registration.metadata["jumpstarter-name"] == exporter
             assert sorted(registration.driver_names) == ["power", "serial", "tcp"]
 
-            # The double marks it as Jumpstarter's controller would; the pool counts it.
+            # Rotation: a new token in the credential Secret reaches the config Secret.
+            before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
+            rotated_at = time.monotonic()
+            new_token = standin.rotate(ns, exporter)
+            assert new_token != token
+            wait_for(
+                "the config Secret to carry the new token",
+                lambda: yaml.safe_load(_config_text(plane, ns, exporter))["token"] == new_token,
+            )
+            print(f"config Secret followed the rotation in {time.monotonic() - rotated_at:.2f}s")
+            after = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
+            assert (after["uid"], after["resourceVersion"]) == (
+                before["uid"],
+                before["resourceVersion"],
+            )
+
+            # The double (tests/controller_double.py) marked it Registered and Online as
+            # Jumpstarter's controller does; the pool counts it ready.
             def conditions() -> dict[str, str]:
                 status = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
                 return {c["type"]: c["status"] for c in status.get("conditions") or []}
@@ -138,21 +153,6 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
                 == 1,
             )
 
-            # Rotation: a new token in the credential Secret reaches the config Secret.
-            before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
-            rotated_at = time.monotonic()
-            new_token = standin.rotate(ns, exporter)
-            assert new_token != token
-            wait_for(
-                "the config Secret to carry the new token",
-                lambda: yaml.safe_load(_config_text(plane, ns, exporter))["token"] == new_token,
-            )
-            print(f"config Secret followed the rotation in {time.monotonic() - rotated_at:.2f}s")
-            after = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
-            assert (after["uid"], after["resourceVersion"]) == (
-                before["uid"],
-                before["resourceVersion"],
-            )
             reconciler.check_alive()
         finally:
             stop.set()

@@ -34,7 +34,7 @@ from reconciler.jumpstarter import (
 )
 from reconciler.render import Image, InstanceContext
 
-__all__ = ["DEFAULT_IMAGES", "FIRMWARE", "POD_SECURITY_LEVEL", "QemuProvisioner"]
+__all__ = ["DEFAULT_IMAGES", "FIRMWARE", "QemuProvisioner"]
 
 DEFAULT_IMAGES: Mapping[str, Image] = {
     "exporter": Image(f"quay.io/jumpstarter-dev/jumpstarter:{JUMPSTARTER_RELEASE}"),
@@ -61,10 +61,6 @@ TCP_DRIVER = {
     "config": {"host": SSH_FORWARD["hostaddr"], "port": SSH_FORWARD["hostport"]},
 }
 SHARED_VOLUME_LIMIT = "100Mi"
-# The Pod Security Standard the rendered Pod meets, so the level an instance namespace
-# must allow: the runtime sidecar runs as root (for /dev/kvm), which `restricted` forbids;
-# nothing breaks `baseline` (no privilege, host namespace, hostPath or added capability).
-POD_SECURITY_LEVEL = "baseline"
 _CONFIG_VOLUME = "exporter-config"
 _SHARED_VOLUME = "shared"
 

@@ -455,28 +455,18 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
         f" (pending, running, failed, unknown) passed through: {seen}"
     )
     (after,) = pool.exporters()
-    assert _uid(after) == _uid(exporter), "the instance keeps its Exporter"
+    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == _uid(pod)]
+    assert _uid(after) == _uid(exporter), (
+        f"the instance keeps its Exporter; the deleted Pod passed through {phases}\n"
+        f"{pool.describe()}"
+    )
     # One Pod at most at any moment: the counts never add up to more than one.
     assert all(sum(counts) <= 1 for counts in seen), seen
     assert seen[-1] == (0, 1, 0, 0)
     assert_tidy(pool, 1)
 
 
-def test_the_broken_pool_once_fixed_fills_its_warm_buffer(broken_pool: Pool) -> None:
-    pool = broken_pool
-    fixed_at = _FIXED_AT.get(pool.namespace)
-    assert fixed_at is not None, "the broken pool was not fixed (see the test before)"
-    pool.wait_warm(WARM, timeout=300)
-    degraded = pool.condition("Degraded")
-    print(
-        f"\nbroken pool fixed -> warm buffer of {WARM} full: {time.monotonic() - fixed_at:.1f} s;"
-        f" Degraded={degraded.get('status')}/{degraded.get('reason')}"
-    )
-    assert degraded.get("status") == "False"
-    assert_tidy(pool, WARM)
-
-
-# -- node restarts: last, so that nothing else runs through them -------------------------
+# -- node restarts, then the broken pool once fixed (nothing else after the restarts) ----
 
 
 def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
@@ -519,3 +509,17 @@ def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
             f"{len(pods_before)}\n{pool.table()}"
         )
         assert_tidy(pool, WARM)
+
+
+def test_the_broken_pool_once_fixed_fills_its_warm_buffer(broken_pool: Pool) -> None:
+    pool = broken_pool
+    fixed_at = _FIXED_AT.get(pool.namespace)
+    assert fixed_at is not None, "the broken pool was not fixed (see the test before)"
+    pool.wait_warm(WARM, timeout=300)
+    degraded = pool.condition("Degraded")
+    print(
+        f"\nbroken pool fixed -> warm buffer of {WARM} full: {time.monotonic() - fixed_at:.1f} s;"
+        f" Degraded={degraded.get('status')}/{degraded.get('reason')}"
+    )
+    assert degraded.get("status") == "False"
+    assert_tidy(pool, WARM)

@@ -63,10 +63,7 @@ def instance_namespace(cluster: Any, name: str) -> str:
         },
     }
     cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
-    wait_for(
-        "the namespace's default ServiceAccount",
-        lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
-    )
+    cluster.wait_for_namespace(name)  # its default ServiceAccount and root CA
     return name
 
 

@@ -256,6 +256,14 @@ def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
     assert_tidy(pool, 2)
 
 
+HOLD = "tests.virtualtarget.jumpstarter.dev/hold"  # a finalizer only the test removes
+
+
+def _set_finalizers(pool: Pool, pod: str, finalizers: list[str] | None) -> None:
+    body = json.dumps({"metadata": {"finalizers": finalizers}})
+    pool.cluster.kubectl("patch", "pod", pod, "-n", pool.namespace, "--type=merge", "-p", body)
+
+
 def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     pool: Pool,
 ) -> None:
@@ -267,17 +275,7 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     old_name = sorted(before)[0]
     old_uid = _uid(before[old_name])
     old_pod = next(p for p in pool.pods() if _owner_uid(p) == old_uid)
-    hold = "tests.virtualtarget.jumpstarter.dev/hold"
-    pool.cluster.kubectl(
-        "patch",
-        "pod",
-        old_pod["metadata"]["name"],
-        "-n",
-        pool.namespace,
-        "--type=merge",
-        "-p",
-        json.dumps({"metadata": {"finalizers": [hold]}}),
-    )
+    _set_finalizers(pool, old_pod["metadata"]["name"], [HOLD])
     try:
         _play_lease(pool, old_name, "lease-1")
         released = _release(pool, old_name)
@@ -301,17 +299,7 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
         )
         time.sleep(3)
     finally:
-        pool.cluster.kubectl(
-            "patch",
-            "pod",
-            old_pod["metadata"]["name"],
-            "-n",
-            pool.namespace,
-            "--type=merge",
-            "-p",
-            json.dumps({"metadata": {"finalizers": None}}),
-            check=False,
-        )
+        _set_finalizers(pool, old_pod["metadata"]["name"], None)
     pool.wait("the old Pod gone", lambda: not any(_uid(p) == _uid(old_pod) for p in pool.pods()))
     pool.wait_warm(2)
     assert _uid(new) not in pool.history.deleted(pool.history.exporters)

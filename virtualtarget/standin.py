@@ -2,7 +2,8 @@
 
 In a cluster, Jumpstarter's controller issues each Exporter's credentials: a Secret
 holding the exporter's token under `token`, named in the Exporter's
-`status.credential`, and the controller's gRPC address in `status.endpoint`. It also
+`status.credential` and owned by the Exporter (so the garbage collector removes it with
+its Exporter), and the controller's gRPC address in `status.endpoint`. It also
 publishes its CA bundle in the ConfigMap `jumpstarter-service-ca-cert`. The loopback
 control plane of `make run` and of the end-to-end tests has no Jumpstarter, so this
 stand-in plays that step for the Exporters it sees, so that pools fill with config
@@ -63,22 +64,35 @@ class CredentialStandIn:
         items: list[dict[str, Any]] = found.get("items", [])
         return items
 
-    def _write_token(self, namespace: str, exporter: str, token: str) -> str:
+    def _write_token(self, namespace: str, exporter: str, token: str, uid: str = "") -> str:
+        """Create the token Secret (owned by the Exporter `uid` when given), or put the new
+        token (and owner, when given) into the one there."""
         from kubernetes.client.exceptions import ApiException
 
         name = token_secret_name(exporter)
-        body: Any = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
-        }
+        data = {TOKEN_KEY: base64.b64encode(token.encode()).decode()}
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": f"{_GROUP}/{_VERSION}",
+                    "kind": "Exporter",
+                    "name": exporter,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        body: Any = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "data": data}
         try:
             self.core.create_namespaced_secret(namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.core.replace_namespaced_secret(name, namespace, body)
+            change: dict[str, Any] = {"data": data}
+            if uid:
+                change["metadata"] = {"ownerReferences": metadata["ownerReferences"]}
+            self.core.patch_namespaced_secret(name, namespace, change)
         return name
 
     def _publish_ca(self, namespace: str) -> None:
@@ -99,11 +113,12 @@ class CredentialStandIn:
                 raise
         self._published.add(namespace)
 
-    def issue(self, namespace: str, exporter: str) -> str:
-        """Write a fresh token Secret and point the Exporter's status at it; the token."""
+    def issue(self, namespace: str, exporter: str, uid: str = "") -> str:
+        """Write a fresh token Secret (owned by the Exporter `uid`) and point the Exporter's
+        status at it; the token."""
         self._publish_ca(namespace)
         token = secrets.token_urlsafe(32)
-        name = self._write_token(namespace, exporter, token)
+        name = self._write_token(namespace, exporter, token, uid)
         status = {"status": {"credential": {"name": name}, "endpoint": self.endpoint}}
         self.custom.patch_namespaced_custom_object_status(
             _GROUP, _VERSION, namespace, _PLURAL, exporter, status
@@ -126,7 +141,7 @@ class CredentialStandIn:
             meta, status = exporter.get("metadata", {}), exporter.get("status") or {}
             if meta.get("deletionTimestamp") or (status.get("credential") or {}).get("name"):
                 continue
-            self.issue(meta["namespace"], meta["name"])
+            self.issue(meta["namespace"], meta["name"], meta.get("uid", ""))
             count += 1
         return count
 

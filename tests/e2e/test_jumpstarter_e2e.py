@@ -22,89 +22,32 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import grpc
 import pytest
 import yaml
-from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
 
-from certs.authority import CertificateSet, ensure_certificates
 from reconciler.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from tests.controller_double import DRIVERS, RunningController, serve_controller
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane, free_port
+from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import running_reconciler
 from virtualtarget.standin import CredentialStandIn, token_secret_name
 
-DRIVERS = [
-    {"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"},
-    {
-        "name": "serial",
-        "type": "jumpstarter_driver_pyserial.driver.PySerial",
-        "config": {"url": "loop://"},
-    },
-]
-
-
-@dataclass
-class Registration:
-    metadata: dict[str, str]
-    labels: dict[str, str]
-    driver_names: list[str]
-
-
-@dataclass
-class ControllerDouble(jumpstarter_pb2_grpc.ControllerServiceServicer):  # type: ignore[misc]
-    """Jumpstarter's ControllerService, as much of it as an exporter's registration uses:
-    it records what the exporter presents and never hands out a lease."""
-
-    registrations: list[Registration] = field(default_factory=list)
-    stopping: threading.Event = field(default_factory=threading.Event)
-
-    def Register(self, request: Any, context: Any) -> Any:
-        names = [
-            r.labels["jumpstarter.dev/name"]
-            for r in request.reports
-            if r.labels.get("jumpstarter.dev/name")
-        ]
-        self.registrations.append(
-            Registration(dict(context.invocation_metadata()), dict(request.labels), names)
-        )
-        return jumpstarter_pb2.RegisterResponse(uuid="e2e")
-
-    def ReportStatus(self, request: Any, context: Any) -> Any:
-        return jumpstarter_pb2.ReportStatusResponse()
-
-    def Unregister(self, request: Any, context: Any) -> Any:
-        return jumpstarter_pb2.UnregisterResponse()
-
-    def Status(self, request: Any, context: Any) -> Iterator[Any]:
-        yield jumpstarter_pb2.StatusResponse(leased=False)
-        while context.is_active() and not self.stopping.wait(0.2):
-            pass
-
 
 @pytest.fixture
-def controller(tmp_path: Path) -> Iterator[tuple[ControllerDouble, str, CertificateSet]]:
-    """The double on a loopback port, serving TLS with a certificate of its own CA."""
-    certificates = ensure_certificates(
-        tmp_path / "controller-certs", "jumpstarter-grpc", "e2e", ["127.0.0.1", "localhost"]
+def controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[RunningController]:
+    """The double on a loopback port, serving TLS with a certificate of its own CA, writing
+    Exporter status as Jumpstarter's controller does."""
+    running = serve_controller(
+        tmp_path,
+        "127.0.0.1",
+        0,
+        api_client=control_plane.api_client(),
+        names=["localhost"],
     )
-    double = ControllerDouble()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(double, server)
-    credentials = grpc.ssl_server_credentials(
-        [(certificates.key.read_bytes(), certificates.cert.read_bytes())]
-    )
-    port = free_port()
-    server.add_secure_port(f"127.0.0.1:{port}", credentials)
-    server.start()
-    yield double, f"127.0.0.1:{port}", certificates
-    double.stopping.set()
-    server.stop(grace=1).wait()
+    yield running
+    running.stop()
 
 
 def _config_text(plane: ControlPlane, ns: str, exporter: str) -> str:
@@ -125,9 +68,9 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
     control_plane: ControlPlane,
     namespace: str,
     tmp_path: Path,
-    controller: tuple[ControllerDouble, str, CertificateSet],
+    controller: RunningController,
 ) -> None:
-    double, endpoint, certificates = controller
+    double, endpoint, certificates = controller.double, controller.endpoint, controller.certificates
     ns, plane = namespace, control_plane
     stop = threading.Event()
     standin = CredentialStandIn(
@@ -211,6 +154,25 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
                 before["uid"],
                 before["resourceVersion"],
             )
+
+            # The double (tests/controller_double.py) marked it Registered and Online as
+            # Jumpstarter's controller does; the pool counts it ready.
+            def conditions() -> dict[str, str]:
+                status = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
+                return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+            wait_for(
+                "Registered and Online",
+                lambda: conditions().get("Registered") == conditions().get("Online") == "True",
+            )
+            wait_for(
+                "readyReplicas 1",
+                lambda: (get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}).get(
+                    "readyReplicas"
+                )
+                == 1,
+            )
+
             reconciler.check_alive()
         finally:
             stop.set()

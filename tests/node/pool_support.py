@@ -1,0 +1,381 @@
+"""Pools whose instance Pods run on the node: what the node tier's pool tests share.
+
+A pool here is the product's reconciler (a host process on the node cluster's admin
+kubeconfig, as the loopback tests run it), the credential stand-in playing Jumpstarter's
+credential step, and the ControllerService double on the node IP, which the Pods reach and
+whose CA the config carries. Each test gets a namespace that enforces the Pod Security
+level the rendered instance Pod meets (`INSTANCE_POD_SECURITY`).
+
+`History` records every Exporter and Pod of a namespace from a watch (each ADDED and
+DELETED by uid, with its time), so a test can say how many instances were ever created
+and whether one was removed, however short its life.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.jumpstarter import config_secret_name
+from reconciler.keys import SET_LABEL
+from tests.controller_double import DRIVERS, RunningController
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from virtualtarget.stack import ReconcilerProcess, running_reconciler
+from virtualtarget.standin import CredentialStandIn, token_secret_name
+
+__all__ = [
+    "INSTANCE_POD_SECURITY",
+    "History",
+    "Pool",
+    "instance_namespace",
+    "running_pool",
+]
+
+# The Pod Security level a rendered instance Pod meets (README, "Pod Security level of
+# instance namespaces"; tests/e2e/test_pod_security_e2e.py asks kube-apiserver): the
+# runtime sidecar's root is what `restricted` refuses.
+INSTANCE_POD_SECURITY = "baseline"
+
+Obj = dict[str, Any]
+
+
+def instance_namespace(cluster: Any, name: str) -> str:
+    """A namespace enforcing the instance Pods' Pod Security level (and warning at
+    `restricted`, so a Pod that would pass it says so)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "pod-security.kubernetes.io/enforce": INSTANCE_POD_SECURITY,
+                "pod-security.kubernetes.io/enforce-version": "latest",
+                "pod-security.kubernetes.io/warn": "restricted",
+            },
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    cluster.wait_for_namespace(name)  # its default ServiceAccount and root CA
+    return name
+
+
+@dataclass
+class Event:
+    at: float  # time.monotonic()
+    kind: str  # ADDED, MODIFIED, DELETED
+    obj: Obj
+
+    @property
+    def uid(self) -> str:
+        return str(self.obj["metadata"]["uid"])
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass
+class History:
+    """Every watch event of Exporters and Pods in one namespace, from when it starts."""
+
+    api_client: Any
+    namespace: str
+    exporters: list[Event] = field(default_factory=list)
+    pods: list[Event] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> History:
+        from kubernetes import client
+
+        custom, core = client.CustomObjectsApi(self.api_client), client.CoreV1Api(self.api_client)
+        lists: list[tuple[Callable[..., Any], tuple[Any, ...], list[Event]]] = [
+            (
+                custom.list_namespaced_custom_object,
+                ("jumpstarter.dev", "v1alpha1", self.namespace, "exporters"),
+                self.exporters,
+            ),
+            (core.list_namespaced_pod, (self.namespace,), self.pods),
+        ]
+        for lister, args, sink in lists:
+            thread = threading.Thread(target=self._watch, args=(lister, args, sink), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def _watch(self, lister: Callable[..., Any], args: tuple[Any, ...], sink: list[Event]) -> None:
+        from kubernetes import watch
+
+        version = ""
+        while not self._stop.is_set():
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(
+                    lister,
+                    *args,
+                    resource_version=version or None,
+                    timeout_seconds=5,
+                    _preload_content=True,
+                ):
+                    obj = event["object"]
+                    if not isinstance(obj, dict):
+                        obj = self.api_client.sanitize_for_serialization(obj)
+                    version = obj["metadata"].get("resourceVersion", version)
+                    with self._lock:
+                        sink.append(Event(time.monotonic(), event["type"], obj))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # a watch ends (410, timeout, restart): list again from now
+                version = ""
+                self._stop.wait(0.2)
+            finally:
+                stream.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+    def created(self, events: list[Event], after: float = 0.0) -> dict[str, Event]:
+        """uid -> its ADDED event, for objects first seen after `after`."""
+        with self._lock:
+            seen: dict[str, Event] = {}
+            for event in events:
+                seen.setdefault(event.uid, event)
+        return {uid: e for uid, e in seen.items() if e.at >= after and e.kind == "ADDED"}
+
+    def deleted(self, events: list[Event]) -> dict[str, Event]:
+        with self._lock:
+            return {e.uid: e for e in events if e.kind == "DELETED"}
+
+
+@dataclass
+class Pool:
+    """One ExporterSet running on the node, and what the tests read of it."""
+
+    cluster: Any
+    namespace: str
+    name: str
+    controller: RunningController
+    standin: CredentialStandIn
+    reconciler: ReconcilerProcess
+    history: History
+    created_at: float = 0.0  # time.monotonic() at the set's apply
+
+    # -- write ---------------------------------------------------------------------
+
+    def apply(self, drivers: list[Obj] | None = None, **spec: Any) -> None:
+        body = exporter_set(
+            self.name, self.namespace, class_name="node", with_template=True, **spec
+        )
+        body["spec"]["template"]["spec"] = {"drivers": DRIVERS if drivers is None else drivers}
+        if not self.created_at:
+            self.created_at = time.monotonic()
+        apply(self.cluster, body)
+
+    def patch_set(self, change: Obj) -> None:
+        self.cluster.kubectl(
+            "patch",
+            "exporterset",
+            self.name,
+            "-n",
+            self.namespace,
+            "--type=merge",
+            "-p",
+            json.dumps(change),
+        )
+
+    def patch_exporter_status(self, exporter: str, status: Obj) -> None:
+        """Write Exporter status as Jumpstarter's controller would (leaseRef, ...)."""
+        self.cluster.kubectl(
+            "patch",
+            "exporter",
+            exporter,
+            "-n",
+            self.namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
+
+    # -- read ----------------------------------------------------------------------
+
+    def status(self) -> Obj:
+        found = get_json(self.cluster, "exporterset", self.name, "-n", self.namespace)
+        status: Obj = found.get("status") or {}
+        return status
+
+    def condition(self, kind: str) -> Obj:
+        return next((c for c in self.status().get("conditions") or [] if c["type"] == kind), {})
+
+    def exporters(self) -> list[Obj]:
+        items: list[Obj] = get_json(
+            self.cluster, "exporters", "-n", self.namespace, "-l", f"{SET_LABEL}={self.name}"
+        )["items"]
+        return items
+
+    def pods(self) -> list[Obj]:
+        items: list[Obj] = get_json(self.cluster, "pods", "-n", self.namespace)["items"]
+        return items
+
+    def secrets(self) -> dict[str, Obj]:
+        items = get_json(self.cluster, "secrets", "-n", self.namespace)["items"]
+        return {s["metadata"]["name"]: s for s in items}
+
+    def instance_secrets(self, exporter: str) -> tuple[str, str]:
+        """The names of an instance's config Secret and credential Secret."""
+        return config_secret_name(exporter), token_secret_name(exporter)
+
+    def running(self) -> list[Obj]:
+        """Pods Running with their exporter container running, not being deleted."""
+        result = []
+        for pod in self.pods():
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            exporter = next((s for s in statuses if s["name"] == "exporter"), {})
+            if pod["status"].get("phase") == "Running" and "running" in exporter.get("state", {}):
+                result.append(pod)
+        return result
+
+    def warm(self, count: int) -> bool:
+        """The warm buffer is full as the set's status says it: podsRunning,
+        readyReplicas and availableReplicas all at `count`."""
+        status = self.status()
+        return all(
+            status.get(key) == count
+            for key in ("podsRunning", "readyReplicas", "availableReplicas")
+        )
+
+    def wait_warm(self, count: int, timeout: float = 120) -> float:
+        """Wait until `warm(count)`; the seconds it took from now."""
+        started = time.monotonic()
+        self.wait(f"the warm buffer at {count}", lambda: self.warm(count), timeout=timeout)
+        return time.monotonic() - started
+
+    def table(self) -> str:
+        """What a user sees: `kubectl get exportersets`, and the Pod counters."""
+        wide = self.cluster.kubectl("get", "exportersets", "-n", self.namespace).stdout
+        columns = (
+            "custom-columns=NAME:.metadata.name,PENDING:.status.podsPending,"
+            "RUNNING:.status.podsRunning,FAILED:.status.podsFailed,"
+            "UNKNOWN:.status.podsUnknown"
+        )
+        pods = self.cluster.kubectl(
+            "get", "exportersets", "-n", self.namespace, "-o", columns
+        ).stdout
+        return wide + pods
+
+    def describe(self) -> str:
+        """The pool's state for a failure message: set, Exporters, Pods, reconciler log."""
+        lines = [self.table()]
+        for exporter in self.exporters():
+            meta, status = exporter["metadata"], exporter.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            lines.append(
+                f"exporter {meta['name']} uid {meta['uid'][:8]} enabled "
+                f"{exporter.get('spec', {}).get('enabled')} {conditions} "
+                f"leaseRef {status.get('leaseRef')} deleting {bool(meta.get('deletionTimestamp'))}"
+            )
+        for pod in self.pods():
+            meta, status = pod["metadata"], pod.get("status") or {}
+            states = {
+                s["name"]: next(iter(s.get("state") or {"?": 0}))
+                for s in status.get("containerStatuses") or []
+            }
+            lines.append(
+                f"pod {meta['name']} uid {meta['uid'][:8]} phase {status.get('phase')} "
+                f"{states} deleting {bool(meta.get('deletionTimestamp'))}"
+            )
+        lines.append(f"reconciler log:\n  {self.reconciler.log_tail(40)}")
+        return "\n".join(lines)
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
+        """`wait_for`, with the pool's state in the message when it times out."""
+        try:
+            return wait_for(what, probe, timeout=timeout)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.describe()}") from None
+
+    def registered(self) -> set[str]:
+        """The Exporters of this namespace that registered with the double."""
+        return {n for ns, n in self.controller.double.registered() if ns == self.namespace}
+
+
+@contextlib.contextmanager
+def running_pool(
+    cluster: Any,
+    namespace: str,
+    controller: RunningController,
+    workdir: Path,
+    *,
+    name: str = "pool",
+    reconciler_args: tuple[str, ...] = (),
+) -> Iterator[Pool]:
+    """The class `node`, the credential stand-in, the reconciler and a History for
+    `namespace`; the set itself is the test's to apply (`Pool.apply`)."""
+    api = cluster.plane.api_client()
+    stop = threading.Event()
+    standin = CredentialStandIn(
+        api,
+        endpoint=controller.endpoint,
+        ca_pem=controller.certificates.ca_pem.decode(),
+        namespace=namespace,
+        interval=0.2,
+    )
+    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    apply(cluster, virtual_target_class("node", namespace))
+    history = History(api, namespace).start()
+    try:
+        with running_reconciler(
+            cluster,
+            workdir,
+            extra=["--namespace", namespace, "--no-leader-election", *reconciler_args],
+        ) as reconciler:
+            pool = Pool(cluster, namespace, name, controller, standin, reconciler, history)
+            yield pool
+            reconciler.check_alive()
+    finally:
+        stop.set()
+        history.stop()
+
+
+def container_pid(pod: Obj, container: str) -> int:
+    """The host pid of `container`'s first process in `pod`, found through its cgroup
+    (the kubelet's cgroupfs layout names the Pod's uid and the container's id)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    found = next(s for s in statuses if s["name"] == container)
+    container_id = found["containerID"].split("://", 1)[1]
+    pod_dir = "pod" + pod["metadata"]["uid"]
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cgroups = (entry / "cgroup").read_text()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if pod_dir in cgroups and container_id in cgroups:
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    # The container's first process: the one whose parent is outside the container.
+    tops = [pid for pid, parent in parents.items() if parent not in parents]
+    if len(tops) != 1:
+        raise AssertionError(f"{container} of Pod {pod['metadata']['name']}: processes {parents}")
+    return tops[0]
+
+
+def kill_container(pod: Obj, container: str, sig: signal.Signals) -> None:
+    """Send `sig` to the container's main process from the host, as the kernel's OOM
+    killer or an operator would: its exit is then what the kubelet reports."""
+    os.kill(container_pid(pod, container), sig)

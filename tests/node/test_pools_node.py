@@ -1,0 +1,513 @@
+"""Pools whose instance Pods really run, on the single-node cluster.
+
+The instance images are the test stand-ins of `tests/node/images` (the real `jmp run` and
+drivers of Jumpstarter's release; a placeholder exec helper; a runtime that sleeps), under
+the provisioner's default names. Each exporter registers from inside its Pod with the
+ControllerService double on the node IP, which marks the Exporter Registered and Online as
+Jumpstarter's controller does. Releases are played as Jumpstarter's controller shows them
+(`status.leaseRef` set, then cleared); failures are real process exits on the node.
+
+Every test prints its figure; the waits are bounded polls, never timing assertions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.jumpstarter import TOKEN_KEY
+from reconciler.keys import SERVED_LEASE
+from tests.controller_double import DRIVERS as DRIVERS_OK
+from tests.controller_double import RunningController, serve_controller
+from tests.e2e.objects import get_json, install_lease_crd
+from tests.node.instance_images import build_instance_images
+from tests.node.pool_support import (
+    Pool,
+    instance_namespace,
+    kill_container,
+    running_pool,
+)
+
+Obj = dict[str, Any]
+DRIVER_NAMES = ["power", "serial", "tcp"]
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def instance_archives() -> Mapping[str, Path]:
+    """Both stand-ins built (once a session; the layer cache keeps a rebuild short)."""
+    return build_instance_images()
+
+
+@pytest.fixture(scope="module")
+def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
+    """Both stand-ins imported into this module's node, and the product's CRDs (with this
+    project's copy of Jumpstarter's Exporter CRD) installed."""
+    node_cluster.plane.install_crds()
+    install_lease_crd(node_cluster)  # Jumpstarter's, which a Jumpstarter install brings
+    started = time.monotonic()
+    for name, archive in instance_archives.items():
+        node_cluster.import_image(archive, name)
+    print(f"\nnode: instance images imported in {time.monotonic() - started:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def controller(
+    node_cluster: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningController]:
+    """The ControllerService double on the node IP, where the Pods reach it."""
+    running = serve_controller(
+        tmp_path_factory.mktemp("controller"),
+        node_cluster.network.node_ip,
+        0,
+        api_client=node_cluster.plane.api_client(),
+    )
+    yield running
+    running.stop()
+
+
+# A template whose driver cannot start: its package is not in the exporter image.
+BROKEN_DRIVERS = [{"name": "shell", "type": "jumpstarter_driver_shell.driver.Shell"}]
+BROKEN_WINDOW_S = 120.0  # how long the broken pool is watched before it is fixed
+WARM = 2
+_FIXED_AT: dict[str, float] = {}  # the broken pool's namespace -> when it was fixed
+
+
+@pytest.fixture(scope="module")
+def broken_pool(
+    node_cluster: Any,
+    instance_images: None,
+    controller: RunningController,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Pool]:
+    """A pool whose exporters can never start, applied with the first pool test and left
+    running beside the others: its two-minute window costs the tier no time of its own.
+    Checked (and fixed) by the broken-pool tests, which come before the node restarts."""
+    namespace = instance_namespace(node_cluster, f"broken-{secrets.token_hex(3)}")
+    workdir = tmp_path_factory.mktemp("broken")
+    try:
+        with running_pool(node_cluster, namespace, controller, workdir, name="broken") as pool:
+            pool.apply(drivers=BROKEN_DRIVERS, minAvailableReplicas=WARM)
+            yield pool
+    finally:
+        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture
+def pool(
+    node_cluster: Any,
+    instance_images: None,
+    controller: RunningController,
+    broken_pool: Pool,
+    tmp_path: Path,
+) -> Iterator[Pool]:
+    namespace = instance_namespace(node_cluster, f"pool-{secrets.token_hex(3)}")
+    try:
+        with running_pool(node_cluster, namespace, controller, tmp_path) as running:
+            yield running
+    finally:
+        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _uid(obj: Obj) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+def _owner_uid(obj: Obj) -> str:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return next((str(r["uid"]) for r in refs if r.get("controller")), "")
+
+
+def _by_name(objects: list[Obj]) -> dict[str, Obj]:
+    return {o["metadata"]["name"]: o for o in objects}
+
+
+def _owned_secrets(pool: Pool, exporter_uid: str) -> dict[str, Obj]:
+    return {n: s for n, s in pool.secrets().items() if _owner_uid(s) == exporter_uid}
+
+
+def assert_tidy(pool: Pool, instances: int) -> None:
+    """No duplicates and no orphans: `instances` Exporters, each with exactly one live Pod
+    and its two Secrets, and nothing in the namespace owned by an Exporter that is gone."""
+    exporters = {_uid(e): e for e in pool.exporters()}
+    assert len(exporters) == instances, sorted(e["metadata"]["name"] for e in exporters.values())
+    live_pods = [p for p in pool.pods() if not p["metadata"].get("deletionTimestamp")]
+    owners = [_owner_uid(p) for p in live_pods]
+    assert sorted(owners) == sorted(exporters), f"Pods owned by {owners}, Exporters {exporters}"
+    for secret in pool.secrets().values():
+        refs = secret["metadata"].get("ownerReferences") or []
+        if any(r["kind"] == "Exporter" for r in refs):
+            assert _owner_uid(secret) in exporters, f"orphan Secret {secret['metadata']['name']}"
+    for uid, exporter in exporters.items():
+        name = exporter["metadata"]["name"]
+        assert set(_owned_secrets(pool, uid)) == set(pool.instance_secrets(name))
+
+
+def _running_pod_of(pool: Pool, exporter_uid: str) -> Obj | None:
+    return next((p for p in pool.running() if _owner_uid(p) == exporter_uid), None)
+
+
+def _new_exporters(pool: Pool, before: set[str]) -> list[Obj]:
+    return [e for e in pool.exporters() if _uid(e) not in before]
+
+
+# -- a pool that fills, in a namespace enforcing the instance Pods' Pod Security level ---
+
+
+def test_the_pool_fills_and_every_exporter_registers_from_inside_its_pod(pool: Pool) -> None:
+    pool.apply(minAvailableReplicas=2)
+    pool.wait_warm(2)
+    print(
+        f"\nset created -> warm buffer of 2 full (podsRunning, readyReplicas, "
+        f"availableReplicas): {time.monotonic() - pool.created_at:.1f} s\n{pool.table()}"
+    )
+    exporters = _by_name(pool.exporters())
+    assert pool.registered() == set(exporters)
+    pods = _by_name(pool.pods())
+    registrations = [
+        r for r in pool.controller.double.registrations if r.exporter[0] == pool.namespace
+    ]
+    for registration in registrations:
+        name = registration.exporter[1]
+        pod = pods[name]
+        # From inside the Pod: the call came from the Pod's address, with the token
+        # Jumpstarter's credential step issued to this Exporter.
+        assert registration.peer_ip == pod["status"]["podIP"]
+        secret = pool.secrets()[pool.instance_secrets(name)[1]]
+        token = base64.b64decode(secret["data"][TOKEN_KEY]).decode()
+        assert registration.metadata["authorization"] == f"Bearer {token}"
+        assert sorted(registration.driver_names) == DRIVER_NAMES
+        conditions = {
+            c["type"]: (c["status"], c["reason"])
+            for c in exporters[name]["status"].get("conditions") or []
+        }
+        assert conditions["Registered"] == ("True", "Register")
+        assert conditions["Online"][0] == "True"
+    assert pool.controller.double.refused == 0
+    assert_tidy(pool, 2)
+
+
+# -- lifecycle ---------------------------------------------------------------------------
+
+
+def _play_lease(pool: Pool, exporter: str, lease: str) -> None:
+    pool.patch_exporter_status(exporter, {"leaseRef": {"name": lease}})
+    pool.wait(
+        f"{exporter} marked as having served {lease}",
+        lambda: get_json(pool.cluster, "exporter", exporter, "-n", pool.namespace)["metadata"]
+        .get("annotations", {})
+        .get(SERVED_LEASE)
+        == lease,
+    )
+
+
+def _release(pool: Pool, exporter: str) -> float:
+    pool.patch_exporter_status(exporter, {"leaseRef": None})
+    return time.monotonic()
+
+
+def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
+    pool.apply(minReplicas=2, minAvailableReplicas=1)
+    pool.wait_warm(2)
+    before = _by_name(pool.exporters())
+    old_name = sorted(before)[0]
+    old = before[old_name]
+    old_secrets = _owned_secrets(pool, _uid(old))
+    assert set(old_secrets) == set(pool.instance_secrets(old_name))
+    _play_lease(pool, old_name, "lease-1")
+    released = _release(pool, old_name)
+
+    def replacement() -> Obj | None:
+        new = _new_exporters(pool, {_uid(e) for e in before.values()})
+        return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
+
+    new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
+    running_after = time.monotonic() - released
+    old_pod_left = any(_owner_uid(p) == _uid(old) for p in pool.pods())
+    print(
+        f"\nrelease -> replacement {new['metadata']['name']} Pod Running: {running_after:.1f} s"
+        f" (the old Pod {'still terminating' if old_pod_left else 'already gone'} then)"
+    )
+    # The garbage collector removes the old instance's config and credential Secrets...
+    pool.wait("the old instance's Secrets gone", lambda: not _owned_secrets(pool, _uid(old)))
+    pool.wait("the old Pod gone", lambda: not any(_owner_uid(p) == _uid(old) for p in pool.pods()))
+    pool.wait_warm(2)
+    # ...and none of the new one's; the replacement was never removed, and it is the only
+    # Exporter created since the release.
+    new_name = new["metadata"]["name"]
+    assert set(_owned_secrets(pool, _uid(new))) == set(pool.instance_secrets(new_name))
+    created = pool.history.created(pool.history.exporters, after=released)
+    assert list(created) == [_uid(new)], [e.name for e in created.values()]
+    assert _uid(new) not in pool.history.deleted(pool.history.exporters)
+    assert_tidy(pool, 2)
+
+
+HOLD = "tests.virtualtarget.jumpstarter.dev/hold"  # a finalizer only the test removes
+
+
+def _set_finalizers(pool: Pool, pod: str, finalizers: list[str] | None) -> None:
+    body = json.dumps({"metadata": {"finalizers": finalizers}})
+    pool.cluster.kubectl("patch", "pod", pod, "-n", pool.namespace, "--type=merge", "-p", body)
+
+
+def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
+    pool: Pool,
+) -> None:
+    """The old Pod is held in Terminating by a finalizer while its instance is replaced,
+    so the replacement certainly lives beside a predecessor's Pod that has finished."""
+    pool.apply(minReplicas=2, minAvailableReplicas=1)
+    pool.wait_warm(2)
+    before = _by_name(pool.exporters())
+    old_name = sorted(before)[0]
+    old_uid = _uid(before[old_name])
+    old_pod = next(p for p in pool.pods() if _owner_uid(p) == old_uid)
+    _set_finalizers(pool, old_pod["metadata"]["name"], [HOLD])
+    try:
+        _play_lease(pool, old_name, "lease-1")
+        released = _release(pool, old_name)
+
+        def replacement() -> Obj | None:
+            new = _new_exporters(pool, set(map(_uid, before.values())))
+            return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
+
+        new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
+        print(f"\nrelease -> replacement Pod Running: {time.monotonic() - released:.1f} s")
+        held = get_json(pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace)
+        assert held["metadata"]["uid"] == _uid(old_pod)
+        assert held["metadata"].get("deletionTimestamp"), "the old Pod is being deleted"
+        # A few passes with the finished old Pod still there (its phase is settled).
+        pool.wait(
+            "the old Pod's containers stopped",
+            lambda: get_json(
+                pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace
+            )["status"].get("phase")
+            in ("Succeeded", "Failed"),
+        )
+        time.sleep(3)
+    finally:
+        _set_finalizers(pool, old_pod["metadata"]["name"], None)
+    pool.wait("the old Pod gone", lambda: not any(_uid(p) == _uid(old_pod) for p in pool.pods()))
+    pool.wait_warm(2)
+    assert _uid(new) not in pool.history.deleted(pool.history.exporters)
+    created = pool.history.created(pool.history.exporters, after=released)
+    assert list(created) == [_uid(new)], [e.name for e in created.values()]
+    assert_tidy(pool, 2)
+
+
+def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> None:
+    pool.apply(minReplicas=3, scaleDownCooldown="5s")
+    pool.wait_warm(3)
+    exporters = {_uid(e): e for e in pool.exporters()}
+    pods = {_owner_uid(p): p for p in pool.pods()}
+    owned = {uid: _owned_secrets(pool, uid) for uid in exporters}
+    changed = time.monotonic()
+    pool.patch_set({"spec": {"minReplicas": 1}})
+    pool.wait("one instance left", lambda: len(pool.exporters()) == 1, timeout=60)
+    (kept,) = pool.exporters()
+    removed = set(exporters) - {_uid(kept)}
+    pool.wait(
+        "the removed instances' Pods and Secrets gone",
+        lambda: not any(_owner_uid(p) in removed for p in pool.pods())
+        and not any(_owned_secrets(pool, uid) for uid in removed),
+        timeout=60,
+    )
+    gone = time.monotonic() - changed
+    deletions = pool.history.deleted(pool.history.exporters)
+    first_removal = min(deletions[uid].at for uid in removed) - changed
+    print(
+        f"\nminReplicas 3 -> 1, cooldown 5s: first instance removed after {first_removal:.1f} s,"
+        f" their Pods and Secrets gone after {gone:.1f} s"
+    )
+    assert first_removal >= 4.0, "an instance went before the cooldown had passed"
+    # Nothing of the remaining instance was touched.
+    kept_uid = _uid(kept)
+    pod = next(p for p in pool.pods() if _owner_uid(p) == kept_uid)
+    assert _uid(pod) == _uid(pods[kept_uid]) and not pod["metadata"].get("deletionTimestamp")
+    now = _owned_secrets(pool, kept_uid)
+    assert {n: s["metadata"]["resourceVersion"] for n, s in now.items()} == {
+        n: s["metadata"]["resourceVersion"] for n, s in owned[kept_uid].items()
+    }
+    pool.wait_warm(1)
+    assert_tidy(pool, 1)
+
+
+# -- a broken pool, watched beside the tests above (fixed here, checked further down) ----
+
+
+def _probes_within(window: float) -> int:
+    """How many probe instances the pool's backoff allows in `window` seconds, were every
+    instance to fail at once: the n with delay(0) + ... + delay(n - 1) <= window."""
+    from reconciler.backoff import delay
+
+    count, spent = 0, 0.0
+    while spent + delay(count).total_seconds() <= window:
+        spent += delay(count).total_seconds()
+        count += 1
+    return count
+
+
+def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(broken_pool: Pool) -> None:
+    pool = broken_pool
+    remaining = BROKEN_WINDOW_S - (time.monotonic() - pool.created_at)
+    if remaining > 0:  # only when the tests before were quicker than the window
+        time.sleep(remaining)
+    window = time.monotonic() - pool.created_at
+    created = pool.history.created(pool.history.exporters)
+    bound = WARM + _probes_within(window)
+    status = pool.status()
+    degraded = pool.condition("Degraded")
+    print(
+        f"\nbroken pool (driver not installed), warm buffer {WARM}: {len(created)} Exporters "
+        f"created in {window:.0f} s (bound {bound}); podsFailed {status.get('podsFailed')};"
+        f" Degraded={degraded.get('status')}/{degraded.get('reason')}: "
+        f"{degraded.get('message')}\n{pool.table()}"
+    )
+    assert len(created) <= bound
+    assert degraded.get("status") == "True"
+    assert status.get("podsFailed", 0) > 0
+    assert not pool.registered(), "an exporter without its driver registered"
+    # The repair: a template whose drivers start.
+    pool.patch_set({"spec": {"template": {"spec": {"drivers": DRIVERS_OK}}}})
+    _FIXED_AT[pool.namespace] = time.monotonic()
+
+
+@pytest.mark.parametrize("recycle", ["ExitAndReplace", "InPlaceReuse"])
+def test_a_pod_that_fails_is_replaced_under_the_backoff(pool: Pool, recycle: str) -> None:
+    """The exporter process is killed (SIGKILL, as the OOM killer would): the Pod fails
+    (exit 137). A failed instance is replaced, whatever the recycle strategy (InPlaceReuse
+    reuses instances that served a lease, not ones that failed): after the pool's backoff
+    the failed Exporter goes and a new one takes its place."""
+    pool.apply(minAvailableReplicas=1, recycleStrategy=recycle)
+    pool.wait_warm(1)
+    (exporter,) = pool.exporters()
+    (pod,) = pool.running()
+    killed = time.monotonic()
+    kill_container(pod, "exporter", signal.SIGKILL)
+    failed_seen: list[Obj] = []
+
+    def back() -> Obj | None:
+        status = pool.status()
+        if status.get("podsFailed"):
+            failed_seen.append(status)
+        fresh = [p for p in pool.running() if _owner_uid(p) != _uid(exporter)]
+        return fresh[0] if fresh and pool.warm(1) else None
+
+    pool.wait("a new instance Running and the warm buffer full", back, timeout=120)
+    print(
+        f"\n{recycle}: exporter killed -> new instance's Pod Running: "
+        f"{time.monotonic() - killed:.1f} s"
+    )
+    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == _uid(pod)]
+    assert "Failed" in phases, phases
+    assert failed_seen, "status.podsFailed never counted the failed Pod"
+    assert _uid(exporter) in pool.history.deleted(pool.history.exporters)
+    assert_tidy(pool, 1)
+
+
+def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> None:
+    pool.apply(minAvailableReplicas=1)
+    pool.wait_warm(1)
+    (exporter,) = pool.exporters()
+    (pod,) = pool.pods()
+    seen: list[tuple[int, int, int, int]] = []
+    deleted = time.monotonic()
+    pool.cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", pool.namespace)
+
+    def back() -> bool:
+        status = pool.status()
+        counts = tuple(
+            status.get(k, 0) for k in ("podsPending", "podsRunning", "podsFailed", "podsUnknown")
+        )
+        if not seen or seen[-1] != counts:
+            seen.append(counts)  # type: ignore[arg-type]
+        fresh = [p for p in pool.running() if _uid(p) != _uid(pod)]
+        return bool(fresh) and pool.warm(1)
+
+    pool.wait("the instance's Pod back, Running", back, timeout=120)
+    print(
+        f"\nPod deleted -> a new Pod Running: {time.monotonic() - deleted:.1f} s;"
+        f" (pending, running, failed, unknown) passed through: {seen}"
+    )
+    (after,) = pool.exporters()
+    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == _uid(pod)]
+    assert _uid(after) == _uid(exporter), (
+        f"the instance keeps its Exporter; the deleted Pod passed through {phases}\n"
+        f"{pool.describe()}"
+    )
+    # One Pod at most at any moment: the counts never add up to more than one.
+    assert all(sum(counts) <= 1 for counts in seen), seen
+    assert seen[-1] == (0, 1, 0, 0)
+    assert_tidy(pool, 1)
+
+
+# -- node restarts, then the broken pool once fixed (nothing else after the restarts) ----
+
+
+def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
+    """The kubelet renewed its node Lease after `moment`: it is back and talking."""
+    lease = get_json(cluster, "lease", "-n", "kube-node-lease", cluster.node_name)
+    renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    return renewed > moment
+
+
+def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
+    pool: Pool, node_cluster: Any
+) -> None:
+    pool.apply(minAvailableReplicas=WARM)
+    pool.wait_warm(WARM)
+    for component in ("kubelet", "containerd"):
+        pods_before = {_uid(p) for p in pool.running()}
+        restarted, started = datetime.now(UTC), time.monotonic()
+        # Stopped as a service manager stops it (SIGTERM), then started with the same
+        # arguments and state; the containers and their shims run on meanwhile.
+        node_cluster.plane.kill(component, signal.SIGTERM)
+        node_cluster.plane.restart(component)
+        pool.wait(
+            f"the kubelet talking to the apiserver after the {component} restart",
+            lambda at=restarted: _node_lease_renewed_after(node_cluster, at),
+        )
+        pool.wait(
+            "the node Ready",
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in get_json(node_cluster, "node", node_cluster.node_name)["status"][
+                    "conditions"
+                ]
+            ),
+        )
+        pool.wait_warm(WARM, timeout=180)
+        kept = pods_before & {_uid(p) for p in pool.running()}
+        print(
+            f"\n{component} restart: warm buffer of {WARM} full again "
+            f"{time.monotonic() - started:.1f} s after the stop; Pods kept {len(kept)} of "
+            f"{len(pods_before)}\n{pool.table()}"
+        )
+        assert_tidy(pool, WARM)
+
+
+def test_the_broken_pool_once_fixed_fills_its_warm_buffer(broken_pool: Pool) -> None:
+    pool = broken_pool
+    fixed_at = _FIXED_AT.get(pool.namespace)
+    assert fixed_at is not None, "the broken pool was not fixed (see the test before)"
+    pool.wait_warm(WARM, timeout=300)
+    degraded = pool.condition("Degraded")
+    print(
+        f"\nbroken pool fixed -> warm buffer of {WARM} full: {time.monotonic() - fixed_at:.1f} s;"
+        f" Degraded={degraded.get('status')}/{degraded.get('reason')}"
+    )
+    assert degraded.get("status") == "False"
+    assert_tidy(pool, WARM)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.planner import WAITING_FOR_CREDENTIALS
 from tests.e2e.examples import (
     CROSS_OBJECT_DENIAL,
     assert_examples_applied_cleanly,
@@ -136,6 +137,11 @@ def _pool(installed: Install, namespace: str, name: str) -> dict[str, str]:
     return {e["metadata"]["name"]: e["metadata"]["uid"] for e in listed["items"]}
 
 
+def _waiting_events(installed: Install, namespace: str) -> list[dict[str, Any]]:
+    listed = installed.json("get", "events.events.k8s.io", "-n", namespace)["items"]
+    return [e for e in listed if e["reason"] == WAITING_FOR_CREDENTIALS]
+
+
 def _full(pool: dict[str, str], size: int) -> dict[str, str] | None:
     return pool if len(pool) == size else None
 
@@ -150,6 +156,8 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
         exporter_set("warm", namespace, class_name="qemu", minAvailableReplicas=2),
     )
     before = _wait("the pool's 2 Exporters", lambda: _full(_pool(installed, namespace, "warm"), 2))
+    # No Jumpstarter controller here: the pool waits for credentials, one Event says so.
+    waits = _wait("the wait's Event", lambda: _waiting_events(installed, namespace))
     pods = {p["metadata"]["name"] for p in installed.pods(RECONCILER)}
     lease = _election(installed)
     leader, duration = lease["spec"]["holderIdentity"], lease["spec"]["leaseDurationSeconds"]
@@ -171,6 +179,10 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
     installed.rollout_status(RECONCILER)
     time.sleep(2)  # a pass of the new leader
     assert _pool(installed, namespace, "warm") == before
+    # The same wait, so no second Event from the new leader (nor the old one's two passes).
+    assert [e["metadata"]["uid"] for e in _waiting_events(installed, namespace)] == [
+        e["metadata"]["uid"] for e in waits
+    ]
 
 
 def test_webhook_rollout_restart_fails_no_admission(installed: Install, namespace: str) -> None:
@@ -203,7 +215,10 @@ def test_webhook_rollout_restart_fails_no_admission(installed: Install, namespac
     finally:
         stop.set()
         loop.join()
-    print(f"webhook rollout restart: {admitted} admissions, {len(failures)} failed")
+    print(
+        f"webhook rollout restart: {admitted} admissions, {len(failures)} failed; "
+        f"probe-failure Events so far: {len(installed.events(PROBE_FAILURE))}"
+    )
     assert admitted > 0
     assert failures == []
 

@@ -27,7 +27,7 @@ from tests.e2e.examples import (
 )
 from tests.e2e.objects import exporter_set, virtual_target_class
 from tests.node.install import DEPLOYMENTS, NAMESPACE, RECONCILER, WEBHOOK, Install, install
-from tests.node.support import apply, wait_for_phase
+from tests.node.support import apply, record_figure, wait_for_phase
 from virtualtarget.node import NodeCluster
 
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
@@ -42,7 +42,7 @@ def installed(
     node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Install]:
     done = install(node_cluster, tmp_path_factory.mktemp("install"))
-    print("install: " + ", ".join(f"{k} {v:.1f} s" for k, v in done.timings.items()))
+    record_figure("install: " + ", ".join(f"{k} {v:.1f} s" for k, v in done.timings.items()))
     yield done
 
 
@@ -78,7 +78,7 @@ def test_both_deployments_are_available_with_two_replicas_and_no_probe_fails(
             assert container["restartCount"] == 0, container
     # Quiet starts: no probe failed while the four Pods started.
     failures = installed.events(PROBE_FAILURE)
-    print(f"probe-failure Events of the install: {len(failures)}")
+    record_figure(f"probe-failure Events of the install: {len(failures)}")
     assert [e["message"] for e in failures] == []
 
 
@@ -173,7 +173,9 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
         every=0.1,
     )
     handover = time.monotonic() - deleted
-    print(f"leader {leader} deleted: {standby} leads after {handover:.1f} s (lease {duration} s)")
+    record_figure(
+        f"leader {leader} deleted: {standby} leads after {handover:.1f} s (lease {duration} s)"
+    )
     assert handover <= duration
     # The new leader found the pool as it was: the same two Exporters, none added.
     installed.rollout_status(RECONCILER)
@@ -215,7 +217,7 @@ def test_webhook_rollout_restart_fails_no_admission(installed: Install, namespac
     finally:
         stop.set()
         loop.join()
-    print(
+    record_figure(
         f"webhook rollout restart: {admitted} admissions, {len(failures)} failed; "
         f"probe-failure Events so far: {len(installed.events(PROBE_FAILURE))}"
     )
@@ -315,7 +317,9 @@ def test_metrics_answer_prometheus_token_through_the_services(installed: Install
     done = wait_for_phase(installed.cluster, sa_namespace, "scrape", ("Succeeded", "Failed"))
     log = installed.kubectl("logs", "scrape", "-n", sa_namespace).stdout
     installed.kubectl("delete", "pod", "scrape", "-n", sa_namespace)  # a bare Pod stops a drain
-    print(log)
+    record_figure(
+        "metrics through the Services (with the token, without): " + "; ".join(log.splitlines())
+    )
     assert done["status"]["phase"] == "Succeeded", log
     answers = {line.split()[0]: line.split()[1:] for line in log.splitlines()}
     assert set(answers) == {t["name"] for t in targets}

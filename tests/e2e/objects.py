@@ -8,17 +8,42 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import yaml
-
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane
+from virtualtarget.controlplane import ControlPlane
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
 
 # Jumpstarter's Lease CRD is not part of this project: a minimal stand-in with the fields
-# the reconciler reads (its file says more; the README's "Try it on a real node" applies it).
-LEASE_CRD_FILE = REPO_ROOT / "tests" / "data" / "lease-crd.yaml"
-LEASE_CRD: dict[str, Any] = yaml.safe_load(LEASE_CRD_FILE.read_text())
+# the reconciler reads (spec.selector, status.exporterRef, status.ended).
+LEASE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "leases.jumpstarter.dev"},
+    "spec": {
+        "group": "jumpstarter.dev",
+        "names": {
+            "kind": "Lease",
+            "plural": "leases",
+            "singular": "lease",
+            "listKind": "LeaseList",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
 
 
 def install_lease_crd(plane: ControlPlane) -> None:

@@ -48,6 +48,7 @@ from typing import Any
 import yaml
 
 from virtualtarget.deploy_render import DEPLOY, REPO
+from virtualtarget.nodehost import unmount_under
 
 __all__ = [
     "BASE_PACKAGES",
@@ -100,22 +101,6 @@ def _require(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         raise ImageError(f"missing {', '.join(missing)}: apt-get install -y {' '.join(missing)}")
-
-
-def _mounts_under(path: Path) -> list[str]:
-    root = str(path.resolve())
-    points = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        point = line.split()[1].replace("\\040", " ")
-        if point == root or point.startswith(root + "/"):
-            points.append(point)
-    return points
-
-
-def unmount_under(path: Path) -> None:
-    """Unmount everything mounted at or below `path`, deepest first."""
-    for point in sorted(_mounts_under(path), key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 # --- the local base -------------------------------------------------------------------

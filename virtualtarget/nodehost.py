@@ -60,6 +60,7 @@ __all__ = [
     "processes_of",
     "remove_folder",
     "sweep",
+    "unmount_under",
 ]
 
 MACHINE_DIR = Path("/run/virtualtarget-node")
@@ -420,7 +421,8 @@ def _unmount(point: Path) -> None:
         _run("umount", "-l", str(point), check=False)
 
 
-def _unmount_all(folder: Path) -> None:
+def unmount_under(folder: Path) -> None:
+    """Unmount everything mounted at or below `folder`, deepest first (lazily where busy)."""
     for point in mounts_under(folder):
         _unmount(point)
 
@@ -428,7 +430,7 @@ def _unmount_all(folder: Path) -> None:
 def remove_folder(folder: Path) -> None:
     """Delete a work folder, never through a mount: whatever is mounted below it (a
     volume, a container's root) is unmounted first, and the removal refused if any is left."""
-    _unmount_all(folder)
+    unmount_under(folder)
     left = mounts_under(folder)
     if left:
         raise HostError(f"not removing {folder}: still mounted there: {', '.join(map(str, left))}")
@@ -500,7 +502,7 @@ def sweep(ledger: Ledger, network: Network = NETWORK) -> list[str]:
 
     step("processes", lambda: _stop_pids(processes_of(ledger.workdir)))
     step("cgroups", _remove_cgroups)
-    step("mounts", lambda: _unmount_all(ledger.workdir))
+    step("mounts", lambda: unmount_under(ledger.workdir))
     step("iptables", _remove_chains)
     if Path(f"/sys/class/net/{network.bridge}").exists():
         step("bridge", lambda: _run("ip", "link", "del", network.bridge))

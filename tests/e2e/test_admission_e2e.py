@@ -14,6 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.examples import (
+    CROSS_OBJECT_DENIAL,
+    assert_examples_applied_cleanly,
+    cross_object_case,
+    write_examples,
+)
 from tests.e2e.objects import exporter_set, get_json, try_apply, virtual_target_class
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane
 from virtualtarget.stack import (
@@ -68,15 +74,9 @@ def test_the_examples_folder_applies_cleanly_in_one_go(
 ) -> None:
     # `kubectl apply -f examples/` goes in file-name order: the class (00-) before the set
     # that names it, so the webhook has no missing class to warn about.
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        (tmp_path / path.name).write_text(yaml.safe_dump(_example(path, namespace)))
-    result = control_plane.kubectl("apply", "-f", str(tmp_path), check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    created = [line.split("/")[0] for line in result.stdout.splitlines()]
-    assert created.index("virtualtargetclass.virtualtarget.jumpstarter.dev") < created.index(
-        "exporterset.virtualtarget.jumpstarter.dev"
-    ), result.stdout
+    folder = write_examples(tmp_path, namespace)
+    result = control_plane.kubectl("apply", "-f", str(folder), check=False)
+    assert_examples_applied_cleanly(result)
 
 
 def test_template_labels_come_from_the_selector(
@@ -99,22 +99,11 @@ def test_template_labels_come_from_the_selector(
 def test_warm_buffer_with_wait_for_first_consumer_is_denied(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    assert (
-        try_apply(
-            control_plane,
-            virtual_target_class("lazy", namespace, bindingMode="WaitForFirstConsumer"),
-        ).returncode
-        == 0
-    )
-    result = try_apply(
-        control_plane, exporter_set("warm", namespace, class_name="lazy", minAvailableReplicas=2)
-    )
+    lazy, warm = cross_object_case(namespace)
+    assert try_apply(control_plane, lazy).returncode == 0
+    result = try_apply(control_plane, warm)
     assert result.returncode == 1
-    assert result.stderr == (
-        'The ExporterSet "warm" is invalid: spec.minAvailableReplicas: Invalid value: 2: '
-        'must be 0: VirtualTargetClass "lazy" has bindingMode WaitForFirstConsumer, '
-        "which keeps no warm instances\n"
-    )
+    assert result.stderr == CROSS_OBJECT_DENIAL
 
 
 def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(

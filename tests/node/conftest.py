@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.node.support import LOCK_WAIT_S, TIMINGS, record_timings
+from tests.node.support import FIGURES, LOCK_WAIT_S, TIMINGS, record_timings
 from virtualtarget.node import NodeCluster, running_node_cluster
 
 
@@ -27,6 +27,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if FIGURES:
+        terminalreporter.section("node tier: figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
     if not TIMINGS:
         return
     terminalreporter.section("node cluster: start and stop times")

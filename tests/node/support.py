@@ -12,11 +12,19 @@ from virtualtarget.node import NodeCluster
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0
 TIMINGS: list[tuple[str, dict[str, float]]] = []
+# What the tests measured (counts, times), one line each, printed at the end of the run.
+FIGURES: list[str] = []
 
 
 def record_timings(who: str, cluster: NodeCluster) -> None:
     """Keep a cluster's start and stop times for the summary at the end of the run."""
     TIMINGS.append((who, cluster.timings))
+
+
+def record_figure(line: str) -> None:
+    """Print a measured figure now (`-s`) and keep it for the summary at the end."""
+    print(line)
+    FIGURES.append(line)
 
 
 def busybox_pod(cluster: NodeCluster, name: str, command: str, **extra: Any) -> dict[str, Any]:

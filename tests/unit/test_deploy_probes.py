@@ -43,3 +43,13 @@ def test_a_startup_probe_gates_the_others_and_first_tries_after_the_measured_sta
         for probe in ("readinessProbe", "livenessProbe"):
             # Nothing to delay: kubelet runs neither before the startup probe passes.
             assert "initialDelaySeconds" not in container[probe], (name, probe)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_webhook_serves_on_before_it_is_told_to_stop(overlay: str) -> None:
+    """The kubelet probes readiness while a Pod terminates: the webhook keeps its port
+    open for a readiness period after the endpoint leaves the Service, so its stop is
+    quiet too (tests/node/test_install.py counts the probe failures of a restart)."""
+    (webhook,) = [c for name, c in containers(overlay) if name.startswith("virtualtarget-webhook/")]
+    sleep = webhook["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert sleep >= webhook["readinessProbe"]["periodSeconds"]

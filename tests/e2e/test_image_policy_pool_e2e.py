@@ -10,7 +10,6 @@ Once the class names an allowed image the pool grows again, from that image only
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,15 @@ from typing import Any
 import pytest
 
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
-from reconciler.keys import SET_LABEL
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from reconciler.keys import NAME_LABEL, SET_LABEL
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    playing_credentials,
+    virtual_target_class,
+    wait_for,
+)
 from tests.e2e.test_image_policy_e2e import ALLOWED, OTHER, images, overlay_image_flags
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import (
@@ -28,33 +34,34 @@ from virtualtarget.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from virtualtarget.standin import CredentialStandIn
+
+# The pool's objects, by the label each kind carries: Exporters the product's set label,
+# instance Pods Jumpstarter's (the Exporter's SET_LABEL is not copied onto its Pod).
+POOL = {"exporters": f"{SET_LABEL}=pool", "pods": f"{NAME_LABEL}=pool"}
 
 
 @pytest.fixture
 def standin(control_plane: ControlPlane, namespace: str) -> Iterator[None]:
     """Jumpstarter's credential step, played for the test's namespace."""
-    stop = threading.Event()
-    played = CredentialStandIn(control_plane.api_client(), namespace=namespace, interval=0.2)
-    thread = threading.Thread(target=played.run, args=(stop,), daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join()
+    with playing_credentials(control_plane, namespace, interval=0.2):
+        yield
+
+
+def of_pool(plane: ControlPlane, kind: str, ns: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = get_json(plane, kind, "-n", ns, "-l", POOL[kind])["items"]
+    return items
 
 
 def uids(plane: ControlPlane, kind: str, ns: str) -> dict[str, str]:
-    items = get_json(plane, kind, "-n", ns, "-l", f"{SET_LABEL}=pool")["items"]
-    return {o["metadata"]["name"]: o["metadata"]["uid"] for o in items}
+    return {o["metadata"]["name"]: o["metadata"]["uid"] for o in of_pool(plane, kind, ns)}
 
 
 def runtime_images(plane: ControlPlane, ns: str) -> dict[str, str]:
-    items = get_json(plane, "pods", "-n", ns, "-l", f"{SET_LABEL}=pool")["items"]
     return {
         p["metadata"]["name"]: next(
             c["image"] for c in p["spec"]["initContainers"] if c["name"] == "target-runtime"
         )
-        for p in items
+        for p in of_pool(plane, "pods", ns)
     }
 
 

@@ -11,6 +11,7 @@ import base64
 import json
 import secrets
 
+from reconciler.planner import generate_name
 from reconciler.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
 from reconciler.render import Credentials, instance_context, render_exporter
 from tests.e2e.objects import exporter_set, virtual_target_class
@@ -18,6 +19,8 @@ from virtualtarget.controlplane import ControlPlane
 
 # The resource KubeVirt's KVM device plugin advertises for /dev/kvm.
 KVM = "devices.kubevirt.io/kvm"
+# The Exporter's name as kube-apiserver completes its generateName (5 characters).
+EXPORTER = f"{generate_name('pool')}x7k2q"
 
 
 def rendered_pod(ns: str) -> dict[str, object]:
@@ -25,8 +28,8 @@ def rendered_pod(ns: str) -> dict[str, object]:
         "kvm", ns, scheduling={"resources": {"limits": {KVM: "1", "memory": "2Gi"}}}
     )
     pool = exporter_set("pool", ns, class_name="kvm", with_template=True)
-    exporter = render_exporter(pool, "pool-0")
-    exporter["metadata"]["uid"] = "6c1e0000-0000-4000-8000-000000000001"
+    exporter = render_exporter(pool, generate_name("pool"))
+    exporter["metadata"] |= {"name": EXPORTER, "uid": "6c1e0000-0000-4000-8000-000000000001"}
     credentials = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").decode())
     ctx = instance_context(pool, klass, exporter, DEFAULT_IMAGES, credentials)
     return QemuProvisioner().render_pod(ctx)
@@ -51,7 +54,7 @@ def test_restricted_refuses_only_the_runtime_sidecars_root(control_plane: Contro
     assert code == 1
     runtime = 'container "target-runtime"'
     assert stderr == (
-        'Error from server (Forbidden): error when creating "STDIN": pods "pool-0" is '
+        f'Error from server (Forbidden): error when creating "STDIN": pods "{EXPORTER}" is '
         'forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false '
         f"({runtime} must set securityContext.allowPrivilegeEscalation=false), unrestricted "
         f'capabilities ({runtime} must set securityContext.capabilities.drop=["ALL"]), '

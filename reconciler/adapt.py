@@ -189,6 +189,15 @@ def pod_exited(obj: Mapping[str, Any]) -> bool:
     return bool(_exporter_state(_map(obj.get("status"))))
 
 
+def _delete_requested(meta: Mapping[str, Any]) -> datetime | None:
+    """The moment a graceful delete was asked for (deletionTimestamp minus its grace)."""
+    at = _time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if at is None:
+        return None
+    return at - timedelta(seconds=grace if isinstance(grace, int) else 0)
+
+
 def pod_view(obj: Mapping[str, Any]) -> PodView:
     meta, status = _map(obj.get("metadata")), _map(obj.get("status"))
     exporter, owner_uid = pod_owner(obj)
@@ -203,6 +212,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         uid=_str(meta.get("uid")),
         deleting=bool(meta.get("deletionTimestamp")),
         created=_time(meta.get("creationTimestamp")),
+        delete_requested=_delete_requested(meta),
         exited=bool(terminated),
         exit_code=code if isinstance(code, int) else None,
         finished_at=_time(terminated.get("finishedAt")),

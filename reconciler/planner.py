@@ -26,7 +26,13 @@ Identity: an instance's Pods are those whose controller owner's uid is its Expor
 is deleted by uid (not again while it terminates) and a new Pod waits for the name.
 
 Recycling: ExitAndReplace removes an instance once it has served a lease and is no
-longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. An instance that
+longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. A Pod deleted
+while its exporter ran (by hand, an eviction) did not finish: a deleting Pod counts as
+finished or failed only if its exporter ended before the deletion was asked for
+(deletionTimestamp - deletionGracePeriodSeconds, read from the Pod, so a restart agrees;
+the pool deletes only Pods that finished, or those of an instance it removes). The
+instance keeps its Exporter, is not available meanwhile, and gets a new Pod once the old
+one is gone. An instance that
 failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the
 exporter exited non-zero) is replaced under the pool's backoff whatever the strategy:
 the newest stays until its delay is over, then one probe replaces it. reclaimPolicy
@@ -85,6 +91,7 @@ from reconciler.buckets import (
     is_leased,
     is_ready,
     pods_finished,
+    pods_going,
     served_lease,
 )
 from reconciler.keys import SET_LABEL
@@ -315,6 +322,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
                     actions.extend(
                         DeletePod(pod.name, "finished; a new Pod follows", pod.uid) for pod in live
                     )
+                elif pods_going(own):
+                    waits.append(Wait(f"the Pod {own[0].name} is being deleted; a new one follows"))
                 else:
                     keep_current.append(exporter.name)
         if awaiting:
@@ -503,7 +512,9 @@ def _counters(
     phases: dict[str, int] = defaultdict(int)
     for pod in obs.pods:
         owner = by_identity.get(pod.owner)
-        if pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
+        if pod.going and pod.phase == "Failed":
+            phases["Unknown"] += 1  # ended because it was deleted: it did not fail
+        elif pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
             phases["Failed"] += 1
         elif pod.phase == "Running" and pod.exited:
             phases["Unknown"] += 1  # the exporter exited; the sidecar is stopping

@@ -54,6 +54,7 @@ from reconciler.events import build_event
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.keys import (
     BACKOFF_STEP,
+    REVISION,
     FENCED_AT,
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
@@ -112,10 +113,13 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(prefix, why, step):
+            case CreateExporter(prefix, why, step, revision):
                 rendered = render_exporter(self.exporter_set, prefix)
+                annotations = rendered["metadata"].setdefault("annotations", {})
                 if step:
-                    rendered["metadata"].setdefault("annotations", {})[BACKOFF_STEP] = str(step)
+                    annotations[BACKOFF_STEP] = str(step)
+                if revision:
+                    annotations[REVISION] = revision
                 created = self._create_generated(rendered)
                 name = str(created["metadata"]["name"])
                 self.expectations.expect(self._key, EXPORTER, name)

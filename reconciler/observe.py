@@ -73,6 +73,7 @@ class ExporterView:
     uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
     registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
+    revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
 
     @property
     def identity(self) -> str:
@@ -150,6 +151,7 @@ class PoolView:
     selector: Mapping[str, Any] | None = None
     surplus_since: datetime | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
+    revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +161,7 @@ class ClassView:
     name: str
     binding_mode: str
     reclaim_policy: str
+    revision: str = ""  # of the class's spec (`adapt.revision`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,11 +54,11 @@ from reconciler.events import build_event
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.keys import (
     BACKOFF_STEP,
-    REVISION,
     FENCED_AT,
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
     RETAINED_FROM,
+    REVISION,
     SERVED_LEASE,
     SET_LABEL,
     SURPLUS_SINCE,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 __all__ = [
     "BACKOFF_STEP",
-    "REVISION",
     "FENCED_AT",
     "GROUP",
     "JUMPSTARTER_SET_GROUP",
     "LEGACY_SURPLUS_SINCE",
     "NAME_LABEL",
     "RETAINED_FROM",
+    "REVISION",
     "SERVED_LEASE",
     "SET_LABEL",
     "SURPLUS_SINCE",

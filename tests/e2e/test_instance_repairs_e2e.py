@@ -58,6 +58,7 @@ def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(
         lambda: [p for p in pods_of(plane, ns, uid) if p["metadata"]["uid"] != pod_uid],
     )
     print(f"\nPod deleted by hand -> a new Pod of {name}: {time.monotonic() - deleted:.1f} s")
+    assert new["metadata"]["ownerReferences"][0]["uid"] == uid
     (after,) = instances(plane, ns)
     assert after["metadata"]["uid"] == uid
     text = log.read_text()

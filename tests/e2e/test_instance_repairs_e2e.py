@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.storm import CreationCounter, FailingKubelet, SecretCollector
 from reconciler.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
 from tests.e2e.objects import get_json, wait_for
 from tests.e2e.test_replacement_e2e import (
     HOLD,
     condition,
     end_pod,
+    failing_pool,
     instances,
-    make_pool,
+    one_instance,
     patch,
     pods_of,
     register,
@@ -34,11 +34,7 @@ def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane = control_plane
-    make_pool(plane, ns, minReplicas=1, maxReplicas=2, minAvailableReplicas=1)
-    log = reconcile()
-    (first,) = wait_for("one instance", lambda: instances(plane, ns))
-    name, uid = first["metadata"]["name"], first["metadata"]["uid"]
-    (old,) = wait_for("its Pod", lambda: pods_of(plane, ns, uid))
+    log, name, uid, old = one_instance(plane, ns, reconcile, maxReplicas=2)
     pod, pod_uid = old["metadata"]["name"], old["metadata"]["uid"]
     register(plane, ns, name)
     wait_for("available", lambda: condition(plane, ns, "Available").get("status") == "True")
@@ -69,11 +65,7 @@ def test_an_instance_pod_of_an_earlier_version_gets_the_label_the_pool_selects_b
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane = control_plane
-    make_pool(plane, ns, minReplicas=1, maxReplicas=1, minAvailableReplicas=1)
-    log = reconcile()
-    (first,) = wait_for("one instance", lambda: instances(plane, ns))
-    uid = first["metadata"]["uid"]
-    (pod,) = wait_for("its Pod", lambda: pods_of(plane, ns, uid))
+    log, _, uid, pod = one_instance(plane, ns, reconcile)
     name, pod_uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     # As an earlier version labelled it: only the set label, none the Pod cache selects by.
     plane.kubectl("label", "pod", name, "-n", ns, f"{NAME_LABEL}-", f"{SET_LABEL}=pool")
@@ -99,12 +91,8 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
 ) -> None:
     plane = control_plane
     stop = threading.Event()
-    kubelet, counter = FailingKubelet(plane, ns), CreationCounter(plane, ns)
-    kubelet.start(stop)
-    counter.start(stop)
-    SecretCollector(plane, ns).start(stop)
+    kubelet, counter = failing_pool(plane, ns, stop)
     try:
-        make_pool(plane, ns, minReplicas=2, maxReplicas=2, minAvailableReplicas=2)
         log = reconcile()
 
         def stepped() -> bool:

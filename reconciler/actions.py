@@ -41,11 +41,13 @@ class CreateExporter:
     prefix: the apiserver completes it, so no name is ever reused). Its config Secret and
     Pod follow
     once Jumpstarter's controller has issued its credentials (`CreatePod`). `step` is the
-    pool's failures in a row (BACKOFF_STEP), 0 when healthy."""
+    pool's failures in a row (BACKOFF_STEP), 0 when healthy; `revision` that of the spec
+    and class it is rendered from (REVISION)."""
 
     name: str
     why: str = field(default="", compare=False)
     step: int = 0
+    revision: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

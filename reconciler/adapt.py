@@ -11,6 +11,8 @@ fields read: `spec.selector` (a label selector matched against exporter labels),
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +24,7 @@ from reconciler.keys import (
     BACKOFF_STEP,
     FENCED_AT,
     LEGACY_SURPLUS_SINCE,
+    REVISION,
     SERVED_LEASE,
     SURPLUS_SINCE,
 )
@@ -73,6 +76,21 @@ def controller_of(obj: Mapping[str, Any]) -> str:
     return ""
 
 
+# Spec fields of a set that scale the pool and shape nothing an instance is rendered from:
+# editing them is no repair, so they leave the revision (and the backoff) as it is.
+_SCALING = frozenset(
+    {"minReplicas", "maxReplicas", "minAvailableReplicas", "scaleDownCooldown", "recycleStrategy"}
+)
+
+
+def revision(spec: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> str:
+    """A short digest of a spec (its `skip` fields left out): equal specs, equal digests,
+    whichever process computes them."""
+    kept = {k: v for k, v in spec.items() if k not in skip}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]:
     """The set as the planner sees it, and a (reason, message) problem if its spec is unusable."""
     meta, spec = _map(obj.get("metadata")), _map(obj.get("spec"))
@@ -102,6 +120,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         surplus_since=_time(annotations.get(SURPLUS_SINCE))
         or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         status=_map(obj.get("status")),
+        revision=revision(spec, _SCALING),
     )
     return view, problem
 
@@ -112,6 +131,7 @@ def class_view(obj: Mapping[str, Any]) -> ClassView:
         name=_str(_map(obj.get("metadata")).get("name")),
         binding_mode=str(spec["bindingMode"]),
         reclaim_policy=str(spec["reclaimPolicy"]),
+        revision=revision(_map(obj.get("spec"))),
     )
 
 
@@ -163,6 +183,7 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         uid=_str(meta.get("uid")),
         registered_at=_time(_condition(status, "Registered").get("lastTransitionTime")),
         backoff_step=_step(annotations),
+        revision=_str(annotations.get(REVISION)),
     )
 
 
@@ -189,6 +210,15 @@ def pod_exited(obj: Mapping[str, Any]) -> bool:
     return bool(_exporter_state(_map(obj.get("status"))))
 
 
+def _delete_requested(meta: Mapping[str, Any]) -> datetime | None:
+    """The moment a graceful delete was asked for (deletionTimestamp minus its grace)."""
+    at = _time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if at is None:
+        return None
+    return at - timedelta(seconds=grace if isinstance(grace, int) else 0)
+
+
 def pod_view(obj: Mapping[str, Any]) -> PodView:
     meta, status = _map(obj.get("metadata")), _map(obj.get("status"))
     exporter, owner_uid = pod_owner(obj)
@@ -203,6 +233,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         uid=_str(meta.get("uid")),
         deleting=bool(meta.get("deletionTimestamp")),
         created=_time(meta.get("creationTimestamp")),
+        delete_requested=_delete_requested(meta),
         exited=bool(terminated),
         exit_code=code if isinstance(code, int) else None,
         finished_at=_time(terminated.get("finishedAt")),

@@ -16,7 +16,7 @@ Rules, first match wins:
 - available: Registered and Online conditions True and `exporterStatus` in
   {"", Unspecified, Available}: the lease controller's own eligibility test, and its Pods
   have not all ended (an exporter that exited serves nothing, whatever its conditions
-  still say);
+  still say) nor are all going;
 - provisioning: anything else that is enabled (Pod pending, not registered, offline).
 
 Busy, decided from `schemas/exporter.txt`:
@@ -37,6 +37,10 @@ Busy, decided from `schemas/exporter.txt`:
   controller assigns again after a failed afterLease hook, and erring towards busy only
   costs an extra instance, whereas erring towards available would fence or hand out an
   instance whose cleanup did not run.
+
+A Pod being deleted counts as finished (or failed) only if its exporter ended before the
+deletion was asked for (`PodView.done`); one deleted while it ran is `going`: it makes
+its instance neither finished nor failed, only not available, until a new Pod runs.
 
 Busy is tested before the finished-Pod rule: an instance whose Pod died while leased or
 owing a hook is never removed by the pool; the lease controller settles it first.
@@ -63,6 +67,7 @@ __all__ = [
     "owes_after_lease",
     "pods_failed",
     "pods_finished",
+    "pods_going",
     "served_lease",
 ]
 
@@ -118,6 +123,11 @@ def pods_finished(pods: tuple[PodView, ...]) -> bool:
     return bool(pods) and all(pod.done for pod in pods)
 
 
+def pods_going(pods: tuple[PodView, ...]) -> bool:
+    """Every Pod of the instance is being deleted without having finished first."""
+    return bool(pods) and all(pod.going for pod in pods)
+
+
 def pods_failed(exporter: ExporterView, pods: tuple[PodView, ...]) -> bool:
     return pods_finished(pods) and any(failed(exporter, pod) for pod in pods)
 
@@ -148,7 +158,7 @@ def classify(
         return Bucket.BUSY
     if release_served and served_lease(exporter):
         return Bucket.RELEASED
-    serving = is_ready(exporter) and not pods_finished(pods)
+    serving = is_ready(exporter) and not pods_finished(pods) and not pods_going(pods)
     if serving and exporter.exporter_status in AVAILABLE_STATUSES:
         return Bucket.AVAILABLE
     return Bucket.PROVISIONING

@@ -58,6 +58,7 @@ from reconciler.keys import (
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
     RETAINED_FROM,
+    REVISION,
     SERVED_LEASE,
     SET_LABEL,
     SURPLUS_SINCE,
@@ -112,10 +113,13 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(prefix, why, step):
+            case CreateExporter(prefix, why, step, revision):
                 rendered = render_exporter(self.exporter_set, prefix)
+                annotations = rendered["metadata"].setdefault("annotations", {})
                 if step:
-                    rendered["metadata"].setdefault("annotations", {})[BACKOFF_STEP] = str(step)
+                    annotations[BACKOFF_STEP] = str(step)
+                if revision:
+                    annotations[REVISION] = revision
                 created = self._create_generated(rendered)
                 name = str(created["metadata"]["name"])
                 self.expectations.expect(self._key, EXPORTER, name)
@@ -257,7 +261,30 @@ class Executor:
                 controller_of(found or {}) or "none",
                 bool(meta.get("deletionTimestamp")),
             )
+            if found is not None and not meta.get("deletionTimestamp"):
+                found = self._adopt_labels(resource, found, body)
             return found
+
+    def _adopt_labels(self, resource: Any, found: Obj, body: Obj) -> Obj:
+        """An object of the same controller that lacks labels the rendered one carries
+        (made by an earlier version of this product, whose instance Pods carried only
+        SET_LABEL): add them, so the caches that select by NAME_LABEL see it. Without
+        that, the pool never saw the Pod and asked for it again at every pass."""
+        if not controller_of(found) or controller_of(found) != controller_of(body):
+            return found
+        have = (found.get("metadata") or {}).get("labels") or {}
+        wanted = (body.get("metadata") or {}).get("labels") or {}
+        missing = {k: v for k, v in wanted.items() if k not in have}
+        if not missing:
+            return found
+        name = body["metadata"]["name"]
+        patch: Obj = {"metadata": {"labels": missing}}
+        patched: Obj = self._write(lambda: self.kube.patch(resource, self.namespace, name, patch))
+        log.info(
+            "%s/%s: %s %s: added the labels %s it lacked",
+            self.namespace, self._name, resource.kind, name, ", ".join(sorted(missing)),
+        )  # fmt: skip
+        return patched
 
     def _context(self, exporter: Obj) -> InstanceContext | None:
         """The instance's rendering inputs, or None while it cannot be rendered."""

@@ -16,6 +16,7 @@ __all__ = [
     "LEGACY_SURPLUS_SINCE",
     "NAME_LABEL",
     "RETAINED_FROM",
+    "REVISION",
     "SERVED_LEASE",
     "SET_LABEL",
     "SURPLUS_SINCE",
@@ -52,3 +53,7 @@ RETAINED_FROM = f"{GROUP}/retained-from"
 # was created (0 for a healthy pool). The pool's backoff is read back from it after a
 # restart (`reconciler.backoff`).
 BACKOFF_STEP = f"{GROUP}/backoff-step"
+# On an Exporter: the revision of the set's spec and class it was rendered from
+# (`reconciler.adapt.revision`). A failure of an earlier revision is no reason to wait:
+# the backoff counts only failures of the current one, so a fixed pool fills at once.
+REVISION = f"{GROUP}/revision"

@@ -73,6 +73,7 @@ class ExporterView:
     uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
     registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
+    revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
 
     @property
     def identity(self) -> str:
@@ -92,6 +93,9 @@ class PodView:
     uid: str = ""
     deleting: bool = False  # metadata.deletionTimestamp set
     created: datetime | None = None
+    # When the deletion was asked for: deletionTimestamp - deletionGracePeriodSeconds (the
+    # apiserver keeps that difference when a later delete shortens the grace period).
+    delete_requested: datetime | None = None
     # The exporter container (`jmp run`): exited, with its code, message and end time.
     exited: bool = False
     exit_code: int | None = None
@@ -105,8 +109,20 @@ class PodView:
 
     @property
     def done(self) -> bool:
-        """Finished, or its exporter has exited (the sidecar may still be stopping)."""
-        return self.phase in ("Succeeded", "Failed") or self.exited
+        """Finished, or its exporter has exited (the sidecar may still be stopping). A Pod
+        being deleted counts only if its exporter ended before the deletion was asked
+        for: one deleted while it ran (by hand, an eviction, a drain) ends because of the
+        deletion, and is `going`, not finished."""
+        ended = self.phase in ("Succeeded", "Failed") or self.exited
+        if not ended or not self.deleting:
+            return ended
+        at, asked = self.finished_at, self.delete_requested
+        return at is not None and asked is not None and at < asked
+
+    @property
+    def going(self) -> bool:
+        """Being deleted, and not finished before that: its instance waits for a new Pod."""
+        return self.deleting and not self.done
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +151,7 @@ class PoolView:
     selector: Mapping[str, Any] | None = None
     surplus_since: datetime | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
+    revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +161,7 @@ class ClassView:
     name: str
     binding_mode: str
     reclaim_policy: str
+    revision: str = ""  # of the class's spec (`adapt.revision`)
 
 
 @dataclass(frozen=True, slots=True)

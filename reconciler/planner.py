@@ -26,10 +26,20 @@ Identity: an instance's Pods are those whose controller owner's uid is its Expor
 is deleted by uid (not again while it terminates) and a new Pod waits for the name.
 
 Recycling: ExitAndReplace removes an instance once it has served a lease and is no
-longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. An instance that
+longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. A Pod deleted
+while its exporter ran (by hand, an eviction) did not finish: a deleting Pod counts as
+finished or failed only if its exporter ended before the deletion was asked for
+(deletionTimestamp - deletionGracePeriodSeconds, read from the Pod, so a restart agrees;
+the pool deletes only Pods that finished, or those of an instance it removes). The
+instance keeps its Exporter, is not available meanwhile, and gets a new Pod once the old
+one is gone. An instance that
 failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the
 exporter exited non-zero) is replaced under the pool's backoff whatever the strategy:
-the newest stays until its delay is over, then one probe replaces it. reclaimPolicy
+the newest stays until its delay is over, then one probe replaces it. Only failures of
+instances rendered from the current revision (`REVISION`: a digest of the set's spec
+without its scaling fields, and of the class's spec) count: after a change of template,
+images, parameters or class the failed instances go at once and the pool fills without
+waiting out a delay (a probe of an earlier revision holds nothing back). reclaimPolicy
 Retain overrides both: a released instance is fenced and detached from the set, so it
 stays for debugging outside the pool's count. A missing class, a class of another
 provisioner or invalid merged parameters (`Observation.problem`) stop scaling: no
@@ -85,6 +95,7 @@ from reconciler.buckets import (
     is_leased,
     is_ready,
     pods_finished,
+    pods_going,
     served_lease,
 )
 from reconciler.keys import SET_LABEL
@@ -210,12 +221,18 @@ def plan(obs: Observation, now: datetime) -> Plan:
     expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}
     count[Bucket.PROVISIONING] += len(expected)
-    failures = [(e, max(pods_of[e.identity], key=_ended)) for e in members[Bucket.FAILED]]
+    # Only failures of what the pool renders now count: a changed spec or class is a new
+    # attempt, not the next failure, so a fix is tried at once and in full.
+    revision = f"{pool.revision}.{klass.revision}" if klass is not None else pool.revision
+    current = [e for e in members[Bucket.FAILED] if e.revision in ("", revision)]
+    failures = [(e, max(pods_of[e.identity], key=_ended)) for e in current]
     backoff = pool_backoff(failures)
     probing = [
         e
         for e in members[Bucket.PROVISIONING]
-        if step_of(e) > 0 and not pods_finished(tuple(pods_of.get(e.identity, ())))
+        if step_of(e) > 0
+        and e.revision in ("", revision)
+        and not pods_finished(tuple(pods_of.get(e.identity, ())))
     ]
 
     labels = instance_labels(pool.name, pool.template_labels)
@@ -280,8 +297,11 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 else:
                     waits.append(Wait(backoff.message(), leave, backoff.retry_at))
                     requeue = _sooner(requeue, backoff.retry_at - now)
-            else:
+            elif exporter in current:
                 actions.append(remove(exporter, exporter.enabled, "an earlier failure"))
+            else:
+                why = "failed before the spec or class changed: no reason to wait"
+                actions.append(remove(exporter, exporter.enabled, why))
         leaving = "reclaimPolicy Retain keeps it" if retain else "ExitAndReplace replaces it"
         for exporter in members[Bucket.RELEASED]:
             why = f"served lease {served_lease(exporter)}; {leaving}"
@@ -315,6 +335,8 @@ def plan(obs: Observation, now: datetime) -> Plan:
                     actions.extend(
                         DeletePod(pod.name, "finished; a new Pod follows", pod.uid) for pod in live
                     )
+                elif pods_going(own):
+                    waits.append(Wait(f"the Pod {own[0].name} is being deleted; a new one follows"))
                 else:
                     keep_current.append(exporter.name)
         if awaiting:
@@ -347,7 +369,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 why += f"; probe after {step} failure(s) in a row"
             # First in the plan: a replacement's boot is what a lease may be waiting for,
             # and every other step of the pass (served marks, Pods, status) can follow it.
-            new = [CreateExporter(generate_name(pool.name), why, step)] * creates
+            new = [CreateExporter(generate_name(pool.name), why, step, revision)] * creates
             actions[:0] = new
             scale_note = (SCALING_UP, f"creating {creates} instance(s) towards {desired}")
 
@@ -503,7 +525,9 @@ def _counters(
     phases: dict[str, int] = defaultdict(int)
     for pod in obs.pods:
         owner = by_identity.get(pod.owner)
-        if pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
+        if pod.going and pod.phase == "Failed":
+            phases["Unknown"] += 1  # ended because it was deleted: it did not fail
+        elif pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
             phases["Failed"] += 1
         elif pod.phase == "Running" and pod.exited:
             phases["Unknown"] += 1  # the exporter exited; the sidecar is stopping

@@ -169,7 +169,14 @@ class QemuProvisioner:
             # Degraded condition quotes.
             readinessProbe={
                 "exec": {"command": readiness_command()},
-                "periodSeconds": 10,
+                # The first check runs once the container starts, and a new instance
+                # counts as warm only from its first success: the period is what a
+                # warm buffer waits on top of `jmp run`'s start (10 s doubled a pool's
+                # fill time on a node). A check is one short python3 reading /proc
+                # (tens of ms of CPU), so every 2 s costs ~1-2% of a core per instance.
+                "periodSeconds": 2,
+                # Generous beside the period: a python3 start on a loaded node can take
+                # seconds, and a slow check must not read as a dead exporter.
                 "timeoutSeconds": 5,
             },
             terminationMessagePolicy="FallbackToLogsOnError",

@@ -85,15 +85,23 @@ def condition(plane: ControlPlane, ns: str, kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
 
 
+def one_instance(
+    plane: ControlPlane, ns: str, reconcile: Callable[[], Path], **spec: Any
+) -> tuple[Path, str, str, dict[str, Any]]:
+    """A pool of one instance, reconciled: the log, the Exporter's name and uid, its Pod."""
+    make_pool(plane, ns, **{"minReplicas": 1, "maxReplicas": 1, "minAvailableReplicas": 1, **spec})
+    log = reconcile()
+    (first,) = wait_for("one instance", lambda: instances(plane, ns))
+    name, uid = first["metadata"]["name"], first["metadata"]["uid"]
+    (pod,) = wait_for("its Pod", lambda: pods_of(plane, ns, uid))
+    return log, name, uid, pod
+
+
 def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane = control_plane
-    make_pool(plane, ns, minReplicas=1, maxReplicas=1, minAvailableReplicas=1)
-    log = reconcile()
-    (first,) = wait_for("one instance", lambda: instances(plane, ns))
-    name, uid = first["metadata"]["name"], first["metadata"]["uid"]
-    (old_pod,) = wait_for("its Pod", lambda: pods_of(plane, ns, uid))
+    log, name, uid, old_pod = one_instance(plane, ns, reconcile)
     pod = old_pod["metadata"]["name"]
     patch(plane, ns, "pod", pod, {"metadata": {"finalizers": [HOLD]}})  # stays Terminating
     register(plane, ns, name)
@@ -132,17 +140,26 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     assert new_pod["metadata"]["ownerReferences"][0]["uid"] == new_uid
 
 
+def failing_pool(
+    plane: ControlPlane, ns: str, stop: threading.Event
+) -> tuple[FailingKubelet, CreationCounter]:
+    """A pool of two slots whose every Pod fails (until `kubelet.failing` is cleared), its
+    creations counted and the garbage collector's part for Secrets played, until `stop`."""
+    kubelet, counter = FailingKubelet(plane, ns), CreationCounter(plane, ns)
+    kubelet.start(stop)
+    counter.start(stop)
+    SecretCollector(plane, ns).start(stop)
+    make_pool(plane, ns, minReplicas=2, maxReplicas=2, minAvailableReplicas=2)
+    return kubelet, counter
+
+
 def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane, window = control_plane, 30.0
     stop = threading.Event()
-    kubelet, counter = FailingKubelet(plane, ns), CreationCounter(plane, ns)
-    kubelet.start(stop)
-    counter.start(stop)
-    SecretCollector(plane, ns).start(stop)
+    kubelet, counter = failing_pool(plane, ns, stop)
     try:
-        make_pool(plane, ns, minReplicas=2, maxReplicas=2, minAvailableReplicas=2)
         started = time.monotonic()
         log = reconcile()
         most_failed = 0  # podsFailed counts the failed Pods present (the backoff's record)

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from reconciler.keys import SURPLUS_SINCE
+from reconciler.surplus import lease_name
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.standin import CredentialStandIn
 
@@ -128,6 +130,25 @@ def apply(
 
 def get_json(plane: ControlPlane, *args: str) -> Any:
     return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
+
+
+def surplus_memory(plane: ControlPlane, namespace: str, set_name: str) -> str | None:
+    """What a namespaced install remembers of a set's surplus: the moment its Lease
+    `surplus-since.<set>` holds, "" when it holds none, None when there is no such Lease."""
+    found = plane.kubectl(
+        "get",
+        "leases.coordination.k8s.io",
+        lease_name(set_name),
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        check=False,
+    )
+    if found.returncode != 0:
+        return None
+    annotations = json.loads(found.stdout)["metadata"].get("annotations") or {}
+    return str(annotations.get(SURPLUS_SINCE) or "")
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
-from reconciler.keys import SURPLUS_SINCE
+from reconciler.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.surplus import lease_name
 from tests.e2e.objects import (
     apply,
@@ -36,6 +36,7 @@ from tests.e2e.objects import (
     get_json,
     install_lease_crd,
     patch_spec,
+    surplus_memory,
     try_apply,
     virtual_target_class,
     wait_for,
@@ -223,21 +224,13 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
         wait_for("the surplus removed", lambda: len(_names(plane, "exporters", ns)) == 1)
         memory = get_json(plane, "leases.coordination.k8s.io", lease_name("pool"), "-n", ns)
         assert memory["metadata"]["ownerReferences"][0]["name"] == "pool"
-        wait_for(
-            "the surplus forgotten",
-            lambda: SURPLUS_SINCE
-            not in (
-                get_json(plane, "leases.coordination.k8s.io", lease_name("pool"), "-n", ns)[
-                    "metadata"
-                ].get("annotations")
-                or {}
-            ),
-        )
+        wait_for("the surplus forgotten", lambda: surplus_memory(plane, ns, "pool") == "")
         # The pool in another namespace: nothing created, no status written.
         assert _names(plane, "exporters", other) == []
         assert "status" not in get_json(plane, "exporterset", "pool", "-n", other)
         events = get_json(plane, "events", "-n", ns)["items"]
-        assert {"InstanceCreated", "InstanceRemoved"} <= {e["reason"] for e in events}
+        # Jumpstarter's reasons for the same events: an Exporter created, a surplus removed.
+        assert {SCALE_UP, SCALE_DOWN} <= {e["reason"] for e in events}
         log = controller.log_tail(400)
     finally:
         stop.set()

@@ -31,6 +31,7 @@ import pytest
 from api.access import CLUSTER, NAMESPACED
 from reconciler.access import ACCESS
 from reconciler.jumpstarter import config_secret_name
+from reconciler.keys import SET_LABEL
 from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
@@ -106,6 +107,12 @@ def _pool(plane: ControlPlane, namespace: str, name: str) -> None:
             name, namespace, class_name=name, with_template=True, minReplicas=1, maxReplicas=2
         ),
     )
+
+
+def _instance(plane: ControlPlane, namespace: str, set_name: str) -> str:
+    """The name of the set's one Exporter ("" while there is none): names are generated."""
+    items = get_json(plane, "exporters", "-n", namespace, "-l", f"{SET_LABEL}={set_name}")["items"]
+    return str(items[0]["metadata"]["name"]) if len(items) == 1 else ""
 
 
 def _config_version(plane: ControlPlane, namespace: str, exporter: str) -> str:
@@ -193,21 +200,23 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
 
             def filled() -> bool:
                 reconciler.check_alive()
-                return all(
-                    _config_version(plane, ns, f"{name}-0")
-                    and plane.kubectl("get", "pod", f"{name}-0", "-n", ns, check=False).returncode
-                    == 0
-                    for ns in pools
-                )
+                for ns in pools:
+                    exporter = _instance(plane, ns, name)
+                    if not exporter or not _config_version(plane, ns, exporter):
+                        return False
+                    if plane.kubectl("get", "pod", exporter, "-n", ns, check=False).returncode:
+                        return False
+                return True
 
             wait_for(f"the pools in scope ({scope}) filled", filled, timeout=90)
             namespace = pools[0]
-            before = _config_version(plane, namespace, f"{name}-0")
+            instance = _instance(plane, namespace, name)
+            before = _config_version(plane, namespace, instance)
             started = time.monotonic()
-            standin.rotate(namespace, f"{name}-0")
+            standin.rotate(namespace, instance)
             wait_for(
                 "the rotated token in the config Secret",
-                lambda: _config_version(plane, namespace, f"{name}-0") != before,
+                lambda: _config_version(plane, namespace, instance) != before,
                 timeout=60,
             )
             took = time.monotonic() - started

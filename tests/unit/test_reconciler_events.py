@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from reconciler.events import REPORTING_CONTROLLER, build_event
+from reconciler.reasons import SCALE_UP
 
 SET = {
     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
@@ -21,7 +22,7 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC)
 
 def test_event_regards_the_set_and_relates_the_instance() -> None:
     event = build_event(
-        SET, reason="InstanceCreated", action="Create", note="created", now=NOW, related=EXPORTER
+        SET, reason=SCALE_UP, action="Create", note="created", now=NOW, related=EXPORTER
     )
     assert event["apiVersion"] == "v1"  # core Events: what Jumpstarter's operator's Role grants
     assert event["metadata"] == {"generateName": "pool-", "namespace": "ns"}
@@ -33,7 +34,7 @@ def test_event_regards_the_set_and_relates_the_instance() -> None:
     assert event["related"]["name"] == "pool-0"
     assert (event["type"], event["reason"], event["action"]) == (
         "Normal",
-        "InstanceCreated",
+        SCALE_UP,
         "Create",
     )
 

@@ -45,3 +45,12 @@ def layer_members(archive: Path) -> Iterator[tuple[str, tarfile.TarInfo, tarfile
             with tarfile.open(fileobj=reader) as layer:
                 for entry in layer:
                     yield name, entry, layer
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first image test's setup builds the debootstrap base and the image on a fresh
+    clone (about 5 minutes on 2 cores), past the suite's default 300 s per test."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(900))

@@ -37,6 +37,10 @@ from tests.node.pool_support import (
     running_pool,
 )
 
+# The first test's setup builds the two instance images on a fresh clone (about 3 minutes
+# on 2 cores) and starts the cluster, past the suite's default 300 s per test.
+pytestmark = pytest.mark.timeout(900)
+
 Obj = dict[str, Any]
 DRIVER_NAMES = ["power", "serial", "tcp"]
 

@@ -100,7 +100,8 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
                        for e in instances(plane, ns))  # fmt: skip
 
         wait_for("a probe after two failures in a row", stepped, timeout=120)
-        before = {e["metadata"]["uid"] for e in instances(plane, ns)}
+        # The failing revision: a probe of it may still be created while the patch goes in.
+        failing = {e["metadata"].get("annotations", {}).get(REVISION) for e in instances(plane, ns)}
         # The repair: a template whose drivers start (the set's spec changes).
         kubelet.failing.clear()
         drivers = [{"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"}]
@@ -110,7 +111,11 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
         fixed, created = time.monotonic(), counter.since(0)
 
         def fresh() -> list[dict[str, object]]:
-            return [e for e in instances(plane, ns) if e["metadata"]["uid"] not in before]
+            return [
+                e
+                for e in instances(plane, ns)
+                if e["metadata"].get("annotations", {}).get(REVISION) not in failing
+            ]
 
         # Both slots at once, as a healthy pool's: no probe, no wait for a delay.
         new = wait_for("the pool filled afresh", lambda: len(fresh()) == 2 and fresh())

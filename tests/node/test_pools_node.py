@@ -220,8 +220,11 @@ def _play_lease(pool: Pool, exporter: str, lease: str) -> None:
 
 
 def _release(pool: Pool, exporter: str) -> float:
+    """Release the lease; the moment is taken before the write is sent, since the
+    reconciler may create the replacement before kubectl has exited."""
+    released = time.monotonic()
     pool.patch_exporter_status(exporter, {"leaseRef": None})
-    return time.monotonic()
+    return released
 
 
 def test_exit_and_replace_with_real_termination(pool: Pool) -> None:

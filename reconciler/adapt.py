@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "pod_exited",
     "pod_owner",
     "pod_view",
+    "pod_view_after",
     "pool_view",
 ]
 
@@ -217,6 +219,22 @@ def _delete_requested(meta: Mapping[str, Any]) -> datetime | None:
     if at is None:
         return None
     return at - timedelta(seconds=grace if isinstance(grace, int) else 0)
+
+
+def pod_view_after(previous: PodView | None, current: PodView) -> PodView:
+    """The view of a Pod's new event, keeping the earliest deletion request seen.
+
+    A later delete with a shorter grace period moves deletionTimestamp - grace forward:
+    kube-apiserver (k8s.io/apiserver registry/rest BeforeDelete) never lets the new
+    deletionTimestamp fall before now, so the kubelet's final grace-0 delete, sent once
+    the containers have stopped, makes every Pod deleted while it ran look as if it had
+    finished first. The moment the deletion was first asked for is what tells the two
+    apart, so it stays."""
+    first = previous.delete_requested if previous and previous.uid == current.uid else None
+    now = current.delete_requested
+    if first is None or (now is not None and now <= first):
+        return current
+    return replace(current, delete_requested=first)
 
 
 def pod_view(obj: Mapping[str, Any]) -> PodView:

@@ -34,6 +34,8 @@ Handler = Callable[[str, Obj, Obj | None], None]
 IndexFn = Callable[[Obj], Iterable[Any]]
 Transform = Callable[[Obj], Obj]
 Derive = Callable[[Obj], Any]
+# (what was derived from the previous event of the object, what this one derives) -> kept
+Carry = Callable[[Any, Any], Any]
 
 
 class Cache(Protocol):
@@ -103,13 +105,17 @@ class Informer:
         missing_retry: float = 2.0,
         transform: Transform | None = None,
         derive: Derive | None = None,
+        carry: Carry | None = None,
     ) -> None:
         """`transform` trims what is stored; `derive` computes, once per event, a value
         kept beside each object (the planner's view), so a pass does not recompute it.
         A resource that is not served (a CRD installed later, Jumpstarter's Lease) is
         listed again after 0.5 s, doubling up to `missing_retry`: it is seen within
         seconds of appearing, at the cost of one cheap 404 every few seconds until then.
-        `namespaces` lists and watches each of those namespaces (instead of `namespace`)."""
+        `namespaces` lists and watches each of those namespaces (instead of `namespace`).
+        `carry` keeps what an earlier event showed and a later one no longer does: it gets
+        the value derived from the object's previous event (None for a new object) and
+        this event's, and returns the one to keep."""
         self.kube, self.resource = kube, resource
         # What each list-and-watch loop covers: None is every namespace.
         self.streams: tuple[str | None, ...] = (
@@ -126,7 +132,7 @@ class Informer:
         # each loop's last answer from the apiserver (list, event, 404)
         self._contact: dict[str | None, float] = dict.fromkeys(self.streams, time.monotonic())
         self.running = False
-        self.transform, self.derive = transform, derive
+        self.transform, self.derive, self.carry = transform, derive, carry
         self._objects: dict[ObjKey, Obj] = {}
         self._derived: dict[ObjKey, Any] = {}
         self._index_fns: dict[str, IndexFn] = {}
@@ -193,6 +199,8 @@ class Informer:
             else:
                 self._objects[key] = obj
                 if self.derive is not None:
+                    if self.carry is not None:
+                        derived = self.carry(self._derived.get(key), derived)
                     self._derived[key] = derived
                 for name, fn in self._index_fns.items():
                     for value in fn(obj):

@@ -51,6 +51,7 @@ from reconciler.adapt import (
     exporter_view,
     lease_view,
     pod_view,
+    pod_view_after,
     pool_view,
 )
 from reconciler.cache import Cache, Informer, ObjKey, keep_only, key_of
@@ -154,6 +155,7 @@ class Controller:
             PODS: {
                 "transform": keep_only("status.phase"),
                 "derive": pod_view,
+                "carry": pod_view_after,
                 "label_selector": NAME_LABEL,
             },
             JUMPSTARTER_LEASES: {"derive": lease_view},

@@ -93,8 +93,8 @@ class PodView:
     uid: str = ""
     deleting: bool = False  # metadata.deletionTimestamp set
     created: datetime | None = None
-    # When the deletion was asked for: deletionTimestamp - deletionGracePeriodSeconds (the
-    # apiserver keeps that difference when a later delete shortens the grace period).
+    # When the deletion was asked for: deletionTimestamp - deletionGracePeriodSeconds, the
+    # earliest of the Pod's events (a later, shorter delete moves it: `adapt.pod_view_after`).
     delete_requested: datetime | None = None
     # The exporter container (`jmp run`): exited, with its code, message and end time.
     exited: bool = False

@@ -29,8 +29,10 @@ Recycling: ExitAndReplace removes an instance once it has served a lease and is 
 longer busy (or its Pod finished); InPlaceReuse leaves it in the pool. A Pod deleted
 while its exporter ran (by hand, an eviction) did not finish: a deleting Pod counts as
 finished or failed only if its exporter ended before the deletion was asked for
-(deletionTimestamp - deletionGracePeriodSeconds, read from the Pod, so a restart agrees;
-the pool deletes only Pods that finished, or those of an instance it removes). The
+(deletionTimestamp - deletionGracePeriodSeconds, the earliest the Pod's events showed: the
+kubelet's final grace-0 delete moves it to that moment; a restart reads the same from a
+Pod still terminating. The pool deletes only Pods that finished, or those of an instance it
+removes). The
 instance keeps its Exporter, is not available meanwhile, and gets a new Pod once the old
 one is gone. An instance that
 failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the

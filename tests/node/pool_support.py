@@ -153,6 +153,25 @@ class History:
                 seen.setdefault(event.uid, event)
         return {uid: e for uid, e in seen.items() if e.at >= after and e.kind == "ADDED"}
 
+    def timeline(self, uid: str) -> str:
+        """One line per watch event of the Pod `uid`: what a failure message needs to tell
+        an exit from a deletion (phase, deletion time and grace, container end times)."""
+        with self._lock:
+            events = [e for e in self.pods if e.uid == uid]
+        lines = []
+        for event in events:
+            meta, status = event.obj["metadata"], event.obj.get("status") or {}
+            ends = {
+                c.get("name"): (c.get("state") or {}).get("terminated", {}).get("finishedAt")
+                for c in status.get("containerStatuses") or []
+            }
+            lines.append(
+                f"  {event.kind:8} {status.get('phase')} deletion "
+                f"{meta.get('deletionTimestamp')} grace {meta.get('deletionGracePeriodSeconds')}"
+                f" containers ended {ends}"
+            )
+        return "\n".join(lines)
+
     def deleted(self, events: list[Event]) -> dict[str, Event]:
         with self._lock:
             return {e.uid: e for e in events if e.kind == "DELETED"}

@@ -450,10 +450,9 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
         f" (pending, running, failed, unknown) passed through: {seen}"
     )
     (after,) = pool.exporters()
-    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == _uid(pod)]
     assert _uid(after) == _uid(exporter), (
-        f"the instance keeps its Exporter; the deleted Pod passed through {phases}\n"
-        f"{pool.describe()}"
+        f"the instance keeps its Exporter; the deleted Pod passed through\n"
+        f"{pool.history.timeline(_uid(pod))}\n{pool.describe()}"
     )
     # One Pod at most at any moment: the counts never add up to more than one.
     assert all(sum(counts) <= 1 for counts in seen), seen

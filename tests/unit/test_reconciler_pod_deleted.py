@@ -9,9 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.access import PODS
 from reconciler.actions import CreateExporter, CreatePod, DeletePod, Remove
-from reconciler.adapt import pod_view
+from reconciler.adapt import pod_view, pod_view_after
 from reconciler.buckets import Bucket
+from reconciler.cache import Informer
 from reconciler.observe import Observation, PodView
 from reconciler.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
@@ -106,3 +108,43 @@ def test_the_deletion_request_is_the_timestamp_less_its_grace_period() -> None:
     view = pod_view(obj)
     assert view.deleting and view.delete_requested == T0 + 10 * S
     assert pod_view({"metadata": {"name": "p"}}).delete_requested is None
+
+
+def _event(phase: str, deletion: str | None, grace: int | None, ended: str | None) -> Any:
+    meta: dict[str, Any] = {"name": "pool-0-x", "namespace": "ns", "uid": "p0"}
+    if deletion is not None:
+        meta |= {"deletionTimestamp": deletion, "deletionGracePeriodSeconds": grace}
+    state = {"terminated": {"exitCode": 0, "finishedAt": ended}} if ended else {"running": {}}
+    return {
+        "metadata": meta,
+        "status": {"phase": phase, "containerStatuses": [{"name": "exporter", "state": state}]},
+    }
+
+
+def test_the_kubelets_final_delete_does_not_turn_a_deleted_pod_into_a_finished_one() -> None:
+    """The events of a Pod deleted by hand on a node (kube-apiserver and kubelet 1.36):
+    `kubectl delete` at 00:00:10 (grace 30), the exporter ends at 00:00:11, then the
+    kubelet's grace-0 delete at 00:00:12 sets deletionTimestamp to that moment. Through
+    the Pod cache the deletion still counts from 00:00:10: the Pod is going, not done."""
+    cache = Informer(None, PODS, derive=pod_view, carry=pod_view_after)  # type: ignore[arg-type]
+    events = [
+        _event("Running", None, None, None),
+        _event("Running", "2026-01-01T00:00:40Z", 30, None),
+        _event("Succeeded", "2026-01-01T00:00:40Z", 30, "2026-01-01T00:00:11Z"),
+        _event("Succeeded", "2026-01-01T00:00:12Z", 0, "2026-01-01T00:00:11Z"),
+    ]
+    for event in events:
+        cache.apply("MODIFIED", event)
+    cache.add_index("all", lambda o: ["x"])
+    (view,) = cache.derived_by_index("all", "x")
+    assert pod_view(events[-1]).done  # the last event alone looks like an exit
+    assert view.delete_requested == T0 + 10 * S and view.going and not view.done
+    # A Pod that ended before anyone deleted it keeps its first request too: still done.
+    cache.apply("DELETED", events[-1])
+    for event in [
+        _event("Succeeded", None, None, "2026-01-01T00:00:05Z"),
+        _event("Succeeded", "2026-01-01T00:00:10Z", 0, "2026-01-01T00:00:05Z"),
+    ]:
+        cache.apply("MODIFIED", event)
+    (view,) = cache.derived_by_index("all", "x")
+    assert view.done and view.delete_requested == T0 + 10 * S

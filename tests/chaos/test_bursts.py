@@ -4,15 +4,11 @@ ceilings gets an instance."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.keys import SET_LABEL
+from tests.census import Census
 from tests.chaos.support import until
 from tests.e2e.objects import apply, exporter_set, lease, virtual_target_class
 from virtualtarget.controlplane import ControlPlane
@@ -21,56 +17,6 @@ from virtualtarget.stack import running_reconciler
 WARM = 2
 # pool -> (maxReplicas, Leases): three pools meet their ceiling, one does not.
 POOLS = {"p0": (20, 60), "p1": (20, 60), "p2": (20, 60), "p3": (30, 20)}
-
-
-class Census:
-    """Exporters by pool as a watch sees them appear and go, and the most ever seen."""
-
-    def __init__(self, plane: ControlPlane, ns: str) -> None:
-        self.now: Counter[str] = Counter()
-        self.most: Counter[str] = Counter()
-        self._seen: dict[str, str] = {}
-        self._watch = subprocess.Popen(
-            [
-                str(plane.binaries["kubectl"]),
-                f"--kubeconfig={plane.kubeconfig}",
-                "get",
-                "exporters",
-                "-n",
-                ns,
-                "--watch",
-                "--output-watch-events",
-                "-o",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self._watch.stdout is not None
-        decoder, buffer = json.JSONDecoder(), ""
-        for line in self._watch.stdout:
-            buffer += line
-            try:
-                event, _ = decoder.raw_decode(buffer.strip())
-            except ValueError:
-                continue
-            buffer = ""
-            obj = event["object"]
-            name, pool = obj["metadata"]["name"], obj["metadata"]["labels"].get(SET_LABEL, "")
-            if event["type"] == "DELETED":
-                if self._seen.pop(name, None):
-                    self.now[pool] -= 1
-            elif name not in self._seen:
-                self._seen[name] = pool
-                self.now[pool] += 1
-                self.most[pool] = max(self.most[pool], self.now[pool])
-
-    def stop(self) -> None:
-        self._watch.terminate()
-        self._watch.wait()
 
 
 def test_200_leases_at_once_stay_under_every_ceiling(

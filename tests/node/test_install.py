@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from reconciler.planner import WAITING_FOR_CREDENTIALS
+from tests.census import Census
 from tests.e2e.examples import (
     CROSS_OBJECT_DENIAL,
     assert_examples_applied_cleanly,
@@ -25,7 +26,7 @@ from tests.e2e.examples import (
     rule_examples,
     write_examples,
 )
-from tests.e2e.objects import exporter_set, virtual_target_class
+from tests.e2e.objects import exporter_set, lease, virtual_target_class
 from tests.node.install import DEPLOYMENTS, NAMESPACE, RECONCILER, WEBHOOK, Install, install
 from tests.node.support import apply, record_figure, wait_for_phase
 from virtualtarget.node import NodeCluster
@@ -185,6 +186,54 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
     assert [e["metadata"]["uid"] for e in _waiting_events(installed, namespace)] == [
         e["metadata"]["uid"] for e in waits
     ]
+
+
+# The leader is deleted while Leases arrive: the ceiling leaves some of them unserved.
+ARRIVING_LEASES, CEILING, WARM = 20, 16, 2
+
+
+def test_leader_deleted_while_20_leases_arrive_every_lease_that_fits_gets_one_instance(
+    installed: Install, namespace: str
+) -> None:
+    labels = {"pool": "burst"}
+    apply(installed.cluster, namespace, virtual_target_class("qemu", namespace))
+    apply(
+        installed.cluster,
+        namespace,
+        exporter_set(
+            "burst", namespace, class_name="qemu", labels=labels, with_template=True,
+            minAvailableReplicas=WARM, maxReplicas=CEILING,
+        ),
+    )  # fmt: skip
+    census = Census(installed.cluster.plane, namespace)
+    try:
+        _wait("the warm buffer", lambda: census.now["burst"] == WARM)
+        leader = _election(installed)["spec"]["holderIdentity"]
+        started = time.monotonic()
+        for i in range(ARRIVING_LEASES):
+            apply(installed.cluster, namespace, lease(f"burst-{i}", namespace, labels))
+            if i == ARRIVING_LEASES // 4:
+                installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
+        # warm buffer + pending Leases, capped by the ceiling
+        wanted = min(WARM + ARRIVING_LEASES, CEILING)
+        _wait(f"{wanted} instances", lambda: census.now["burst"] == wanted, timeout=120)
+        settled = time.monotonic() - started
+        new_leader = _election(installed)["spec"]["holderIdentity"]
+        time.sleep(3)  # more passes of the new leader: nothing is added, nothing removed
+        record_figure(
+            f"leader {leader} deleted while {ARRIVING_LEASES} Leases arrived: {new_leader} leads,"
+            f" the pool at {census.now['burst']} (ceiling {CEILING}) {settled:.1f} s after the"
+            f" first Lease; most Exporters seen at once {census.most['burst']}"
+        )
+        assert new_leader != leader
+        assert census.now["burst"] == wanted and census.most["burst"] == wanted, (
+            dict(census.now),
+            dict(census.most),
+        )
+        assert sorted(_pool(installed, namespace, "burst")) == sorted(census.names("burst"))
+    finally:
+        census.stop()
+    installed.rollout_status(RECONCILER)
 
 
 def test_webhook_rollout_restart_fails_no_admission(installed: Install, namespace: str) -> None:

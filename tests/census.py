@@ -1,0 +1,66 @@
+"""Exporters by pool as a `kubectl get --watch` sees them appear and go, and the most
+ever seen at once: what a test needs to say no pool ever went over its ceiling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections import Counter
+
+from reconciler.keys import SET_LABEL
+from virtualtarget.controlplane import ControlPlane
+
+
+class Census:
+    """Exporters by pool as a watch sees them appear and go, and the most ever seen."""
+
+    def __init__(self, plane: ControlPlane, ns: str) -> None:
+        self.now: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self._seen: dict[str, str] = {}
+        self._watch = subprocess.Popen(
+            [
+                str(plane.binaries["kubectl"]),
+                f"--kubeconfig={plane.kubeconfig}",
+                "get",
+                "exporters",
+                "-n",
+                ns,
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._watch.stdout is not None
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in self._watch.stdout:
+            buffer += line
+            try:
+                event, _ = decoder.raw_decode(buffer.strip())
+            except ValueError:
+                continue
+            buffer = ""
+            obj = event["object"]
+            name, pool = obj["metadata"]["name"], obj["metadata"]["labels"].get(SET_LABEL, "")
+            if event["type"] == "DELETED":
+                if self._seen.pop(name, None):
+                    self.now[pool] -= 1
+            elif name not in self._seen:
+                self._seen[name] = pool
+                self.now[pool] += 1
+                self.most[pool] = max(self.most[pool], self.now[pool])
+
+    def names(self, pool: str) -> list[str]:
+        """The pool's Exporters the watch has seen and not seen go."""
+        return [name for name, of in self._seen.items() if of == pool]
+
+    def stop(self) -> None:
+        self._watch.terminate()
+        self._watch.wait()

@@ -38,6 +38,7 @@ from reconciler.observe import (
     PoolView,
 )
 from reconciler.reasons import INVALID_SPEC
+from reconciler.status import condition_of
 from reconciler.timefmt import parse_time
 
 __all__ = [
@@ -137,15 +138,8 @@ def class_view(obj: Mapping[str, Any]) -> ClassView:
     )
 
 
-def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
-    for condition in status.get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return condition
-    return {}
-
-
 def _condition_true(status: Mapping[str, Any], kind: str) -> bool:
-    return _condition(status, kind).get("status") == "True"
+    return condition_of(status, kind).get("status") == "True"
 
 
 def _step(annotations: Mapping[str, Any]) -> int:
@@ -183,7 +177,7 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         served_lease=_str(annotations.get(SERVED_LEASE)),
         fenced=FENCED_AT in annotations,
         uid=_str(meta.get("uid")),
-        registered_at=_time(_condition(status, "Registered").get("lastTransitionTime")),
+        registered_at=_time(condition_of(status, "Registered").get("lastTransitionTime")),
         backoff_step=_step(annotations),
         revision=_str(annotations.get(REVISION)),
     )

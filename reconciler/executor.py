@@ -65,7 +65,7 @@ from reconciler.keys import (
 )
 from reconciler.kube import ApiError, Kube, NotLeading
 from reconciler.provisioners.base import Provisioner
-from reconciler.reasons import FENCE_LIFTED, RETAINED, SCALE_UP
+from reconciler.reasons import FENCE_LIFTED, POD_CREATED, RETAINED, SCALE_UP
 from reconciler.render import (
     Credentials,
     InstanceContext,
@@ -132,9 +132,11 @@ class Executor:
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
                     self._sync_config(ctx)
-                    pod = self._create(PODS, self.provisioner.render_pod(ctx))
+                    pod, made = self._create_or_find(PODS, self.provisioner.render_pod(ctx))
                     if pod is not None and controller_of(pod) == ctx.exporter_uid:
                         self.expectations.expect(self._key, POD, ctx.exporter_uid)
+                    if made:
+                        self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
@@ -240,11 +242,12 @@ class Executor:
             raise
         return created
 
-    def _create(self, resource: Any, body: Obj) -> Obj | None:
-        """Create, or return the existing object of that name ("already exists")."""
+    def _create_or_find(self, resource: Any, body: Obj) -> tuple[Obj | None, bool]:
+        """Create, or find the existing object of that name ("already exists"); and
+        whether this call made it."""
         try:
             result: Obj = self._write(lambda: self.kube.create(resource, self.namespace, body))
-            return result
+            return result, True
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -263,7 +266,7 @@ class Executor:
             )
             if found is not None and not meta.get("deletionTimestamp"):
                 found = self._adopt_labels(resource, found, body)
-            return found
+            return found, False
 
     def _adopt_labels(self, resource: Any, found: Obj, body: Obj) -> Obj:
         """An object of the same controller that lacks labels the rendered one carries

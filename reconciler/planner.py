@@ -130,8 +130,9 @@ from reconciler.reasons import (
     WAITING_FOR_CREDENTIALS,
     WITHIN_LIMITS,
 )
-from reconciler.status import ConditionSpec, Counters, build_status
+from reconciler.status import ConditionSpec, Counters, build_status, condition_of
 from reconciler.timefmt import format_duration, format_time
+from reconciler.transitions import transition_events
 
 __all__ = [
     "AWAITING_REQUEUE",
@@ -420,13 +421,13 @@ def plan(obs: Observation, now: datetime) -> Plan:
             f"{len(awaiting)} instance(s) wait for credentials from Jumpstarter's controller; "
             f"{first}: {obs.awaiting[first]}",
         )
-        if _condition(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
+        if condition_of(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
     degraded = _degraded(pool.status, backoff, probing)
     if (
         backoff is not None
         and obs.problem is None
-        and backoff.step_note not in str(_condition(pool.status, "Degraded").get("message"))
+        and backoff.step_note not in str(condition_of(pool.status, "Degraded").get("message"))
     ):
         actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))  # one per step
     status = build_status(
@@ -452,6 +453,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     )
     if status != dict(pool.status):
         actions.append(PatchStatus(status))
+        actions.extend(transition_events(pool.status, status))  # once the status is written
     return Plan(
         tuple(actions),
         status,
@@ -492,14 +494,6 @@ def _ended(pod: PodView) -> tuple[bool, datetime]:
     return pod.done, pod.finished_at or pod.created or datetime.min.replace(tzinfo=UTC)
 
 
-def _condition(status: Mapping[str, object], kind: str) -> Mapping[str, object]:
-    conditions = status.get("conditions")
-    for condition in conditions if isinstance(conditions, list) else ():
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return condition
-    return {}
-
-
 def _degraded(
     status: Mapping[str, object], backoff: Backoff | None, probing: list[ExporterView]
 ) -> tuple[str, str]:
@@ -508,7 +502,7 @@ def _degraded(
     if backoff is not None:
         return PODS_FAILING, backoff.message()
     if probing:
-        before = _condition(status, "Degraded")
+        before = condition_of(status, "Degraded")
         if before.get("reason") == PODS_FAILING:
             return PODS_FAILING, str(before.get("message", ""))
         return PODS_FAILING, f"probing: {probing[0].name} starts after earlier failures"

@@ -35,6 +35,12 @@ INVALID_SPEC = "InvalidSpec"  # a spec value the webhook would have refused
 SCALE_UP = "ScaleUp"  # an Exporter created
 SCALE_DOWN = "ScaleDown"  # a surplus instance removed
 RECYCLE = "Recycle"  # a served, finished or failed instance removed
+POD_CREATED = "PodCreated"  # an instance's Pod created
+# A condition turned True / False (`reconciler.transitions`)
+SET_AVAILABLE, SET_UNAVAILABLE = "ExporterSetAvailable", "ExporterSetUnavailable"
+SET_PROGRESSING, SET_SETTLED = "ExporterSetProgressing", "ExporterSetSettled"
+SET_DEGRADED, SET_RECOVERED = "ExporterSetDegraded", "ExporterSetRecovered"
+SCALING_LIMITED, SCALING_UNLIMITED = "ScalingLimited", "ScalingUnlimited"
 
 # -- Events: this product's -------------------------------------------------------------
 RETAINED = "InstanceRetained"  # reclaimPolicy Retain detached an instance

@@ -87,6 +87,15 @@ def _conditions(
     return result
 
 
+def condition_of(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The condition of that type in an object's status ({} when there is none)."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, Sequence) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return {}
+
+
 def build_status(
     counters: Counters,
     selector: str,

@@ -80,8 +80,12 @@ def test_a_resumed_stale_leader_writes_nothing_after_the_takeover(
 
             stale = [e for e in writes_by(plane, users["reconciler-a"]) if _when(e) >= takeover]
             assert stale == [], [(e["verb"], e["objectRef"], e["stageTimestamp"]) for e in stale]
-            refused = first.log_tail(400).count("not the leader any more")
-            assert refused >= 1, first.log_tail(60)  # it did try, and held back
+            # Whether it tries a write before its elector finds the Lease lost depends on
+            # which event it handles first; either way nothing may reach the apiserver
+            # (the write fence itself: `tests/unit/test_reconciler_metrics.py`).
+            log = first.log_tail(400)
+            assert "leader election: lost the Lease" in log, log[-3000:]
+            refused = log.count("not the leader any more")
             print(f"\nthe resumed stale leader held back {refused} write(s)")
 
             assert names(plane, "exporters", ns) == expected

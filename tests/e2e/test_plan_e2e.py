@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from reconciler.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
+from reconciler.transitions import REASONS as TRANSITIONS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import running_reconciler
@@ -70,6 +72,12 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
         "provisioning 0",
         "  steps     update status",
+        "            record event: ExporterSetDegraded, Degraded True"
+        " (VirtualTargetClassNotFound):"
+        f' VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
+        "            record event: ScalingLimited, ScalingLimited True"
+        " (VirtualTargetClassNotFound):"
+        f' scaling stopped: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
         f'            waiting: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
         "  awaiting  none",
         "",
@@ -78,6 +86,8 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
         "provisioning 0",
         f"  steps     create 2 (pool-*): {WHY}",
         "            update status",
+        "            record event: ExporterSetProgressing, Progressing True (ScalingUp):"
+        " creating 2 instance(s) towards 2",
         "  awaiting  none",
     ]
     before = planned(plane, ns, "pool")
@@ -110,8 +120,16 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
             assert f"{ns}/pool: create 2 (pool-*): {WHY}" in log
             assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
             events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
-            notes = sorted(e["note"] for e in events if e["reason"] == "ScaleUp")
+            notes = sorted(e["note"] for e in events if e["reason"] == SCALE_UP)
             assert notes == [f"created Exporter {name}: {WHY}" for name in created]
+            pods = sorted(e["note"] for e in events if e["reason"] == POD_CREATED)
+            assert pods == [f"created Pod {name}" for name in created]
+            # The condition transitions, as Jumpstarter's controller writes them, once each.
+            of_sets = [(e["regarding"]["name"], e["reason"], e["type"]) for e in events]
+            assert ("broken", SET_DEGRADED, "Warning") in of_sets
+            assert ("pool", SET_PROGRESSING, "Normal") in of_sets
+            transitions = [t for t in of_sets if t[1] in TRANSITIONS]
+            assert len(transitions) == len(set(transitions)), transitions
             reconciler.check_alive()
     finally:
         stop.set()

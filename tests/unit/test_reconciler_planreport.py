@@ -24,6 +24,9 @@ def test_text_shows_buckets_desired_steps_and_waiting_instances() -> None:
         "            record event: WaitingForCredentials, 1 instance(s) wait for credentials "
         "from Jumpstarter's controller; pool-1: no status.credential and status.endpoint yet",
         "            update status",
+        "            record event: ExporterSetProgressing, Progressing True "
+        "(WaitingForCredentials): 1 instance(s) wait for credentials from Jumpstarter's "
+        "controller; pool-1: no status.credential and status.endpoint yet",
         "  awaiting  pool-1: no status.credential and status.endpoint yet",
         "",
         "ns/gpu  class gpu  skipped: its class names provisioner x, not y",

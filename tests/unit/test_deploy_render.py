@@ -147,9 +147,11 @@ def test_webhook_is_highly_available_and_locked_down(rendered: list[Obj]) -> Non
         == spec["selector"]["matchLabels"]
     )
     (container,) = pod["containers"]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["startupProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert {container["readinessProbe"]["httpGet"]["scheme"]} == {"HTTPS"}
+    assert {container[p]["httpGet"]["scheme"] for p in ("startupProbe", "livenessProbe")} == {
+        "HTTPS"
+    }
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[mounts["/tls"]]["secret"]["secretName"] == "virtualtarget-webhook-tls"
@@ -186,7 +188,7 @@ def test_reconciler_runs_the_qemu_provisioner_two_replicas_with_probes(
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8443, "probes": 8081}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     pdb = one(rendered, "PodDisruptionBudget", "virtualtarget-reconciler")
     assert pdb["spec"]["minAvailable"] == 1

@@ -58,6 +58,7 @@ from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
 from reconciler.cache import Informer, ObjKey, key_of
 from reconciler.keys import SET_LABEL
 from reconciler.kube import Kube
+from scrape.serving import SERVING_METRICS
 from tests.e2e.objects import install_lease_crd
 from tests.e2e.objects import lease as pending_lease
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
@@ -66,6 +67,7 @@ from virtualtarget.stack import (
     reconciler_args,
     register_webhooks,
     running_webhook,
+    served_url,
 )
 from virtualtarget.standin import CredentialStandIn
 
@@ -321,7 +323,7 @@ def pass_figures(before: dict[str, float], after: dict[str, float]) -> dict[str,
 def running(
     name: str, module: str, plane: ControlPlane, namespace: str, workdir: Path
 ) -> Iterator[MetricsProbe]:
-    args, _, metrics_url = reconciler_args(plane.kubeconfig)
+    args = reconciler_args(plane.kubeconfig)
     log = (workdir / f"{name}-{namespace}.log").open("wb")
     popen = subprocess.Popen(
         [
@@ -340,6 +342,7 @@ def running(
     )
     process = ChildProcess(name, popen, log)
     try:
+        metrics_url = served_url(Path(log.name), SERVING_METRICS, "https", popen)
         yield MetricsProbe(metrics_url, plane.token, popen.pid)
         process.check_alive()
     finally:

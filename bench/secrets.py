@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.webhook import _cpu_seconds as process_cpu_seconds
+from scrape.serving import SERVING_PROBES
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
 from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import ChildProcess, reconciler_args
+from virtualtarget.stack import ChildProcess, reconciler_args, served_url
 from virtualtarget.standin import CredentialStandIn
 
 UNRELATED = 10_000
@@ -129,7 +130,7 @@ def _filled(plane: ControlPlane) -> bool:
 
 
 def _measure(plane: ControlPlane, workdir: Path, variant: str, names: list[tuple[str, str]]) -> Run:
-    args, health_url, _ = reconciler_args(plane.kubeconfig)
+    args = reconciler_args(plane.kubeconfig)
     process = ChildProcess.start(
         f"reconciler-{len(list(workdir.iterdir()))}",
         [*args, "--no-leader-election", "--metrics-bind-address=0"],
@@ -139,6 +140,7 @@ def _measure(plane: ControlPlane, workdir: Path, variant: str, names: list[tuple
     pid = process.popen.pid
     try:
         started = time.monotonic()
+        health_url = served_url(Path(process.log.name), SERVING_PROBES, "http", process.popen)
         while not _ready(health_url):
             process.check_alive()
             time.sleep(0.05)

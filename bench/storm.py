@@ -190,7 +190,7 @@ def broken_pool(plane: ControlPlane, namespace: str, name: str = "pool") -> None
 @contextlib.contextmanager
 def reconciler(plane: ControlPlane, tree: Path, namespace: str, log: Path) -> Iterator[None]:
     """`virtualtarget reconcile` from the source `tree`, for one namespace."""
-    args, _, _ = reconciler_args(plane.kubeconfig)
+    args = reconciler_args(plane.kubeconfig)
     args += ["--namespace", namespace, "--no-leader-election"]
     popen = subprocess.Popen(
         [sys.executable, "-m", "virtualtarget.cli", *args],

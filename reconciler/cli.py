@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from api.imagepolicy import add_flags, from_flags
 from reconciler.named import DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
+from scrape.serving import SERVING_METRICS, SERVING_PROBES
 
 if TYPE_CHECKING:
     from reconciler.controller import Controller
@@ -306,12 +307,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if health_address is not None:
             servers.append(serve(health_address, _probes(controller)))
-            log.info("serving /healthz and /readyz on port %d", servers[-1].port)
+            log.info(SERVING_PROBES, servers[-1].port)
         if metrics_address is not None:
             tls = _metrics_tls(args.metrics_cert_dir) if args.metrics_secure else None
             route = _metrics_route(metrics.exposition, kube, args.metrics_secure)
             servers.append(serve(metrics_address, {"/metrics": route}, tls))
-            log.info("serving /metrics on port %d", servers[-1].port)
+            log.info(SERVING_METRICS, servers[-1].port)
     except (OSError, ssl.SSLError) as exc:
         for server in servers:
             server.stop()

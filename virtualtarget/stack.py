@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import IO
 
 from certs.authority import CertificateSet, ensure_certificates
-from virtualtarget.controlplane import ControlPlane, ControlPlaneError, free_port
+from scrape.serving import SERVING_METRICS, SERVING_PROBES, SERVING_WEBHOOK
+from virtualtarget.controlplane import ControlPlane, ControlPlaneError
 from virtualtarget.deploy_render import (
     WEBHOOK_CONFIGURATION_KINDS,
     WEBHOOK_NAMESPACE,
@@ -40,6 +42,7 @@ __all__ = [
     "register_webhooks",
     "running_reconciler",
     "running_webhook",
+    "served_url",
     "unregister_webhooks",
 ]
 
@@ -139,20 +142,20 @@ def running_webhook(
     certificates = ensure_certificates(
         workdir / "certs", WEBHOOK_SERVICE, WEBHOOK_NAMESPACE, LOOPBACK_HOSTS
     )
-    port = free_port()
     process = ChildProcess.start(
         "webhook",
         [
             "webhook",
             f"--cert-dir={certificates.directory}",
             "--host=127.0.0.1",
-            f"--port={port}",
+            "--port=0",  # the kernel picks a free port at bind time; the log names it
             f"--kubeconfig={kubeconfig or plane.kubeconfig}",
             *extra,
         ],
         workdir,
     )
-    server = WebhookServer(process, f"https://127.0.0.1:{port}", certificates)
+    url = served_url(Path(process.log.name), SERVING_WEBHOOK, "https", process.popen)
+    server = WebhookServer(process, url, certificates)
     try:
         _wait_healthy(server)
         yield server
@@ -217,22 +220,56 @@ def unregister_webhooks(plane: ControlPlane) -> None:
 class ReconcilerProcess(ChildProcess):
     """The reconciler, with where its probes (HTTP) and metrics (HTTPS) are served."""
 
-    health_url: str = ""
-    metrics_url: str = ""
+    @property
+    def health_url(self) -> str:
+        return served_url(Path(self.log.name), SERVING_PROBES, "http", self.popen)
+
+    @property
+    def metrics_url(self) -> str:
+        return served_url(Path(self.log.name), SERVING_METRICS, "https", self.popen)
 
 
-def reconciler_args(kubeconfig: Path) -> tuple[list[str], str, str]:
-    """The reconciler's arguments on loopback, with probes and metrics on free ports;
-    and those two endpoints' base URLs."""
-    health, metrics = free_port(), free_port()
-    args = [
+def reconciler_args(kubeconfig: Path) -> list[str]:
+    """The reconciler's arguments on loopback. Probes and metrics listen on port 0: the
+    kernel picks a free port at bind time (a port merely found free a moment before can
+    be taken in between); `served_url` reads the port from the log."""
+    return [
         "reconcile",
         f"--kubeconfig={kubeconfig}",
         "--provisioner=qemu.jumpstarter.dev",
-        f"--health-probe-bind-address=127.0.0.1:{health}",
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        "--health-probe-bind-address=127.0.0.1:0",
+        "--metrics-bind-address=127.0.0.1:0",
     ]
-    return args, f"http://127.0.0.1:{health}", f"https://127.0.0.1:{metrics}"
+
+
+def served_url(
+    log: Path,
+    line: str,
+    scheme: str,
+    popen: subprocess.Popen[bytes] | None = None,
+    *,
+    after: int = 0,
+    timeout: float = START_TIMEOUT_S,
+) -> str:
+    """The base URL of the server whose start the reconciler logs as `line`
+    (`SERVING_PROBES`, `SERVING_METRICS`), read from `log` past byte `after`; waits for
+    the line while `popen` runs."""
+    pattern = re.compile(re.escape(line).replace("%d", r"(\d+)").replace("%s", r".*?"))
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(FileNotFoundError), log.open("rb") as file:
+            file.seek(after)
+            found = pattern.search(file.read().decode(errors="replace"))
+            if found:
+                return f"{scheme}://127.0.0.1:{found.group(1)}"
+        if popen is not None and popen.poll() is not None:
+            raise ControlPlaneError(
+                f"the reconciler exited with code {popen.returncode} before logging "
+                f"{line!r}; see {log}"
+            )
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"no {line!r} in {log} within {timeout:.0f}s")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -247,9 +284,9 @@ def running_reconciler(
 ) -> Iterator[ReconcilerProcess]:
     """Run `virtualtarget reconcile` against the loopback control plane (as the admin
     unless another `kubeconfig` is given; `env` added to its environment)."""
-    args, health_url, metrics_url = reconciler_args(kubeconfig or plane.kubeconfig)
+    args = reconciler_args(kubeconfig or plane.kubeconfig)
     started = ChildProcess.start(name, [*args, *extra], workdir, env=env)
-    process = ReconcilerProcess(started.name, started.popen, started.log, health_url, metrics_url)
+    process = ReconcilerProcess(started.name, started.popen, started.log)
     try:
         yield process
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from api.imagepolicy import ImagePolicy, add_flags, from_flags
 from scrape.auth import Answer, ScrapeAuth
 from scrape.kubeclient import poster
+from scrape.serving import SERVING_WEBHOOK
 from webhook.admission import Admission
 from webhook.app import MetricsAuth, create_app
 from webhook.cache import ClusterCache
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
 
     def started() -> None:
-        print(f"virtualtarget webhook: serving https://{host}:{port} ({mode})", flush=True)
+        print(SERVING_WEBHOOK % (host, port, mode), flush=True)
 
     try:
         run_server(app, sock, context, started)

@@ -59,7 +59,7 @@ def reconcile(control_plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator[
 
     def run() -> Path:
         log = tmp_path / f"reconciler-{len(started)}.log"
-        cli, _, _ = reconciler_args(control_plane.kubeconfig)
+        cli = reconciler_args(control_plane.kubeconfig)
         args = [*cli, "--namespace", ns, "--no-leader-election"]
         started.append(
             subprocess.Popen(

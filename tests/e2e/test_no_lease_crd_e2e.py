@@ -48,7 +48,7 @@ def test_exit_and_replace_and_scale_down_go_on_without_the_lease_crd(
     pool = exporter_set("pool", ns, class_name="qemu", with_template=True)
     pool["spec"] |= {"minReplicas": 1, "maxReplicas": 1, "minAvailableReplicas": 1}
     apply(plane, pool)
-    cli, _, _ = reconciler_args(plane.kubeconfig)
+    cli = reconciler_args(plane.kubeconfig)
     cli += ["--namespace", ns, "--no-leader-election"]
     log = tmp_path / "reconciler.log"
     reconciler = subprocess.Popen(

@@ -30,6 +30,7 @@ import pytest
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from reconciler.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.surplus import lease_name
+from scrape.serving import SERVING_PROBES
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -45,13 +46,13 @@ from virtualtarget.controlplane import (
     REPO_ROOT,
     ControlPlane,
     crd_files,
-    free_port,
     running_control_plane,
 )
 from virtualtarget.stack import (
     ChildProcess,
     register_webhooks,
     running_webhook,
+    served_url,
     unregister_webhooks,
 )
 from virtualtarget.standin import CredentialStandIn
@@ -186,16 +187,15 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
     for namespace in (ns, other):  # credentials everywhere: only the scope must fill
         standin = CredentialStandIn(plane.api_client(), namespace=namespace)
         threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-    health = free_port()
     controller = ChildProcess.start(
         "exporter-set-controller",
-        [*OPERATOR_ARGS, f"--health-probe-bind-address=127.0.0.1:{health}"],
+        [*OPERATOR_ARGS, "--health-probe-bind-address=127.0.0.1:0"],
         tmp_path,
         module="reconciler.exporter_set_controller",
         env={"NAMESPACE": ns, "KUBECONFIG": str(kubeconfig)},
     )
-    probes = f"http://127.0.0.1:{health}"
     try:
+        probes = served_url(Path(controller.log.name), SERVING_PROBES, "http", controller.popen)
 
         def filled() -> bool:
             controller.check_alive()

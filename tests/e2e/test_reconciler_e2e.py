@@ -89,7 +89,7 @@ class Reconciler:
 
     def __init__(self, plane: ControlPlane, ns: str, log: Path, *extra: str) -> None:
         self.log = log
-        cli, self.health_url, self.metrics_url = reconciler_args(plane.kubeconfig)
+        cli = reconciler_args(plane.kubeconfig)
         args = [
             sys.executable,
             "-m",

@@ -12,6 +12,19 @@ from reconciler.keys import SET_LABEL
 from virtualtarget.controlplane import ControlPlane
 
 
+def watch_exporters(plane: ControlPlane, ns: str, *output: str) -> subprocess.Popen[str]:
+    """`kubectl get exporters --watch` in `ns`, its events on stdout in the `output` form."""
+    return subprocess.Popen(
+        [
+            str(plane.binaries["kubectl"]),
+            f"--kubeconfig={plane.kubeconfig}",
+            *("get", "exporters", "-n", ns, "--watch", *output),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 class Census:
     """Exporters by pool as a watch sees them appear and go, and the most ever seen."""
 
@@ -19,22 +32,7 @@ class Census:
         self.now: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self._seen: dict[str, str] = {}
-        self._watch = subprocess.Popen(
-            [
-                str(plane.binaries["kubectl"]),
-                f"--kubeconfig={plane.kubeconfig}",
-                "get",
-                "exporters",
-                "-n",
-                ns,
-                "--watch",
-                "--output-watch-events",
-                "-o",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self._watch = watch_exporters(plane, ns, "--output-watch-events", "-o", "json")
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:

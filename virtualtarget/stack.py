@@ -9,6 +9,7 @@ Service reference swapped for the loopback URL.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -220,11 +221,11 @@ def unregister_webhooks(plane: ControlPlane) -> None:
 class ReconcilerProcess(ChildProcess):
     """The reconciler, with where its probes (HTTP) and metrics (HTTPS) are served."""
 
-    @property
+    @functools.cached_property
     def health_url(self) -> str:
         return served_url(Path(self.log.name), SERVING_PROBES, "http", self.popen)
 
-    @property
+    @functools.cached_property
     def metrics_url(self) -> str:
         return served_url(Path(self.log.name), SERVING_METRICS, "https", self.popen)
 

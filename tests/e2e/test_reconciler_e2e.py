@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from reconciler.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from tests.census import watch_exporters
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -267,21 +268,7 @@ def test_sigkill_mid_scale_leaves_no_duplicates(
 ) -> None:
     ns = namespace
     make_pool(plane, ns, minReplicas=6, maxReplicas=6)
-    watcher = subprocess.Popen(
-        [
-            str(plane.binaries["kubectl"]),
-            f"--kubeconfig={plane.kubeconfig}",
-            "get",
-            "exporters",
-            "-n",
-            ns,
-            "--watch",
-            "-o",
-            "name",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    watcher = watch_exporters(plane, ns, "-o", "name")
     first = start("--no-leader-election", "--workers", "1")
     try:
         assert watcher.stdout is not None

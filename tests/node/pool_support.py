@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from reconciler.jumpstarter import config_secret_name
 from reconciler.keys import SET_LABEL
 from tests.controller_double import DRIVERS, RunningController
@@ -39,9 +40,9 @@ __all__ = [
     "running_pool",
 ]
 
-# The Pod Security level a rendered instance Pod meets (README, "Pod Security level of
-# instance namespaces"; tests/e2e/test_pod_security_e2e.py asks kube-apiserver): the
-# runtime sidecar's root is what `restricted` refuses.
+# The Pod Security level every layout's instance Pods meet (tests/e2e/test_pod_security_e2e.py
+# asks kube-apiserver): the `sidecar` layout's runtime runs as root, which `restricted`
+# refuses; the default layout's Pods, which run here, meet `restricted` too.
 INSTANCE_POD_SECURITY = "baseline"
 
 Obj = dict[str, Any]
@@ -340,8 +341,10 @@ def running_pool(
     *,
     name: str = "pool",
     reconciler_args: tuple[str, ...] = (),
+    parameters: Obj | None = None,
 ) -> Iterator[Pool]:
-    """The class `node`, the credential stand-in, the reconciler and a History for
+    """The class `node` (its exporter image the QEMU exporter image this project ships,
+    and `parameters`), the credential stand-in, the reconciler and a History for
     `namespace`; the set itself is the test's to apply (`Pool.apply`)."""
     api = cluster.plane.api_client()
     stop = threading.Event()
@@ -353,7 +356,9 @@ def running_pool(
         interval=0.2,
     )
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-    apply(cluster, virtual_target_class("node", namespace))
+    images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
+    klass = virtual_target_class("node", namespace, images=images, parameters=parameters or {})
+    apply(cluster, klass)
     history = History(api, namespace).start()
     try:
         with running_reconciler(

@@ -7,8 +7,9 @@ by its labels from the controller the config names, and calls its QEMU driver.
 
 With the lease: flash the image (streamed from here), then `--boots` times power on, read
 the console until the marker, power off; then release the lease (leaving the block, as
-`jmp shell` does). The console's output goes to stderr. Each step prints one JSON line, `{"event": ..., "at": <time.time()>,
-...}`, for the test to time; a failure prints the error and exits 1.
+`jmp shell` does). Each step prints one JSON line, `{"event": ..., "at": <time.time()>,
+...}`, for the test to time; a failure prints the error and exits 1. The console's output
+goes to stderr.
 """
 
 from __future__ import annotations

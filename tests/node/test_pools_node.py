@@ -16,6 +16,7 @@ Every test prints its figure; the waits are bounded polls, never timing assertio
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
 import signal
@@ -116,6 +117,29 @@ def broken_pool(
         node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
+@contextlib.contextmanager
+def pool_in_a_namespace(
+    cluster: Any,
+    controller: RunningController,
+    workdir: Path,
+    prefix: str,
+    *,
+    leases: bool = False,
+    **pool_args: Any,
+) -> Iterator[Pool]:
+    """A running pool in a namespace of its own (`leases`: served by the double's lease
+    controller), the namespace deleted afterwards."""
+    namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
+    if leases:
+        assert controller.double.leases is not None
+        controller.double.leases.serve(namespace)
+    try:
+        with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
+            yield running
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
 @pytest.fixture
 def pool(
     node_cluster: Any,
@@ -124,12 +148,8 @@ def pool(
     broken_pool: Pool,
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    namespace = instance_namespace(node_cluster, f"pool-{secrets.token_hex(3)}")
-    try:
-        with running_pool(node_cluster, namespace, controller, tmp_path) as running:
-            yield running
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with pool_in_a_namespace(node_cluster, controller, tmp_path, "pool") as running:
+        yield running
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -238,16 +258,16 @@ def guest_pool(
     tmp_path: Path,
 ) -> Iterator[Pool]:
     """A pool of one QEMU instance whose namespace the double's lease controller serves."""
-    namespace = instance_namespace(node_cluster, f"guest-{secrets.token_hex(3)}")
-    assert controller.double.leases is not None
-    controller.double.leases.serve(namespace)
-    try:
-        with running_pool(
-            node_cluster, namespace, controller, tmp_path, name="guest", parameters=GUEST_PARAMETERS
-        ) as running:
-            yield running
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with pool_in_a_namespace(
+        node_cluster,
+        controller,
+        tmp_path,
+        "guest",
+        leases=True,
+        name="guest",
+        parameters=GUEST_PARAMETERS,
+    ) as running:
+        yield running
 
 
 def _online_since(pool: Pool, uid: str) -> float | None:

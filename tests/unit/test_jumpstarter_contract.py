@@ -159,6 +159,24 @@ def test_qemu_entry_gets_the_pool_settings_where_its_config_is_silent() -> None:
     driver.close()
 
 
+def test_each_entry_point_defaults_to_the_layout_of_the_jumpstarter_beside_it() -> None:
+    """`virtualtarget reconcile`: the release's; `exporter-set-controller`, which only
+    Jumpstarter main's operator runs: main's."""
+    import argparse
+
+    from reconciler import cli
+    from reconciler.exporter_set_controller import reconcile_args
+    from reconciler.provisioners import provisioner
+
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    assert parser.parse_args([]).qemu_layout == "exporter"
+    _, operator = reconcile_args(["--provisioner=qemu.jumpstarter.dev"], "lab")
+    assert operator.qemu_layout == "sidecar"
+    plugin = provisioner(operator.provisioner, qemu_layout=operator.qemu_layout)
+    assert isinstance(plugin, QemuProvisioner) and plugin.default_layout is Layout.SIDECAR
+
+
 def test_an_unset_layout_is_the_entry_points_default() -> None:
     klass = _with_layout(EXAMPLE_CLASS, None)
     default = rendered_config(EXAMPLE_SET, klass)["export"]["qemu"]["config"]

@@ -51,7 +51,7 @@ def _example(path: Path, namespace: str) -> dict[str, Any]:
 def test_examples_defaulted_as_documented(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    vtc = _example(EXAMPLES / "00-virtualtargetclass-qemu.yaml", namespace)
+    vtc = _example(EXAMPLES / "virtualtargetclass-qemu.yaml", namespace)
     del vtc["spec"]["bindingMode"], vtc["spec"]["reclaimPolicy"]
     vtc["spec"]["caBundleConfigMapRef"] = {"name": "corporate-ca"}
     result = try_apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))

@@ -36,7 +36,9 @@ UNINSTALL = "uninstall"
 UNINSTALL_LEASE_CRD = "uninstall-lease-crd"
 OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
 # The one change the page states for the node: the overlay it installs there.
-NODE_OVERLAY = Substitution("deploy/overlays/self-signed", "deploy/overlays/self-signed-exporter-crd")
+NODE_OVERLAY = Substitution(
+    "deploy/overlays/self-signed", "deploy/overlays/self-signed-exporter-crd"
+)
 
 
 def words(command: Command) -> list[str]:
@@ -46,7 +48,9 @@ def words(command: Command) -> list[str]:
 def documented_certs_run() -> tuple[list[str], str, str, list[str]]:
     """The page's `docker run` of the image's `certs` command: its options before the
     image, the mounted overlay (host path, container path), and the command's arguments."""
-    (run,) = [w for w in map(words, commands(PAGE, INSTALL_SELF_SIGNED)) if w[:2] == ["docker", "run"]]
+    (run,) = [
+        w for w in map(words, commands(PAGE, INSTALL_SELF_SIGNED)) if w[:2] == ["docker", "run"]
+    ]
     (image,) = [a for a in run if a.startswith("ghcr.io/")]
     options, args = run[2 : run.index(image)], run[run.index(image) + 1 :]
     host, _, target = options[options.index("-v") + 1].partition(":")

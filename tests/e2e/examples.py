@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from api.rules import RULES
+from tests.docpages import Ran
 from tests.e2e.objects import exporter_set, virtual_target_class
 from virtualtarget.controlplane import REPO_ROOT
 
@@ -69,7 +70,7 @@ def missing_class_warning(namespace: str) -> str:
     )
 
 
-def assert_examples_applied(result: subprocess.CompletedProcess[str], namespace: str) -> None:
+def assert_examples_applied(result: subprocess.CompletedProcess[str] | Ran, namespace: str) -> None:
     """`kubectl apply -f` of the examples folder: in file-name order, the set before its
     class (so `kubectl delete -f` removes the set first), and the one warning that says so."""
     assert result.returncode == 0, result.stderr

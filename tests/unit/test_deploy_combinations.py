@@ -144,12 +144,16 @@ def assert_rbac(objects: tuple[Obj, ...] | list[Obj], components: tuple[str, ...
                 ("ClusterRole", "virtualtarget-metrics-reader"),
                 ("Role", "virtualtarget-prometheus-discovery"),
             }
-    for role in (o for o in objects if o["metadata"]["name"] == "virtualtarget-prometheus-discovery"):
+    for role in (
+        o for o in objects if o["metadata"]["name"] == "virtualtarget-prometheus-discovery"
+    ):
         if role["kind"] == "Role":
             assert {v for r in role["rules"] for v in r["verbs"]} == {"get", "list", "watch"}
 
 
-@pytest.mark.parametrize(("overlay", "components"), CASES, ids=[f"{o}+{'+'.join(c)}" for o, c in CASES])
+@pytest.mark.parametrize(
+    ("overlay", "components"), CASES, ids=[f"{o}+{'+'.join(c)}" for o, c in CASES]
+)
 def test_every_documented_combination_keeps_the_allow_list_pod_security_and_rbac(
     overlay: str, components: tuple[str, ...]
 ) -> None:

@@ -82,7 +82,7 @@ def test_commands_join_continuations_and_skip_comments_and_blank_lines(page: Pat
 def test_an_unclosed_fence_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "broken.md"
     path.write_text("text\n```sh run=x\necho\n")
-    with pytest.raises(ValueError, match="broken.md:2: fenced block never closed"):
+    with pytest.raises(ValueError, match=r"broken\.md:2: fenced block never closed"):
         blocks(path)
 
 

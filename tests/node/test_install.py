@@ -188,12 +188,20 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
 
     deleted = time.monotonic()
     installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
-    _wait(
-        f"{standby} holding the Lease",
-        lambda: _election(installed)["spec"].get("holderIdentity") == standby,
-        timeout=2 * duration,
-        every=0.1,
-    )
+    try:
+        _wait(
+            f"{standby} holding the Lease",
+            lambda: _election(installed)["spec"].get("holderIdentity") == standby,
+            timeout=2 * duration,
+            every=0.1,
+        )
+    except AssertionError as missed:
+        states = {p["metadata"]["name"]: p["status"] for p in installed.pods(RECONCILER)}
+        logs = installed.kubectl("logs", standby, "-n", NAMESPACE, "--tail=30", check=False)
+        raise AssertionError(
+            f"{missed}; the Lease: {_election(installed)['spec']}; the Pods: {states}; "
+            f"{standby}'s log: {logs.stdout}{logs.stderr}"
+        ) from None
     handover = time.monotonic() - deleted
     record_figure(
         f"leader {leader} deleted: {standby} leads after {handover:.1f} s (lease {duration} s)"

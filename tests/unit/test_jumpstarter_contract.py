@@ -71,7 +71,7 @@ def _load(name: str) -> dict[str, Any]:
 
 
 EXAMPLE_SET = _load("exporterset-qemu.yaml")
-EXAMPLE_CLASS = _load("00-virtualtargetclass-qemu.yaml")
+EXAMPLE_CLASS = _load("virtualtargetclass-qemu.yaml")
 
 
 def _with_layout(klass: dict[str, Any], layout: str | None) -> dict[str, Any]:

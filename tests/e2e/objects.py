@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from reconciler.keys import SURPLUS_SINCE
-from reconciler.surplus import lease_name
+from reconciler.memory import lease_name
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.standin import CredentialStandIn
 

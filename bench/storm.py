@@ -71,12 +71,14 @@ def ended_status(code: int, message: str) -> dict[str, Any]:
 @dataclass
 class FailingKubelet:
     """Ends every new Pod of `namespace` as a failed `jmp run` would (exit 0, never
-    registered), until `failing` is cleared."""
+    registered), until `failing` is cleared; with `container_status` False the Pod gets
+    its phase only, Succeeded, and no container status."""
 
     plane: ControlPlane
     namespace: str
     failing: threading.Event = field(default_factory=threading.Event)
     ended: int = 0
+    container_status: bool = True
 
     def __post_init__(self) -> None:
         from kubernetes import client
@@ -92,7 +94,8 @@ class FailingKubelet:
             return
         if (status.get("phase") or "Pending") != "Pending":
             return
-        body = {"status": ended_status(0, LAST_WORDS)}
+        ended = ended_status(0, LAST_WORDS) if self.container_status else {"phase": "Succeeded"}
+        body = {"status": ended}
         with contextlib.suppress(Exception):  # gone meanwhile: nothing to end
             self.core.patch_namespaced_pod_status(meta["name"], self.namespace, body)
             self.ended += 1

@@ -460,12 +460,15 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if condition_of(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
     degraded = _degraded(pool.status, backoff, probing)
+    # One Event per step: a step the memory (or, while its cache lags, the status) holds
+    # was told already.
     if (
         backoff is not None
         and obs.problem is None
         and (remembered is None or backoff.failures > remembered.failures)
+        and backoff.step_note not in str(condition_of(pool.status, "Degraded").get("message"))
     ):
-        actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))  # one per step
+        actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))
     status = build_status(
         _counters(obs, members, pods_of),
         selector_string(pool.selector)

@@ -84,9 +84,9 @@ def step_of(exporter: ExporterView) -> int:
 
 
 def registered_after(exporters: Iterable[ExporterView], revision: str) -> datetime | None:
-    """When an instance of `revision` last registered (its Registered condition's last
-    transition, else its creation), None when none has: failures that ended before that
-    moment are healed, not counted."""
+    """When one of these instances of `revision` last registered (its Registered
+    condition's last transition, else its creation), None when none has: failures that
+    ended before that moment are healed, not counted."""
     moments = [
         (e.registered_at or e.created).replace(microsecond=0)
         for e in exporters

@@ -244,7 +244,9 @@ def plan(obs: Observation, now: datetime) -> Plan:
     failures = [(e, max(pods_of[e.identity], key=_ended)) for e in current]
     # The backoff in force: the pool's memory of its failures (a fix, or an instance that
     # registered since the last failure, ends it) with what its failed instances say.
-    healed = registered_after(obs.exporters, revision)
+    healed = registered_after(  # (one that failed since proves nothing)
+        (e for e in obs.exporters if e not in members[Bucket.FAILED]), revision
+    )
     remembered = pool.backoff
     if remembered is not None and (
         remembered.revision not in ("", revision) or (healed is not None and healed > remembered.at)

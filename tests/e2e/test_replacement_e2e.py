@@ -13,7 +13,6 @@ bounds only stop a runaway.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import Counter
@@ -32,6 +31,7 @@ from bench.storm import (
 from reconciler.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
+    backoff_steps,
     exporter_set,
     get_json,
     virtual_target_class,
@@ -246,8 +246,7 @@ def test_a_pool_of_one_slot_whose_pods_fail_backs_off_at_its_ceiling(
         stop.set()
     events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
     reasons = Counter(str(e.get("reason")) for e in events)
-    steps = sorted(int(n) for e in events if e.get("reason") == "BackOff"
-                   for n in re.findall(r"failure (\d+) in a row", e.get("note", "")))  # fmt: skip
+    steps = backoff_steps(events)
     final = condition(plane, ns, "Degraded")
     logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("reconciler-*.log")))
     print(

@@ -276,7 +276,11 @@ def measure(
     status = found.get("status") or {}
     degraded = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
     events = json.loads(plane.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
-    reasons = Counter(str(e.get("reason")) for e in events["items"])
+    reasons = Counter(
+        str(e.get("reason"))
+        for e in events["items"]
+        if e["involvedObject"].get("kind") == "ExporterSet"
+    )
     return Storm(
         str(tree),
         created,

@@ -18,6 +18,7 @@ import json
 import secrets
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -395,13 +396,18 @@ def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(
         bound = slots + _probes_within(window)
         status = pool.status()
         degraded = pool.condition("Degraded")
-        events = get_json(pool.cluster, "events", "-n", pool.namespace)["items"]
+        events = [  # the set's (the kubelet's about Pods are many more)
+            e
+            for e in get_json(pool.cluster, "events", "-n", pool.namespace)["items"]
+            if e["involvedObject"].get("kind") == "ExporterSet"
+        ]
         reasons = [str(e.get("reason")) for e in events]
         steps = backoff_steps(events)
         print(
             f"\nbroken pool (driver not installed), {BROKEN_SHAPES[slots]}: {len(created)} "
-            f"Exporters created in {window:.0f} s (bound {bound}); {len(events)} Events, "
-            f"BackOff steps {steps}; podsFailed {status.get('podsFailed')}; "
+            f"Exporters created in {window:.0f} s (bound {bound}); {len(events)} Events of the "
+            f"set {dict(Counter(reasons))}; BackOff steps {steps}; "
+            f"podsFailed {status.get('podsFailed')}; "
             f"Degraded={degraded.get('status')}/{degraded.get('reason')}: "
             f"{degraded.get('message')}\n{pool.table()}"
         )

@@ -8,9 +8,9 @@ it), but all verbs on coordination Leases in its namespace; a namespaced install
 product is granted the same (`reconciler.access`). So there the memory is a Lease named
 after the set (`lease_name`), owned by it (garbage collected with it), holding the same
 annotation keys. It is named for the first thing it held, the cooldown's moment, and keeps
-that name so an upgrade keeps a running cooldown. The set's own annotations are still
-read while no such Lease exists, so a takeover from Jumpstarter's controller keeps the
-cooldown that is running.
+that name so an upgrade keeps a running cooldown. The set's own annotations are read
+while no such Lease exists, and the Lease starts with what they hold, so a takeover from
+Jumpstarter's controller keeps the cooldown that is running.
 
 Each Lease is read once per set and process, then remembered; writes go to the apiserver
 and the memory together, and only when a value changes (as the annotations' do).
@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.access import MEMORY_LEASES
+from reconciler.keys import BACKOFF, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
 from reconciler.kube import ApiError, Kube
 
 __all__ = ["MemoryLeases", "lease_name"]
@@ -31,6 +32,7 @@ __all__ = ["MemoryLeases", "lease_name"]
 Obj = dict[str, Any]
 _PREFIX = "surplus-since."
 _MAX_NAME = 253
+_KEYS = (SURPLUS_SINCE, LEGACY_SURPLUS_SINCE, BACKOFF)  # the memory a set's annotations hold
 
 
 def lease_name(set_name: str) -> str:
@@ -78,13 +80,15 @@ class MemoryLeases:
         name = lease_name(meta["name"])
         held = self.read(exporter_set)
         if held is None:
+            annotations = meta.get("annotations") or {}
+            held = {k: annotations[k] for k in _KEYS if isinstance(annotations.get(k), str)}
             body = {
                 "apiVersion": MEMORY_LEASES.api_version,
                 "kind": MEMORY_LEASES.kind,
                 "metadata": {
                     "name": name,
                     "namespace": namespace,
-                    "annotations": {k: v for k, v in marks.items() if v is not None},
+                    "annotations": _kept(held, marks),
                     "ownerReferences": [
                         {
                             "apiVersion": exporter_set.get("apiVersion", ""),
@@ -101,18 +105,24 @@ class MemoryLeases:
             except ApiError as exc:
                 if exc.status != 409:
                     raise
-                # made by a predecessor after this process read it: patch it below
+                # Made by a predecessor after this process read it: written over, and read
+                # afresh at the next pass.
                 self.kube.patch(MEMORY_LEASES, namespace, name, _patch(marks))
+                self.forget(uid)
+                return
         else:
             self.kube.patch(MEMORY_LEASES, namespace, name, _patch(marks))
-        kept = {k: v for k, v in {**(held or {}), **marks}.items() if v is not None}
         with self._lock:
-            self._known[uid] = kept
+            self._known[uid] = _kept(held, marks)
 
     def forget(self, uid: str) -> None:
         """The set is gone (its Lease goes with it)."""
         with self._lock:
             self._known.pop(uid, None)
+
+
+def _kept(held: Mapping[str, str], marks: Mapping[str, str | None]) -> dict[str, str]:
+    return {k: v for k, v in {**held, **marks}.items() if v is not None}
 
 
 def _patch(marks: Mapping[str, str | None]) -> Obj:

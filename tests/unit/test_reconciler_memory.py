@@ -126,3 +126,23 @@ def test_namespaced_the_set_s_lease_holds_the_backoff_beside_the_cooldown() -> N
     run.run([RememberBackoff(None)])
     assert kube.writes[-1][3] == {"metadata": {"annotations": {BACKOFF: None}}}
     assert remembered(memory.read(SET) or {})["backoff"] is None
+
+
+def test_a_lease_made_for_the_backoff_keeps_the_cooldown_the_set_s_annotation_holds() -> None:
+    """A takeover: Jumpstarter's controller left a running cooldown in the set's
+    annotation, which a namespaced install may not write. The Lease, once made (here for
+    the backoff), starts with it, so the cooldown runs on."""
+    taken = {
+        **SET,
+        "metadata": {**SET["metadata"], "annotations": {SURPLUS_SINCE: "2026-01-01T00:00:00Z"}},
+    }
+    kube = RecordingKube()
+    memory = MemoryLeases(kube)  # type: ignore[arg-type]
+    assert memory.read(taken) is None  # no Lease: the set's annotations are read
+    memory.remember(taken, {BACKOFF: encode(FAILING)})
+    (create,) = kube.writes
+    assert create[3]["metadata"]["annotations"] == {
+        SURPLUS_SINCE: "2026-01-01T00:00:00Z",
+        BACKOFF: encode(FAILING),
+    }
+    assert remembered(memory.read(taken) or {}) == {"surplus_since": T0, "backoff": FAILING}

@@ -269,7 +269,7 @@ def guest_pool(
     node_cluster: Any,
     instance_images: None,
     controller: RunningController,
-    broken_pool: Pool,
+    broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
     """A pool of one QEMU instance whose namespace the double's lease controller serves."""

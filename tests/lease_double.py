@@ -192,6 +192,11 @@ class LeaseDouble(client_pb2_grpc.ClientServiceServicer):  # type: ignore[misc]
         with self._lock:
             self._namespaces.add(namespace)
 
+    def forget(self, namespace: str) -> None:
+        """Serve `namespace` no more."""
+        with self._lock:
+            self._namespaces.discard(namespace)
+
     def serves(self, namespace: str) -> bool:
         with self._lock:
             return namespace in self._namespaces

@@ -152,6 +152,8 @@ def pool_in_a_namespace(
         with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
             yield running
     finally:
+        if leases and controller.double.leases is not None:
+            controller.double.leases.forget(namespace)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 

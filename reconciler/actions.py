@@ -28,10 +28,12 @@ __all__ = [
     "DeletePod",
     "MarkServed",
     "PatchStatus",
+    "Protect",
     "RecordEvent",
     "Remove",
     "Retain",
     "SetSurplusSince",
+    "Unprotect",
 ]
 
 
@@ -101,6 +103,28 @@ class MarkServed:
 
 
 @dataclass(frozen=True, slots=True)
+class Protect:
+    """Add the LEASE_PROTECTION finalizer to a busy instance (`reconciler.protection`), and
+    with `served` also its SERVED_LEASE annotation (one write for both). Conditional on
+    the resourceVersion the plan saw: a changed instance is planned again."""
+
+    name: str
+    why: str = field(default="", compare=False)
+    served: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unprotect:
+    """Take the LEASE_PROTECTION finalizer off an instance no lease holds any more (or
+    one held past the bound: `warning`, and an Event says so). A deleted instance then
+    goes."""
+
+    name: str
+    why: str = field(default="", compare=False)
+    warning: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SetSurplusSince:
     """Write (or, with None, remove) the SURPLUS_SINCE annotation of the set."""
 
@@ -131,6 +155,8 @@ Action = (
     | Remove
     | Retain
     | MarkServed
+    | Protect
+    | Unprotect
     | SetSurplusSince
     | PatchStatus
     | RecordEvent

@@ -24,6 +24,7 @@ from reconciler.jumpstarter import EXPORTER_CONTAINER
 from reconciler.keys import (
     BACKOFF_STEP,
     FENCED_AT,
+    LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     REVISION,
     SERVED_LEASE,
@@ -124,6 +125,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         status=_map(obj.get("status")),
         revision=revision(spec, _SCALING),
+        created=_time(meta.get("creationTimestamp")),
     )
     return view, problem
 
@@ -180,6 +182,8 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         registered_at=_time(condition_of(status, "Registered").get("lastTransitionTime")),
         backoff_step=_step(annotations),
         revision=_str(annotations.get(REVISION)),
+        protected=LEASE_PROTECTION in (meta.get("finalizers") or ()),
+        deleted_at=_time(meta.get("deletionTimestamp")),
     )
 
 

@@ -22,9 +22,11 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.buckets import AVAILABLE_STATUSES, HOOK_STATUSES, owes_after_lease
 from reconciler.observe import (
@@ -57,6 +59,7 @@ class Instance:
     lease: str = ""
     records_hooks: bool = False
     hooks: HookRecord | None = None
+    protected: bool = False  # the lease-protection finalizer
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -71,6 +74,7 @@ class Instance:
             hooks=self.hooks,
             served_lease=self.served,
             fenced=self.fenced,
+            protected=self.protected,
         )
 
 
@@ -163,6 +167,13 @@ class World:
             case MarkServed(name, lease):
                 if name in self.instances:
                     self.instances[name].served = lease
+            case Protect(name, _, served):
+                if name in self.instances:
+                    self.instances[name].protected = True
+                    self.instances[name].served = served or self.instances[name].served
+            case Unprotect(name):
+                if name in self.instances:
+                    self.instances[name].protected = False
             case SetSurplusSince(since):
                 self.pool = replace(self.pool, surplus_since=since)
             case PatchStatus(status):

@@ -19,8 +19,9 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from webhook.access import CACHED_KINDS
-from webhook.clusterview import ClusterUnavailable, sets_using
+from webhook.access import CACHED_KINDS, INSTANCE_KINDS
+from webhook.clusterview import ClusterUnavailable, sets_in, sets_using
+from webhook.pools import SET_LABEL
 from webhook.routes import Kind
 
 __all__ = ["ClusterCache", "KindCache"]
@@ -154,6 +155,42 @@ class ClusterCache:
         )
         items = listing.get("items", []) if isinstance(listing, Mapping) else []
         return sets_using(items, namespace, name)
+
+    async def sets_of(self, namespace: str, budget: float) -> list[Object]:
+        cache = self.caches["ExporterSet"]
+        if cache.synced.is_set():
+            return sets_in(cache.values(), namespace)
+        return await self._list(cache.kind, namespace, budget)
+
+    async def pool_instances(
+        self, namespace: str, set_name: str, budget: float
+    ) -> tuple[list[Object], list[Object]]:
+        """Read live, both at once: asked only when a set is deleted."""
+        exporters, leases = INSTANCE_KINDS
+        selector = f"{SET_LABEL}={set_name}"
+        found = await asyncio.gather(
+            self._list(exporters, namespace, budget, selector),
+            self._list(leases, namespace, budget),
+        )
+        return found[0], found[1]
+
+    async def _list(
+        self, kind: Kind, namespace: str, budget: float, selector: str | None = None
+    ) -> list[Object]:
+        listing = await _live(
+            lambda: self.api.list_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                label_selector=selector,
+                _request_timeout=budget,
+            ),
+            budget,
+            not_found={"items": []},  # a kind not served (Jumpstarter's Lease CRD absent)
+        )
+        items = listing.get("items", []) if isinstance(listing, Mapping) else []
+        return [item for item in items if isinstance(item, Mapping)]
 
 
 async def _live(call: Any, budget: float, not_found: Any) -> Any:

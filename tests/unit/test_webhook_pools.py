@@ -27,17 +27,32 @@ from webhook.pools import (
 
 Obj = dict[str, Any]
 MOCK = "jumpstarter_driver_power.driver.MockPower"
-DRIVERS = 63
+DRIVERS = 64  # the CRD's maxItems
+QEMU_DRIVERS = tuple(
+    {"name": f"vm{i}", "type": "jumpstarter_driver_qemu.driver.Qemu"} for i in range(20)
+)
 
 
-def blob_set(sizes: list[int], **spec: Any) -> Obj:
-    """A set whose drivers each carry a config string of the given size."""
-    drivers = [
+def blob_set(
+    sizes: list[int],
+    name: str = "pool-a",
+    namespace: str = "lab",
+    first: tuple[Obj, ...] = (),
+    **spec: Any,
+) -> Obj:
+    """A set whose drivers (after `first`) each carry a config string of the given size;
+    its selector and template labels name it, so sets of two names do not overlap."""
+    drivers = [*first] + [
         {"name": f"d{i}", "type": MOCK, "config": {"blob": "x" * size}}
         for i, size in enumerate(sizes)
     ]
     exporter_set = a_set(**spec)
-    exporter_set["spec"]["template"]["spec"] = {"drivers": drivers}
+    exporter_set["metadata"].update(name=name, namespace=namespace)
+    exporter_set["spec"]["selector"] = {"matchLabels": {"pool": name}}
+    exporter_set["spec"]["template"] = {
+        "metadata": {"labels": {"pool": name}},
+        "spec": {"drivers": drivers},
+    }
     return exporter_set
 
 
@@ -47,12 +62,14 @@ def config_bytes(exporter_set: Obj, klass: Obj) -> int:
     return len(rendered.config.encode())
 
 
-def at_config_size(target: int, klass: Obj, **spec: Any) -> Obj:
-    """63 drivers of about 16,500 characters, the last one sized so that the rendered
-    config.yaml is exactly `target` bytes (one more character, one more byte)."""
-    share = 16_500
-    base = config_bytes(blob_set([share] * (DRIVERS - 1) + [1], **spec), klass)
-    exporter_set = blob_set([share] * (DRIVERS - 1) + [1 + target - base], **spec)
+def at_config_size(target: int, klass: Obj, **fields: Any) -> Obj:
+    """A set of 64 drivers at most (the CRD's limit), the last one sized so that the
+    rendered config.yaml is exactly `target` bytes (one more character, one more byte);
+    `fields` as `blob_set` takes them."""
+    count = DRIVERS - len(fields.get("first", ()))
+    share = target // count - 400
+    base = config_bytes(blob_set([share] * (count - 1) + [1], **fields), klass)
+    exporter_set = blob_set([share] * (count - 1) + [1 + target - base], **fields)
     assert config_bytes(exporter_set, klass) == target
     return exporter_set
 
@@ -105,15 +122,7 @@ def test_admission_refuses_the_set_and_a_class_change_that_pushes_it_over() -> N
     plain = a_class()
     sized = a_class(parameters={"resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"}})
     # Qemu drivers: the class's resources fill each one's config, so the class moves the size.
-    qemu = {"name": "vm", "type": "jumpstarter_driver_qemu.driver.Qemu"}
-    at_limit = at_config_size(SECRET_DATA_LIMIT, plain)
-    at_limit["spec"]["template"]["spec"]["drivers"][:0] = [
-        {**qemu, "name": f"vm{i}"} for i in range(20)
-    ]
-    grown = config_bytes(at_limit, plain) - SECRET_DATA_LIMIT
-    last = at_limit["spec"]["template"]["spec"]["drivers"][-1]["config"]
-    last["blob"] = last["blob"][:-grown]
-    assert config_bytes(at_limit, plain) == SECRET_DATA_LIMIT
+    at_limit = at_config_size(SECRET_DATA_LIMIT, plain, first=QEMU_DRIVERS)
     assert config_bytes(at_limit, sized) > SECRET_DATA_LIMIT
     admission = Admission(schema_source, StaticView([plain, at_limit]))
     assert run(admission, review(at_limit)).allowed

@@ -561,9 +561,10 @@ class Controller:
         """The lease protection of the instances labelled for the set that it does not
         control any more (`reconciler.protection`): it was deleted (they are deleted with
         it, or orphaned), is being deleted, or was made again under the same name. Each is
-        released once no lease holds it, or at the bound; meanwhile an Event says once
-        that it stays, and the set's key is requeued for the bound. Instances deleted
-        while leased before they were protected get an Event each (`_lost`)."""
+        released once no lease holds it, or at the bound; while a deleted one is held an
+        Event says once that it stays, and the set's key is requeued for the bound.
+        Instances deleted while leased before they were protected get an Event each
+        (`_lost`)."""
         namespace = key[0]
         with self._lost_lock:
             lost = self._lost.pop(key, [])
@@ -603,16 +604,13 @@ class Controller:
                 note = f"released Exporter {name} of ExporterSet {key[1]}: {found.why}"
                 log.info("%s/%s: %s", *key, note)
                 self._write_event(obj, INSTANCE_RELEASED, "Release", note, now, found.warning)
-            elif found.until is not None or not view.deleting:
+            elif found.until is not None:  # deleted, held for its lease: say so once
                 if uid not in self._announced:
                     self._announced.add(uid)
-                    note = f"ExporterSet {key[1]} no longer controls Exporter {name}: {found.why}"
-                    if view.deleting:
-                        note = f"Exporter {name} of ExporterSet {key[1]} is being deleted: "
-                        note += found.why
+                    note = f"Exporter {name} of ExporterSet {key[1]} is being deleted: {found.why}"
                     log.info("%s/%s: %s", *key, note)
                     self._write_event(obj, INSTANCE_KEPT, "Keep", note, now, warning=False)
-                if found.until is not None and (soonest is None or found.until < soonest):
+                if soonest is None or found.until < soonest:
                     soonest = found.until
         if soonest is not None:
             self.queue.add_after(key, max(0.0, (soonest - now).total_seconds()) + 0.5)

@@ -20,7 +20,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from webhook.access import CACHED_KINDS, INSTANCE_KINDS
-from webhook.clusterview import ClusterUnavailable, sets_in, sets_using
+from webhook.clusterview import ClusterUnavailable, sets_using
 from webhook.pools import SET_LABEL
 from webhook.routes import Kind
 
@@ -41,6 +41,7 @@ class KindCache:
         self.kind = kind
         self.synced = threading.Event()
         self._objects: dict[tuple[str, str], Object] = {}
+        self._by_namespace: dict[str, dict[str, Object]] = {}
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Object | None:
@@ -50,6 +51,11 @@ class KindCache:
     def values(self) -> list[Object]:
         with self._lock:
             return list(self._objects.values())
+
+    def values_in(self, namespace: str) -> list[Object]:
+        """The objects of one namespace (a set's review reads its neighbours only)."""
+        with self._lock:
+            return list(self._by_namespace.get(namespace, {}).values())
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until `stop` is set; every failure leads to a fresh list."""
@@ -72,8 +78,11 @@ class KindCache:
             self.kind.group, self.kind.version, self.kind.plural, _request_timeout=30
         )
         objects = {_key(item): item for item in listing.get("items", [])}
+        by_namespace: dict[str, dict[str, Object]] = {}
+        for (namespace, name), item in objects.items():
+            by_namespace.setdefault(namespace, {})[name] = item
         with self._lock:
-            self._objects = objects
+            self._objects, self._by_namespace = objects, by_namespace
         self.synced.set()
         return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
@@ -96,11 +105,14 @@ class KindCache:
                 raise RuntimeError(f"watch error: {obj}")  # e.g. 410 Gone: relist
             if not isinstance(obj, Mapping) or kind == "BOOKMARK":
                 continue
+            namespace, name = _key(obj)
             with self._lock:
                 if kind == "DELETED":
-                    self._objects.pop(_key(obj), None)
+                    self._objects.pop((namespace, name), None)
+                    self._by_namespace.get(namespace, {}).pop(name, None)
                 else:
-                    self._objects[_key(obj)] = obj
+                    self._objects[(namespace, name)] = obj
+                    self._by_namespace.setdefault(namespace, {})[name] = obj
         raise RuntimeError("watch ended")  # the server closed it: relist, then watch again
 
 
@@ -144,7 +156,7 @@ class ClusterCache:
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
         cache = self.caches["ExporterSet"]
         if cache.synced.is_set():
-            return sets_using(cache.values(), namespace, name)
+            return sets_using(cache.values_in(namespace), namespace, name)
         kind = cache.kind
         listing = await _live(
             lambda: self.api.list_namespaced_custom_object(
@@ -159,7 +171,7 @@ class ClusterCache:
     async def sets_of(self, namespace: str, budget: float) -> list[Object]:
         cache = self.caches["ExporterSet"]
         if cache.synced.is_set():
-            return sets_in(cache.values(), namespace)
+            return cache.values_in(namespace)
         return await self._list(cache.kind, namespace, budget)
 
     async def pool_instances(

@@ -4,7 +4,8 @@ One `sync` is one pass over one ExporterSet: read its objects from the caches (t
 indexes, so a pass costs the size of the pool, not of the cluster), build the
 observation, call the pure planner, let the executor make the writes, and requeue at
 the next cooldown deadline the planner reports. Failures back off per key. Each pass
-that acts logs its plan in the planner's words (`reconciler.explain`).
+that acts logs the steps it carried out in the planner's words (`reconciler.explain`); a
+step that fails for good still gets its pass's status written (`reconciler.failures`).
 
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the reading and planning half of `sync`.

@@ -34,12 +34,12 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
+from tests.unit.test_webhook_pools import MOCK, deep_drivers
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import ReconcilerProcess, running_reconciler
 from virtualtarget.standin import CredentialStandIn
 
 Obj = dict[str, Any]
-MOCK = "jumpstarter_driver_power.driver.MockPower"
 CLI = (sys.executable, "-m", "virtualtarget.cli")
 
 
@@ -139,11 +139,7 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
             maxReplicas=1,
         ),
     )
-    nested: Any = "leaf"
-    for _ in range(150):
-        nested = {"level": nested, "pad": "p" * 200}
-    deep = [{"name": f"n{i}", "type": MOCK, "config": nested} for i in range(40)]
-    create(plane, pool("deep", ns, deep, minReplicas=1, maxReplicas=1))
+    create(plane, pool("deep", ns, deep_drivers(40), minReplicas=1, maxReplicas=1))
 
     def degraded(name: str) -> Obj:
         found = condition(plane, ns, name, "Degraded")

@@ -11,7 +11,6 @@ project, says where the limits are.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,27 +24,14 @@ from tests.e2e.objects import (
     try_apply,
     virtual_target_class,
 )
-from tests.unit.test_webhook_pools import QEMU_DRIVERS, at_config_size, blob_set
+from tests.unit.test_webhook_pools import QEMU_DRIVERS, at_config_size, blob_set, deep_drivers
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import (
     WebhookServer,
-    register_webhooks,
-    running_webhook,
-    unregister_webhooks,
 )
 from webhook.pools import REQUEST_LIMIT, SECRET_DATA_LIMIT, render_instance
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def webhook(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WebhookServer]:
-    with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as server:
-        register_webhooks(control_plane, server)
-        yield server
-        unregister_webhooks(control_plane)
 
 
 def create(plane: ControlPlane, body: Obj) -> Any:
@@ -59,12 +45,18 @@ def rendered_secret(exporter_set: Obj, klass: Obj) -> Obj:
     return rendered.secret
 
 
+@pytest.fixture
+def klass(control_plane: ControlPlane, webhook: WebhookServer, namespace: str) -> Obj:
+    """The class `qemu` of the test's namespace, created."""
+    body = virtual_target_class("qemu", namespace)
+    assert create(control_plane, body).returncode == 0
+    return body
+
+
 def test_the_webhook_refuses_exactly_what_the_apiserver_would_not_store(
-    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+    control_plane: ControlPlane, klass: Obj, namespace: str
 ) -> None:
     plane, ns = control_plane, namespace
-    klass = virtual_target_class("qemu", ns)
-    assert create(plane, klass).returncode == 0
     fits = at_config_size(SECRET_DATA_LIMIT, klass, name="fits", namespace=ns)
     over = at_config_size(SECRET_DATA_LIMIT + 1, klass, name="over", namespace=ns)
     # The apiserver stores the config Secret of the one and refuses the other's.
@@ -85,19 +77,10 @@ def test_the_webhook_refuses_exactly_what_the_apiserver_would_not_store(
 
 
 def test_a_config_beyond_the_request_limit_is_refused_with_both_limits(
-    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+    control_plane: ControlPlane, klass: Obj, namespace: str
 ) -> None:
     plane, ns = control_plane, namespace
-    klass = virtual_target_class("qemu", ns)
-    assert create(plane, klass).returncode == 0
-    nested: Any = "leaf"
-    for _ in range(150):
-        nested = {"level": nested, "pad": "p" * 200}
-    deep = blob_set([], name="deep", namespace=ns)
-    deep["spec"]["template"]["spec"]["drivers"] = [
-        {"name": f"n{i}", "type": "jumpstarter_driver_power.driver.MockPower", "config": nested}
-        for i in range(40)
-    ]
+    deep = blob_set([], name="deep", namespace=ns, first=tuple(deep_drivers(40)))
     secret = rendered_secret(deep, klass)
     assert len(json.dumps(secret)) > REQUEST_LIMIT
     too_large = create(plane, secret)
@@ -108,12 +91,10 @@ def test_a_config_beyond_the_request_limit_is_refused_with_both_limits(
 
 
 def test_a_class_change_that_would_push_a_set_over_is_refused(
-    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+    control_plane: ControlPlane, klass: Obj, namespace: str
 ) -> None:
     plane, ns = control_plane, namespace
-    plain = virtual_target_class("qemu", ns)
-    assert create(plane, plain).returncode == 0
-    near = at_config_size(SECRET_DATA_LIMIT - 200, plain, namespace=ns, first=QEMU_DRIVERS)
+    near = at_config_size(SECRET_DATA_LIMIT - 200, klass, namespace=ns, first=QEMU_DRIVERS)
     assert create(plane, near).returncode == 0
     sized = virtual_target_class(
         "qemu", ns, parameters={"resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"}}

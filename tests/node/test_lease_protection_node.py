@@ -13,7 +13,6 @@ lease's end. Waits are bounded polls.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from reconciler.keys import LEASE_PROTECTION
 from tests.controller_double import RunningController
 from tests.e2e.objects import apply, get_json
-from tests.node.pool_support import Pool, instance_namespace, running_pool
+from tests.node.pool_support import Pool, fresh_pool
 from tests.node.test_pools_node import (  # noqa: F401 (fixtures)
     controller,
     instance_archives,
@@ -43,12 +42,8 @@ def pool(
     controller: RunningController,  # noqa: F811
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    namespace = instance_namespace(node_cluster, f"protect-{secrets.token_hex(3)}")
-    try:
-        with running_pool(node_cluster, namespace, controller, tmp_path) as running:
-            yield running
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with fresh_pool(node_cluster, controller, tmp_path, "protect") as running:
+        yield running
 
 
 def _exporter(pool: Pool, name: str) -> Obj | None:

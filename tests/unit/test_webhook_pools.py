@@ -56,6 +56,15 @@ def blob_set(
     return exporter_set
 
 
+def deep_drivers(count: int) -> list[Obj]:
+    """Drivers whose config nests 150 levels deep: its YAML, indented at every level,
+    is over twice the size of its JSON (40 of them render beyond 3 MiB of request)."""
+    nested: Any = "leaf"
+    for _ in range(150):
+        nested = {"level": nested, "pad": "p" * 200}
+    return [{"name": f"n{i}", "type": MOCK, "config": nested} for i in range(count)]
+
+
 def config_bytes(exporter_set: Obj, klass: Obj) -> int:
     rendered = render_instance(exporter_set, klass)
     assert rendered is not None
@@ -89,13 +98,8 @@ def test_a_config_a_secret_can_hold_is_admitted_one_byte_more_is_not() -> None:
 
 
 def test_a_deeply_nested_config_names_the_request_limit_too() -> None:
-    nested: Any = "leaf"
-    for _ in range(150):
-        nested = {"level": nested, "pad": "p" * 200}
     exporter_set = a_set()
-    exporter_set["spec"]["template"]["spec"] = {
-        "drivers": [{"name": f"n{i}", "type": MOCK, "config": nested} for i in range(30)]
-    }
+    exporter_set["spec"]["template"]["spec"] = {"drivers": deep_drivers(30)}
     rendered = render_instance(exporter_set, a_class())
     assert rendered is not None
     assert len(json.dumps(rendered.secret)) > REQUEST_LIMIT

@@ -170,11 +170,17 @@ async def check_set_overlap(
 async def check_class_change(
     klass: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
 ) -> Verdict:
-    """A class created or changed must leave every set that uses it storable."""
+    """A class created or changed must leave every set that uses it storable. A class
+    review needs no cluster read otherwise: while the sets cannot be read, it is admitted
+    with a warning (a pool pushed over still says so in its status: WriteRejected)."""
     name = _mapping(klass.get("metadata")).get("name")
+    try:
+        found = await view.sets_of(namespace, budget)
+    except ClusterUnavailable as exc:
+        return Verdict(warnings=[f"sets using the class not checked: {exc}"])
     sets = [
         s
-        for s in await view.sets_of(namespace, budget)
+        for s in found
         if _mapping(s.get("spec")).get("virtualTargetClassName") == name
         and not _mapping(s.get("metadata")).get("deletionTimestamp")
     ]

@@ -233,3 +233,16 @@ def test_many_leased_instances_are_summed_up(count: int) -> None:
     outcome = run(Admission(schema_source, Instances(exporters, [])), deletion)
     assert len(outcome.warnings) == 6
     assert outcome.warnings[-1] == (f"and {count - 5} more leased instance(s), each kept as well")
+
+
+class SetsUnreadable(StaticView):
+    async def sets_of(self, namespace: str, budget: float) -> list[Obj]:
+        raise ClusterUnavailable("apiserver did not answer within 1.0s")
+
+
+def test_a_class_review_while_the_sets_cannot_be_read_is_admitted_with_a_warning() -> None:
+    outcome = run(Admission(schema_source, SetsUnreadable([])), review(a_class()))
+    assert outcome.allowed
+    assert outcome.warnings == [
+        "sets using the class not checked: apiserver did not answer within 1.0s"
+    ]

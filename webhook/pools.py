@@ -135,18 +135,14 @@ def storable_errors(exporter_set: Obj, klass: Obj, who: str = "") -> list[FieldE
 
     Rendering costs about a millisecond for a set of a few drivers (PyYAML's representer),
     and a pool's set is admitted again and again unchanged: the findings are remembered
-    per set (name, namespace, spec) and class spec."""
-    meta = _map(exporter_set.get("metadata"))
+    per set (name, namespace, spec) and class version (a class read from the cluster;
+    one being admitted, by its spec)."""
+    meta, class_meta = _map(exporter_set.get("metadata")), _map(klass.get("metadata"))
+    version = class_meta.get("uid"), class_meta.get("resourceVersion")
+    of_class = version if all(version) and not who else klass.get("spec")
     try:
-        key = compact_json(
-            [
-                meta.get("name"),
-                meta.get("namespace"),
-                exporter_set.get("spec"),
-                klass.get("spec"),
-                who,
-            ]
-        )
+        spec = exporter_set.get("spec")
+        key = compact_json([meta.get("name"), meta.get("namespace"), spec, of_class, who])
     except (TypeError, ValueError):  # values JSON cannot spell
         return _storable_errors(exporter_set, klass, who)
     found = _CHECKED.get(key)
@@ -215,6 +211,9 @@ def _storable_errors(exporter_set: Obj, klass: Obj, who: str) -> list[FieldError
 def overlapping(exporter_set: Obj, others: Iterable[Obj]) -> list[tuple[str, str]]:
     """The other sets (not being deleted) whose instances a Lease for this one may match,
     each with the set that counts such a Lease (`reconciler.claims`: the older one)."""
+    others = list(others)
+    if not others:
+        return []
     me = pool_claim(exporter_set)
     found = []
     for other in others:

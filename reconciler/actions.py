@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.backoff import Backoff
 from reconciler.reasons import RECYCLE
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "PatchStatus",
     "Protect",
     "RecordEvent",
+    "RememberBackoff",
     "Remove",
     "Retain",
     "SetSurplusSince",
@@ -126,9 +128,19 @@ class Unprotect:
 
 @dataclass(frozen=True, slots=True)
 class SetSurplusSince:
-    """Write (or, with None, remove) the SURPLUS_SINCE annotation of the set."""
+    """Write (or, with None, remove) SURPLUS_SINCE where the pool keeps memory: an
+    annotation of the set, or its memory Lease (`reconciler.memory`)."""
 
     since: datetime | None
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RememberBackoff:
+    """Write (or, with None, remove) the pool's backoff (BACKOFF) where it keeps memory:
+    an annotation of the set, or its memory Lease (`reconciler.memory`)."""
+
+    backoff: Backoff | None
     why: str = field(default="", compare=False)
 
 
@@ -158,6 +170,7 @@ Action = (
     | Protect
     | Unprotect
     | SetSurplusSince
+    | RememberBackoff
     | PatchStatus
     | RecordEvent
 )

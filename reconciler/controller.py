@@ -12,7 +12,7 @@ one list each (no watch), and `decide` is the reading and planning half of `sync
 
 Scope (`reconciler.scope`): the caches cover one namespace, a list, or the cluster; in a
 cluster-wide install Secrets are read by name (`reconciler.named`), and in a namespaced
-one the cooldown memory is a Lease beside each set (`reconciler.surplus`).
+one the pool's memory (cooldown, backoff) is a Lease beside each set (`reconciler.memory`).
 
 Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -55,6 +55,7 @@ from reconciler.adapt import (
     pod_view,
     pod_view_after,
     pool_view,
+    remembered,
 )
 from reconciler.cache import Cache, Informer, ObjKey, keep_only, key_of
 from reconciler.claims import pool_claim
@@ -75,6 +76,7 @@ from reconciler.imagecheck import images_condition
 from reconciler.jumpstarter import config_secret_name
 from reconciler.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube, NotLeading
+from reconciler.memory import MemoryLeases
 from reconciler.metrics import ReconcileStats
 from reconciler.named import DEFAULT_RESYNC, NamedCache
 from reconciler.observe import Observation
@@ -90,7 +92,6 @@ from reconciler.reasons import (
 )
 from reconciler.render import Credentials, merged_parameters
 from reconciler.scope import Scope
-from reconciler.surplus import SurplusLeases
 from reconciler.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
@@ -205,8 +206,8 @@ class Controller:
         self.informers: dict[Resource, Cache] = {
             r: self.watches.get(r, self.secrets) for r in WATCHED
         }
-        # Where the cooldown memory lives when the set itself may not be written.
-        self.surplus = SurplusLeases(kube) if scope.mode == NAMESPACED else None
+        # Where the pools' memory lives when the set itself may not be written.
+        self.memory = MemoryLeases(kube) if scope.mode == NAMESPACED else None
         sets, exporters = self.watches[EXPORTERSETS], self.watches[EXPORTERS]
         sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
         sets.add_index(
@@ -247,8 +248,8 @@ class Controller:
     def _on_set(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.plans.pop(_key(new), None)  # its metric series go with it
-            if self.surplus is not None:
-                self.surplus.forget(str(_meta(new).get("uid", "")))
+            if self.memory is not None:
+                self.memory.forget(str(_meta(new).get("uid", "")))
             self.expectations.forget(_key(new))
         self.queue.add(_key(new))
         if old is None or kind == "DELETED" or _claim_changed(old, new):
@@ -380,10 +381,10 @@ class Controller:
         ):
             return None
         pool, problem = pool_view(exporter_set)
-        if self.surplus is not None:
-            ours, since = self.surplus.since(exporter_set)
-            if ours:
-                pool = replace(pool, surplus_since=since)
+        if self.memory is not None:
+            held = self.memory.read(exporter_set)
+            if held is not None:  # else the set's own annotations (a takeover)
+                pool = replace(pool, **remembered(held))
         # The status this process last wrote, while the cache has not shown it yet: a
         # transition is noted (and its Event written) once.
         pool = replace(
@@ -517,7 +518,7 @@ class Controller:
             cached_secret=lambda n: secrets.get(key[0], n),
             configs=self.configs,
             observed_secret=secrets.observed_write,
-            surplus=self.surplus,
+            memory=self.memory,
             expectations=self.expectations,
         )
         self.plans[key] = result

@@ -50,18 +50,21 @@ from reconciler.actions import (
     PatchStatus,
     Protect,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
     Unprotect,
 )
 from reconciler.adapt import controller_of, lease_view, pod_exited
+from reconciler.backoff import encode
 from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import describe
 from reconciler.failures import RenderError, StepFailed, classify
 from reconciler.keys import (
+    BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
     LEASE_PROTECTION,
@@ -74,6 +77,7 @@ from reconciler.keys import (
     SURPLUS_SINCE,
 )
 from reconciler.kube import ApiError, Kube, NotLeading
+from reconciler.memory import MemoryLeases
 from reconciler.provisioners.base import Provisioner
 from reconciler.reasons import FENCE_LIFTED, INSTANCE_RELEASED, POD_CREATED, RETAINED, SCALE_UP
 from reconciler.render import (
@@ -83,7 +87,6 @@ from reconciler.render import (
     instance_context,
     render_exporter,
 )
-from reconciler.surplus import SurplusLeases
 from reconciler.timefmt import format_time
 
 __all__ = ["Executor", "without_protection"]
@@ -107,8 +110,8 @@ class Executor:
     configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
     # the answer to each config Secret write, for a cache that does not watch Secrets
     observed_secret: Callable[[Obj], None] = lambda _obj: None
-    # a namespaced install's cooldown memory (`reconciler.surplus`); else the annotation
-    surplus: SurplusLeases | None = None
+    # a namespaced install's pool memory (`reconciler.memory`); else the set's annotations
+    memory: MemoryLeases | None = None
     expectations: Expectations = field(default_factory=Expectations)  # likewise
     writes: int = 0
     done: list[Action] = field(default_factory=list)  # the steps carried out, in order
@@ -203,17 +206,12 @@ class Executor:
                 if released and (warning or deleted):  # it goes now: say why
                     note = f"released Exporter {name}: {why}"
                     self._event(INSTANCE_RELEASED, "Release", note, exporter, warning=warning)
-            case SetSurplusSince(since) if self.surplus is not None:
-                memory = self.surplus
-                self._write(lambda: memory.remember(self.exporter_set, since))
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 # Jumpstarter's key; the one earlier versions wrote goes with any write.
-                marks = {SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None}
-                patch: Obj = {"metadata": {"annotations": marks}}
-                self._write(
-                    lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch)
-                )
+                self._remember({SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None})
+            case RememberBackoff(backoff):
+                self._remember({BACKOFF: encode(backoff) if backoff is not None else None})
             case PatchStatus(status):
                 body: Obj = {"status": dict(status)}
                 self._write(
@@ -258,6 +256,15 @@ class Executor:
     @property
     def _set_uid(self) -> str:
         return str(self.exporter_set["metadata"].get("uid", ""))
+
+    def _remember(self, marks: Mapping[str, str | None]) -> None:
+        """Write the pool's memory: into its Lease, else into the set's annotations."""
+        memory = self.memory
+        if memory is not None:
+            self._write(lambda: memory.remember(self.exporter_set, marks))
+            return
+        patch: Obj = {"metadata": {"annotations": dict(marks)}}
+        self._write(lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch))
 
     def _write(self, call: Callable[[], Any]) -> Any:
         self.writes += 1

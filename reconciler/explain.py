@@ -29,6 +29,7 @@ from reconciler.actions import (
     PatchStatus,
     Protect,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
@@ -56,6 +57,8 @@ VERBS = (
     "protect",
     "mark served",
     "unprotect",
+    "note backoff",
+    "forget backoff",
     "remove",
     "retain",
     "delete pod",
@@ -128,6 +131,8 @@ def describe(action: Action) -> tuple[str, str, str]:
             return "unprotect", name, why
         case SetSurplusSince(since, why):
             return ("note surplus" if since is not None else "forget surplus"), "", why
+        case RememberBackoff(backoff, why):
+            return ("note backoff" if backoff is not None else "forget backoff"), "", why
         case PatchStatus():
             return UPDATE_STATUS, "", ""
         case RecordEvent(reason, note):

@@ -23,6 +23,7 @@ from reconciler.actions import (
     MarkServed,
     PatchStatus,
     Protect,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
@@ -176,6 +177,8 @@ class World:
                     self.instances[name].protected = False
             case SetSurplusSince(since):
                 self.pool = replace(self.pool, surplus_since=since)
+            case RememberBackoff(backoff):
+                self.pool = replace(self.pool, backoff=backoff)
             case PatchStatus(status):
                 self.pool = replace(self.pool, status=dict(status))
 

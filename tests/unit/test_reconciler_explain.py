@@ -12,11 +12,13 @@ from reconciler.actions import (
     PatchStatus,
     Protect,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
     Unprotect,
 )
+from reconciler.backoff import Backoff
 from reconciler.explain import VERBS, Step, describe, explain, held
 from reconciler.observe import LeaseView, Observation, PodView
 from reconciler.planner import Plan, plan
@@ -151,6 +153,8 @@ def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
         Unprotect("a", "no lease holds it any more"),
         SetSurplusSince(T0),
         SetSurplusSince(None),
+        RememberBackoff(Backoff(1, T0, "a", "exited")),
+        RememberBackoff(None),
         PatchStatus({}),
         RecordEvent("R", "note"),
     ]

@@ -98,7 +98,9 @@ def _status(pool: Pool, kind: str, name: str, status: Obj) -> None:
 
 
 def _events(pool: Pool, name: str) -> list[tuple[str, str, str]]:
+    """The Events about an object, in the order they were written."""
     items = get_json(pool.cluster, "events.events.k8s.io", "-n", pool.namespace)["items"]
+    items.sort(key=lambda e: e.get("eventTime") or "")
     return [(e["reason"], e["type"], e["note"]) for e in items if e["regarding"]["name"] == name]
 
 

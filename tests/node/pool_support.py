@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import threading
 import time
@@ -372,6 +373,32 @@ def running_pool(
     finally:
         stop.set()
         history.stop()
+
+
+@contextlib.contextmanager
+def fresh_pool(
+    cluster: Any,
+    controller: RunningController,
+    workdir: Path,
+    prefix: str,
+    *,
+    leases: bool = False,
+    **pool_args: Any,
+) -> Iterator[Pool]:
+    """`running_pool` in a namespace of its own (`prefix-<random>`), deleted afterwards;
+    with `leases`, the double's lease controller serves that namespace meanwhile."""
+    namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
+    book = controller.double.leases if leases else None
+    if leases:
+        assert book is not None, "the double has no cluster to keep leases in"
+        book.serve(namespace)
+    try:
+        with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
+            yield running
+    finally:
+        if book is not None:
+            book.forget(namespace)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def container_pid(pod: Obj, container: str) -> int:

@@ -38,6 +38,7 @@ from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
 from tests.node.guest_support import run_client, write_client_config
 from tests.node.pool_support import (
     Pool,
+    fresh_pool,
     instance_namespace,
     kill_container,
     running_pool,
@@ -132,31 +133,6 @@ def broken_pools(
         yield pools
 
 
-@contextlib.contextmanager
-def pool_in_a_namespace(
-    cluster: Any,
-    controller: RunningController,
-    workdir: Path,
-    prefix: str,
-    *,
-    leases: bool = False,
-    **pool_args: Any,
-) -> Iterator[Pool]:
-    """A running pool in a namespace of its own (`leases`: served by the double's lease
-    controller), the namespace deleted afterwards."""
-    namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
-    if leases:
-        assert controller.double.leases is not None
-        controller.double.leases.serve(namespace)
-    try:
-        with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
-            yield running
-    finally:
-        if leases and controller.double.leases is not None:
-            controller.double.leases.forget(namespace)
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
 @pytest.fixture
 def pool(
     node_cluster: Any,
@@ -165,7 +141,7 @@ def pool(
     broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    with pool_in_a_namespace(node_cluster, controller, tmp_path, "pool") as running:
+    with fresh_pool(node_cluster, controller, tmp_path, "pool") as running:
         yield running
 
 
@@ -275,7 +251,7 @@ def guest_pool(
     tmp_path: Path,
 ) -> Iterator[Pool]:
     """A pool of one QEMU instance whose namespace the double's lease controller serves."""
-    with pool_in_a_namespace(
+    with fresh_pool(
         node_cluster,
         controller,
         tmp_path,

@@ -409,6 +409,7 @@ def container_pid(pod: Obj, container: str) -> int:
     container_id = found["containerID"].split("://", 1)[1]
     pod_dir = "pod" + pod["metadata"]["uid"]
     parents: dict[int, int] = {}
+    started: dict[int, int] = {}  # clock ticks after boot
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -418,12 +419,16 @@ def container_pid(pod: Obj, container: str) -> int:
         except OSError:
             continue
         if pod_dir in cgroups and container_id in cgroups:
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    # The container's first process: the one whose parent is outside the container.
+            fields = stat.rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            started[int(entry.name)] = int(fields[19])
+    # The container's first process: its parent is outside the container. So is that of a
+    # process `kubectl exec` or an exec probe (every 2 s) started meanwhile: the first
+    # process is the oldest of them.
     tops = [pid for pid, parent in parents.items() if parent not in parents]
-    if len(tops) != 1:
+    if not tops:
         raise AssertionError(f"{container} of Pod {pod['metadata']['name']}: processes {parents}")
-    return tops[0]
+    return min(tops, key=lambda pid: (started[pid], pid))
 
 
 def kill_container(pod: Obj, container: str, sig: signal.Signals) -> None:

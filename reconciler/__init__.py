@@ -3,7 +3,7 @@
 Layers, each a module with one job:
 - `observe`, `actions`: the planner's frozen input views and output steps;
 - `adapt`, `defaults`: raw API objects (plain dicts) to views, schema defaults applied;
-- `buckets`, `planner`, `status`: the pool semantics of DESIGN §4 (pure, no I/O);
+- `buckets`, `planner`, `status`: the pool semantics of docs/design.md §4 (pure, no I/O);
 - `explain`, `planreport`: a plan in words, for the log, Events and `plan` (pure);
 - `render`, `provisioners/`: the Exporter and the workload of one instance (pure);
 - `access`: every API call made, the source of the generated RBAC;

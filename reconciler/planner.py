@@ -3,7 +3,7 @@
 Pure and deterministic (no I/O, no clock, no randomness): the runtime, the simulation,
 the property tests and the benchmarks all call `plan` with the same inputs.
 
-Semantics (DESIGN §4). Each owned Exporter falls in one bucket (`reconciler.buckets`,
+Semantics (docs/design.md §4). Each owned Exporter falls in one bucket (`reconciler.buckets`,
 whose docstring states the busy and "owes an afterLease hook" rules precisely). With
 W = minAvailableReplicas (0 under WaitForFirstConsumer), Q = Leases that have not ended,
 have no exporter yet and whose selector matches the labels an instance would carry,

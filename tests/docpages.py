@@ -1,12 +1,11 @@
 """The commands and files of a documentation page, for the tests that run them as written.
 
-A page marks what a test takes by the info string of a fenced block (GitHub shows the
-first word as the language and nothing of the rest; the site's fences take the quoted
-form, `run="NAME"`, which is what the pages write):
+A page marks what a test takes by the info string of a fenced block (GitHub and the
+site show the first word as the language and nothing of the rest):
 
-    ```sh run="NAME"        commands a reader runs, in order; a test runs them verbatim
-    ```yaml file="PATH"     a file a reader writes at PATH (from the repository's top)
-    ```text output="NAME"   what the command before it prints (tests/tutorialpage.py)
+    ```sh run=NAME          commands a reader runs, in order; a test runs them verbatim
+    ```yaml file=PATH       a file a reader writes at PATH (from the repository's top)
+    ```text output=NAME     what the command before it prints (tests/tutorialpage.py)
 
 A command is one line, or lines joined by a trailing backslash; blank lines and lines
 starting with `#` are not commands. `Session` runs commands as a reader's shell would:
@@ -86,10 +85,7 @@ def blocks(page: Path) -> list[Block]:
             end += 1
         if end == len(lines):
             raise ValueError(f"{page.name}:{i + 1}: fenced block never closed")
-        attributes = {
-            key: value.strip("\"'")
-            for key, _, value in (word.partition("=") for word in info[1:] if "=" in word)
-        }
+        attributes = dict(word.split("=", 1) for word in info[1:] if "=" in word)
         body = "\n".join(lines[i + 1 : end]) + "\n"
         found.append(Block(page, i + 2, info[0] if info else "", attributes, body))
         i = end + 1

@@ -1,11 +1,11 @@
 """docs/tutorial.md as the tests read it: its commands, what the page shows each one
 printing, and the comparison of the two after the names and times a run makes anew.
 
-A `run="NAME"` block (tests/docpages.py) may carry `exit="N"` (the exit code the page
-expects; 0 otherwise) and be followed by a `text output="NAME"` block: what its last command
+A `run=NAME` block (tests/docpages.py) may carry `exit=N` (the exit code the page
+expects; 0 otherwise) and be followed by a `text output=NAME` block: what its last command
 prints, stdout then stderr. An output block that follows no command block is shown for a
 command the page has the reader run elsewhere (`make run` in its own shell);
-`order="any"` compares its lines whatever their order (two threads print them).
+`order=any` compares its lines whatever their order (two threads print them).
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def steps(page: Path, name: str) -> list[Step]:
         if block.attributes.get("run") != name:
             continue
         count = block.text.count("\n")
-        inside = [c for line, c in sorted(by_line.items()) if block.line <= line < block.line + count]
+        inside = [
+            c for line, c in sorted(by_line.items()) if block.line <= line < block.line + count
+        ]
         after = listed[i + 1] if i + 1 < len(listed) else None
         output = after if after is not None and after.attributes.get("output") == name else None
         found.append(Step(inside, int(block.attributes.get("exit", "0")), output))

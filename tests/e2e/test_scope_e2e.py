@@ -41,7 +41,7 @@ from virtualtarget.stack import running_reconciler
 from virtualtarget.standin import CredentialStandIn
 
 RESYNC = 4.0  # --secret-resync of the cluster-wide run: its rotation bound, plus a pass
-WATCH_BOUND = 5.0  # what the README states for a watch: an event and a pass
+WATCH_BOUND = 5.0  # what docs/install.md states for a watch: an event and a pass, within seconds
 
 
 @dataclass(frozen=True)

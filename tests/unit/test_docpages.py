@@ -31,7 +31,7 @@ echo "$GREETING from" \\
 
     an indented block is no fenced block
 
-```yaml file="deploy/overlays/mine/kustomization.yaml"
+```yaml file=deploy/overlays/mine/kustomization.yaml
 resources: [../self-signed]
 ```
 
@@ -39,7 +39,7 @@ resources: [../self-signed]
 echo unmarked
 ```
 
-```sh run="first"
+```sh run=first
 false
 ```
 """

@@ -350,7 +350,6 @@ def running_pool(
         endpoint=controller.endpoint,
         ca_pem=controller.certificates.ca_pem.decode(),
         namespace=namespace,
-        interval=0.2,
     )
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     apply(cluster, virtual_target_class("node", namespace))

@@ -110,6 +110,17 @@ rules:
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
 """
+# Every request of every client (reads and watches too), one event each when it ends; the
+# apiserver's own loopback client is left out.
+AUDIT_REQUESTS_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: None
+    users: ["system:apiserver"]
+  - level: Metadata
+"""
 
 
 @dataclass
@@ -121,6 +132,7 @@ class ControlPlane:
     token: str
     binaries: dict[str, Path]
     audit: bool = False
+    audit_reads: bool = False  # with `audit`: every request, not only the writes
     etcd_port: int = 0
     # Where kube-apiserver listens and what it advertises (a node's IP for the node tier).
     address: str = "127.0.0.1"
@@ -216,7 +228,7 @@ class ControlPlane:
         flags: dict[str, str | None] = {}
         if self.audit:
             policy = self.workdir / "audit-policy.yaml"
-            policy.write_text(AUDIT_POLICY)
+            policy.write_text(AUDIT_REQUESTS_POLICY if self.audit_reads else AUDIT_POLICY)
             flags |= {
                 "audit-policy-file": str(policy),
                 "audit-log-path": str(self.audit_log),
@@ -309,7 +321,8 @@ class ControlPlane:
         return self.workdir / "audit.log"
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """The audit log's events (writes only, metadata level), oldest first."""
+        """The audit log's events (metadata level: writes only, or every request with
+        `audit_reads`), oldest first."""
         if not self.audit_log.is_file():
             return []
         lines = self.audit_log.read_text().splitlines()
@@ -452,10 +465,15 @@ class ControlPlane:
 
 @contextlib.contextmanager
 def running_control_plane(
-    workdir: Path | None = None, *, install_crds: bool = True, audit: bool = False
+    workdir: Path | None = None,
+    *,
+    install_crds: bool = True,
+    audit: bool = False,
+    audit_reads: bool = False,
 ) -> Iterator[ControlPlane]:
     """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
-    `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`)."""
+    `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`); with
+    `audit_reads`, every request."""
     binaries = require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
@@ -466,7 +484,8 @@ def running_control_plane(
         port=free_port(),
         token=secrets.token_hex(16),
         binaries=binaries,
-        audit=audit,
+        audit=audit or audit_reads,
+        audit_reads=audit_reads,
     )
     try:
         plane.start()

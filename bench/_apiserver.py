@@ -9,7 +9,7 @@ import re
 import ssl
 import urllib.request
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def request_totals(plane: ControlPlane) -> Counter[tuple[str, str]]:
-    """`apiserver_request_total` summed by (verb, resource[/subresource]), as the admin
+    """`apiserver_request_total` summed by (verb, plural[.group][/subresource]), as the admin
     reads the apiserver's /metrics (verbs as it counts them: GET, LIST, WATCH, POST...)."""
     context = ssl.create_default_context(cafile=str(plane.ca_file))
     context.check_hostname = False  # its self-signed certificate names the host, not 127.0.0.1
@@ -40,6 +40,8 @@ def request_totals(plane: ControlPlane) -> Counter[tuple[str, str]]:
             continue
         labels = dict(_LABEL.findall(found["labels"]))
         resource = labels.get("resource", "")
+        if labels.get("group"):
+            resource += "." + labels["group"]
         if labels.get("subresource"):
             resource += "/" + labels["subresource"]
         totals[labels.get("verb", ""), resource] += int(float(found["value"]))
@@ -47,20 +49,30 @@ def request_totals(plane: ControlPlane) -> Counter[tuple[str, str]]:
 
 
 def resource_of(event: dict[str, Any]) -> str:
+    """`plural[.group][/subresource]` of an audit event, as `request_totals` keys them."""
     ref = event.get("objectRef") or {}
     resource = str(ref.get("resource", ""))
+    if ref.get("apiGroup"):
+        resource += f".{ref['apiGroup']}"
     return f"{resource}/{ref['subresource']}" if ref.get("subresource") else resource
 
 
+Window = tuple[datetime, datetime]
+
+
 def audit_requests(
-    events: Iterable[dict[str, Any]], start: datetime, end: datetime
-) -> Counter[tuple[str, str, str]]:
-    """Requests received in [start, end) by (user, verb, resource[/subresource]), from
-    audit events of a policy that logs each request once, when it ends."""
-    counts: Counter[tuple[str, str, str]] = Counter()
+    events: Iterable[dict[str, Any]], windows: Mapping[str, Window]
+) -> dict[str, Counter[tuple[str, str, str]]]:
+    """For each named window [start, end), the requests received in it by (user, verb,
+    resource), from audit events of a policy that logs each request once, when it ends."""
+    counts: dict[str, Counter[tuple[str, str, str]]] = {name: Counter() for name in windows}
     for event in events:
         received = datetime.fromisoformat(event["requestReceivedTimestamp"])
-        if start <= received < end:
-            user = str((event.get("user") or {}).get("username", ""))
-            counts[user, str(event.get("verb", "")), resource_of(event)] += 1
+        key: tuple[str, str, str] | None = None
+        for name, (start, end) in windows.items():
+            if start <= received < end:
+                if key is None:
+                    user = str((event.get("user") or {}).get("username", ""))
+                    key = (user, str(event.get("verb", "")), resource_of(event))
+                counts[name][key] += 1
     return counts

@@ -323,10 +323,20 @@ class ControlPlane:
     def audit_events(self) -> list[dict[str, Any]]:
         """The audit log's events (metadata level: writes only, or every request with
         `audit_reads`), oldest first."""
+        return list(self.iter_audit_events())
+
+    def iter_audit_events(self) -> Iterator[dict[str, Any]]:
+        """The same, one at a time (a long run's log holds hundreds of thousands)."""
         if not self.audit_log.is_file():
-            return []
-        lines = self.audit_log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+            return
+        with self.audit_log.open() as log:
+            for line in log:
+                if line.strip():
+                    yield json.loads(line)
+
+    def pid(self, name: str) -> int:
+        """The process id of `name` (etcd or kube-apiserver) as it runs now."""
+        return self._running[name].pid
 
     def check_alive(self) -> None:
         """Raise with the last lines of its log when a started process has exited."""
@@ -470,10 +480,12 @@ def running_control_plane(
     install_crds: bool = True,
     audit: bool = False,
     audit_reads: bool = False,
+    token_users: dict[str, tuple[str, ...]] | None = None,
 ) -> Iterator[ControlPlane]:
     """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
     `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`); with
-    `audit_reads`, every request."""
+    `audit_reads`, every request. `token_users` are more static-token users (name ->
+    groups), each then in `tokens`."""
     binaries = require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
@@ -486,6 +498,7 @@ def running_control_plane(
         binaries=binaries,
         audit=audit or audit_reads,
         audit_reads=audit_reads,
+        token_users=dict(token_users or {}),
     )
     try:
         plane.start()

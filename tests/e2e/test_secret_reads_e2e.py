@@ -89,7 +89,7 @@ def test_reads_at_rest_follow_the_budget_and_a_rotated_token_still_arrives(
                 time.sleep(WINDOW)
                 end = datetime.now(UTC)
                 served = request_totals(plane)
-                counts = audit_requests(plane.audit_events(), start, end)
+                counts = audit_requests(plane.iter_audit_events(), {"rest": (start, end)})["rest"]
                 mine = {k[1:]: n for k, n in counts.items() if k[0] == user}
                 reads = mine.get(("get", "secrets"), 0)
                 writes = sum(n for (verb, _), n in mine.items() if verb in WRITE_VERBS)

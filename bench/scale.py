@@ -203,19 +203,20 @@ def _wait(what: str, done: Callable[[], bool], timeout: float, alive: Callable[[
     return time.monotonic()
 
 
-# What the pools' writes touch: the core group (Pods, Secrets, Events), Jumpstarter's and
-# ours; not the leader Lease, nor what kube-apiserver writes for itself (its own Lease,
-# flow-control and CRD status).
-POOL_GROUPS = ("", "jumpstarter.dev", GROUP)
+# What the pools' writes touch; not the leader Lease, nor what kube-apiserver writes for
+# itself (its own Lease, flow control, CRD status, the `kubernetes` Service's endpoints).
+POOL_RESOURCES = frozenset(
+    {"exporters.jumpstarter.dev", f"exportersets.{GROUP}", "pods", "secrets", "events"}
+)
 
 
 def _pool_writes(totals: Counter[tuple[str, str]]) -> int:
-    """Writes counted by the apiserver in the pools' groups."""
+    """Writes counted by the apiserver on what the pools write."""
     return sum(
         n
         for (verb, resource), n in totals.items()
         if verb in ("POST", "PUT", "PATCH", "DELETE", "APPLY")
-        and resource.split("/")[0].partition(".")[2] in POOL_GROUPS
+        and resource.split("/")[0] in POOL_RESOURCES
     )
 
 

@@ -17,9 +17,7 @@ from reconciler.readschedule import ReadSchedule
 K = TypeVar("K", int, str)
 
 
-def _run(
-    schedule: ReadSchedule[K], start: float, end: float, step: float
-) -> dict[K, list[float]]:
+def _run(schedule: ReadSchedule[K], start: float, end: float, step: float) -> dict[K, list[float]]:
     """Read whatever is due at every `step` from `start` to `end`; each name's read times."""
     reads: dict[K, list[float]] = defaultdict(list)
     now = start

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.access import Resource
-from reconciler.cache import Handler, ObjKey, Transform, key_of
+from reconciler.cache import Handler, ObjKey, Transform, interned, key_of
 from reconciler.kube import Kube
 from reconciler.readschedule import ReadSchedule
 
@@ -140,7 +140,7 @@ class NamedCache:
 
     def _store(self, kind: str, obj: Obj, seen: int | None) -> None:
         """Store unless `seen` (the store count when the read began) is out of date."""
-        obj = self.transform(obj) if self.transform is not None else obj
+        obj = interned(self.transform(obj) if self.transform is not None else obj)
         key = key_of(obj)
         with self._lock:
             stored = self._stored.get(key, 0)

@@ -10,10 +10,12 @@ created. All on a virtual clock; no server.
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from bench.reconciler import CountingKube, exporter, exporter_set
 from reconciler.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
+from reconciler.cache import Informer
 from reconciler.controller import Controller, Lane
 from reconciler.named import FRESH, NamedCache
 from reconciler.provisioners import provisioner
@@ -210,3 +212,13 @@ def test_a_pod_about_to_be_created_starts_from_secrets_read_just_before() -> Non
     assert sorted(kube.gets[2:]) == [(NS, "exporter-config-pool-0"), (NS, "tok")]
     config = next(body for resource, body in kube.created if resource is SECRETS)
     assert b"token: rotated" in base64.b64decode(config["data"]["config.yaml"])
+
+
+def test_stored_objects_share_their_keys_and_short_strings() -> None:
+    informer = Informer(None, SECRETS)  # type: ignore[arg-type]
+    for index in range(2):  # decoded apart, as two watch events are
+        text = json.dumps({"metadata": {"name": f"s{index}", "namespace": "lab"}, "data": {}})
+        informer.apply("ADDED", json.loads(text))
+    first, second = (obj["metadata"] for obj in informer.items())
+    assert first["namespace"] is second["namespace"]
+    assert next(iter(first)) is next(iter(second))  # the key "name"

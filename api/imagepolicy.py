@@ -19,6 +19,7 @@ No I/O.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,11 +31,13 @@ from api.provisioners import DEFAULT_IMAGES
 
 __all__ = [
     "ALLOW_LIST",
+    "NO_ALLOW_LIST",
     "ImagePolicy",
     "ImageRole",
     "add_flags",
     "effective_images",
     "from_flags",
+    "startup_line",
 ]
 
 ALLOW_LIST = "the administrator's image allow-list"
@@ -42,6 +45,11 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DOCKER_HUB = "docker.io"
 _DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
 _REFUSALS_MAX = 4096
+# The start-up warning of a webhook or reconciler given neither flag.
+NO_ALLOW_LIST = (
+    "no image allow-list: every image passes (--allowed-image-prefixes is not set; "
+    "the shipped overlays set it)"
+)
 
 
 def _always() -> frozenset[str]:
@@ -213,3 +221,11 @@ def from_flags(args: argparse.Namespace) -> ImagePolicy | None:
     """The policy the flags configure; ValueError naming a malformed prefix."""
     prefixes = [p for given in args.allowed_image_prefixes for p in given.split(",")]
     return ImagePolicy.from_settings(prefixes, args.require_image_digest)
+
+
+def startup_line(policy: ImagePolicy | None) -> tuple[int, str]:
+    """The level and text a component logs at start for `policy`: a warning without one
+    (its metric `virtualtarget_image_allow_list_enabled` is then 0 too)."""
+    if policy is None:
+        return logging.WARNING, NO_ALLOW_LIST
+    return logging.INFO, policy.describe()

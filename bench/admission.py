@@ -112,7 +112,7 @@ def _example(name: str) -> dict[str, Any]:
     return loaded
 
 
-CLASS_BODY = _example("00-virtualtargetclass-qemu.yaml")
+CLASS_BODY = _example("virtualtargetclass-qemu.yaml")
 SET_BODY = _example("exporterset-qemu.yaml")
 
 

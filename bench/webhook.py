@@ -126,7 +126,7 @@ def server_app() -> FastAPI:
     # (class lookup, merged qemu parameters). The view is the example class held in
     # memory, which costs what a watch-cache hit does, with the uid and resourceVersion
     # the apiserver gives every stored object.
-    the_class = yaml.safe_load((ROOT / "examples" / "00-virtualtargetclass-qemu.yaml").read_text())
+    the_class = yaml.safe_load((ROOT / "examples" / "virtualtargetclass-qemu.yaml").read_text())
     the_class["metadata"].update(uid="9f6c3d2e-5a4b-4c1d-8e7f-0a1b2c3d4e5f", resourceVersion="1")
     app = create_app(server_admission(StaticView([the_class])))
 

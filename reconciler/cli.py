@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from api.imagepolicy import add_flags, from_flags
+from api.imagepolicy import add_flags, from_flags, startup_line
 from reconciler.named import DEFAULT_BUDGET, DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
@@ -315,10 +315,11 @@ def run(args: argparse.Namespace) -> int:
         plans=lambda: list(controller.plans.items()),
         leading=elector.leading.is_set if elector is not None else lambda: True,
         lease_name=args.leader_election_id,
+        image_allow_list=image_policy is not None,
     )
     servers: list[Server] = []
     log = logging.getLogger(__name__)
-    log.info(image_policy.describe() if image_policy else "no image allow-list: any image")
+    log.log(*startup_line(image_policy))
     how = "Secrets watched" if scope.namespaces is not None else "Secrets read by name"
     log.info("watching pools in %s (%s)", scope.describe(), how)
     try:

@@ -6,6 +6,7 @@ controller, so existing dashboards and alerts work unchanged, plus the pools' ow
 - `controller_runtime_reconcile_total{controller,result}` (success, error, requeue_after),
   `controller_runtime_reconcile_errors_total`, `controller_runtime_reconcile_time_seconds`;
 - `leader_election_master_status{name}`: 1 while this process holds the leader Lease;
+- `virtualtarget_image_allow_list_enabled`: 1 if it checks images against an allow-list;
 - `virtualtarget_reconciler_informer_relists_total` and `..._watch_restarts_total` by
   resource, `virtualtarget_reconciler_api_writes_total{verb,resource}`;
 - per pool, by namespace and set: instances by bucket, desired instances, the warm-buffer
@@ -38,6 +39,7 @@ from reconciler.kube import Kube
 from reconciler.planner import Plan
 from reconciler.workqueue import WorkQueue
 from scrape.histogram import Histogram
+from scrape.settings import image_allow_list_gauge
 
 __all__ = ["CONTROLLER", "RECONCILE_BUCKETS", "ReconcileStats", "ReconcilerMetrics"]
 
@@ -78,6 +80,7 @@ class ReconcilerMetrics(Collector):
     plans: Callable[[], Iterable[tuple[ObjKey, Plan]]]  # the last plan of every set
     leading: Callable[[], bool]
     lease_name: str
+    image_allow_list: bool  # an allow-list (or a digest requirement) is configured
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
@@ -91,6 +94,7 @@ class ReconcilerMetrics(Collector):
         yield from self._reconciles()
         yield from self._runtime()
         yield from self._pools()
+        yield image_allow_list_gauge(self.image_allow_list)
 
     def _workqueue(self) -> Iterator[Metric]:
         stats = self.queue.stats()

@@ -7,7 +7,9 @@ a cluster cannot reach a Service) and the CA bundle is set to the harness's CA.
 
 Rendering works on a copy of `deploy/` and `crds/`: when the self-signed overlay has
 no certificates yet (they are git-ignored), throwaway ones are made in the copy, so
-rendering never writes into the working tree.
+rendering never writes into the working tree. An overlay of one's own over a shipped one
+(docs/install.md, "Your own overlay") is rendered from its kustomization, written into
+the copy where the page puts it (`render_kustomization`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from certs.overlay import CA_BUNDLE_FILE, write_ca_bundle
 __all__ = [
     "DEPLOY",
     "OVERLAYS",
+    "OWN_OVERLAY",
     "REPO",
     "WEBHOOK_CONFIGURATION_KINDS",
     "WEBHOOK_NAMESPACE",
@@ -36,12 +39,17 @@ __all__ = [
     "RenderError",
     "container_args",
     "kubectl",
+    "own_overlay",
+    "render_kustomization",
     "render_overlay",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
-OVERLAYS = ("self-signed", "cert-manager")
+# The shipped overlays, each installed as it is (the third: the first plus the Exporter CRD).
+OVERLAYS = ("self-signed", "cert-manager", "self-signed-exporter-crd")
+# Where docs/install.md puts an overlay of one's own, beside the shipped ones.
+OWN_OVERLAY = "overlays/mine"
 # The names the manifests use; a test checks that deploy/ agrees.
 WEBHOOK_NAMESPACE = "virtualtarget-system"
 WEBHOOK_SERVICE = "virtualtarget-webhook"
@@ -90,18 +98,15 @@ def _point_at(objects: list[dict[str, Any]], url: str | None, ca_bundle: bytes |
                 config["caBundle"] = base64.b64encode(ca_bundle).decode()
 
 
-def _with_components(overlay: Path, components: Sequence[str]) -> Path:
-    """A kustomization beside the overlays: the overlay plus `deploy/components/NAME`s."""
-    wrapper = overlay.parent.parent / "rendered"
-    wrapper.mkdir()
-    document = {
+def own_overlay(overlay: str, components: Sequence[str]) -> dict[str, Any]:
+    """The kustomization of an overlay of one's own at `OWN_OVERLAY`: the shipped
+    `overlay` plus `deploy/components/NAME`s."""
+    return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [f"../overlays/{overlay.name}"],
-        "components": [f"../components/{c}" for c in components],
+        "resources": [f"../{overlay}"],
+        "components": [f"../../components/{c}" for c in components],
     }
-    (wrapper / "kustomization.yaml").write_text(yaml.safe_dump(document))
-    return wrapper
 
 
 def container_args(objects: Sequence[dict[str, Any]], deployment: str) -> list[str]:
@@ -124,23 +129,51 @@ def render_overlay(
 
     `webhook_url` (`https://127.0.0.1:9443`) replaces each webhook's Service reference
     with that URL plus the webhook's path; `ca_bundle` (PEM) becomes every caBundle;
-    `components` names optional `deploy/components/` to add (`exporter-crd`).
+    `components` names optional `deploy/components/` to add (`monitoring`), as an
+    overlay of one's own over this one adds them.
     """
     if name not in OVERLAYS:
         raise RenderError(f"unknown overlay {name!r}; known: {', '.join(OVERLAYS)}")
+    if components:
+        return render_kustomization(
+            own_overlay(name, components), webhook_url=webhook_url, ca_bundle=ca_bundle
+        )
+    return _render(f"overlays/{name}", None, webhook_url, ca_bundle)
+
+
+def render_kustomization(
+    document: Mapping[str, Any],
+    *,
+    at: str = OWN_OVERLAY,
+    webhook_url: str | None = None,
+    ca_bundle: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize deploy/AT` renders with `document` written there as
+    its kustomization.yaml (an overlay of one's own; `at` is relative to `deploy/`)."""
+    return _render(at, document, webhook_url, ca_bundle)
+
+
+def _render(
+    at: str,
+    document: Mapping[str, Any] | None,
+    webhook_url: str | None,
+    ca_bundle: bytes | None,
+) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="virtualtarget-render-") as tmp:
         root = Path(tmp)
         shutil.copytree(DEPLOY, root / "deploy")
         shutil.copytree(REPO / "crds", root / "crds")
-        overlay = root / "deploy" / "overlays" / name
-        if name == "self-signed":
-            _prepare_self_signed(overlay, ca_bundle)
-        target = _with_components(overlay, components) if components else overlay
+        # Every overlay but cert-manager's reads the self-signed overlay's certificates.
+        _prepare_self_signed(root / "deploy" / "overlays" / "self-signed", ca_bundle)
+        target = root / "deploy" / at
+        if document is not None:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "kustomization.yaml").write_text(yaml.safe_dump(dict(document)))
         done = subprocess.run(
             [str(kubectl()), "kustomize", str(target)], capture_output=True, text=True
         )
     if done.returncode != 0:
-        raise RenderError(f"kubectl kustomize deploy/overlays/{name}: {done.stderr.strip()}")
+        raise RenderError(f"kubectl kustomize deploy/{at}: {done.stderr.strip()}")
     objects = [o for o in yaml.safe_load_all(done.stdout) if o]
     _point_at(objects, webhook_url, ca_bundle)
     return objects

@@ -62,7 +62,7 @@ def _usage(kubeconfig: Path, workdir: Path, reconciler: ReconcilerProcess | None
             f"control plane ready; logs in {workdir}",
             "",
             f"  export KUBECONFIG={kubeconfig}",
-            f"  kubectl apply -f {examples / '00-virtualtargetclass-qemu.yaml'} "
+            f"  kubectl apply -f {examples / 'virtualtargetclass-qemu.yaml'} "
             f"-f {examples / 'exporterset-qemu.yaml'}",
             "  kubectl get exportersets,exporters,secrets,pods -o wide",
             f"  kubectl apply -f {examples / 'invalid'}/   # each one is rejected, with reasons",

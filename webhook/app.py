@@ -80,7 +80,11 @@ def create_app(
     app = FastAPI(
         title="virtualtarget admission webhook", docs_url=None, redoc_url=None, openapi_url=None
     )
-    metrics = Metrics(certificate_expiry, endpoints=[e.path for e in ENDPOINTS])
+    metrics = Metrics(
+        certificate_expiry,
+        endpoints=[e.path for e in ENDPOINTS],
+        image_allow_list=admission.image_policy is not None,
+    )
     app.state.metrics = metrics
 
     # Plain Starlette routes: the handlers take the raw Request, so FastAPI's dependency

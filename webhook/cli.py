@@ -14,7 +14,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from api.imagepolicy import ImagePolicy, add_flags, from_flags
+from api.imagepolicy import ImagePolicy, add_flags, from_flags, startup_line
 from scrape.auth import Answer, ScrapeAuth
 from scrape.kubeclient import poster
 from scrape.serving import SERVING_WEBHOOK
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         image_policy = from_flags(args)
     except ValueError as exc:
         return _fail(f"--allowed-image-prefixes: {exc}")
-    log.info(image_policy.describe() if image_policy else "no image allow-list: any image")
+    log.log(*startup_line(image_policy))
     try:
         reloader = tls_reloader(args.cert_dir, args.client_ca)
         context = reloader.serving_context()

@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from scrape.histogram import Histogram
+from scrape.settings import image_allow_list_gauge
 from webhook.envelope import SERVER_ERROR_CODES
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -46,14 +47,19 @@ class Metrics(Collector):
     seconds), so an expiring certificate can alert before the apiserver refuses it.
 
     The 5xx count of every one of `endpoints` is exposed from zero: Prometheus's
-    `increase()` needs a sample before the first error to see that error at all."""
+    `increase()` needs a sample before the first error to see that error at all.
+
+    `image_allow_list`: whether admission checks images against an allow-list (exposed
+    so that a webhook admitting any image can alert)."""
 
     def __init__(
         self,
         certificate_expiry: Callable[[], float] | None = None,
         endpoints: Iterable[str] = (),
+        image_allow_list: bool = False,
     ) -> None:
         self.certificate_expiry = certificate_expiry
+        self.image_allow_list = image_allow_list
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._rejected: dict[tuple[str, str], int] = {}
         self._server_errors: dict[tuple[str, str], int] = {
@@ -122,6 +128,7 @@ class Metrics(Collector):
         for (endpoint, code), count in sorted(self._server_errors.items()):
             server_errors.add_metric([endpoint, code], count)
         yield from (requests, denials, latency, rejected, server_errors)
+        yield image_allow_list_gauge(self.image_allow_list)
         if self.certificate_expiry is not None:
             yield GaugeMetricFamily(
                 "virtualtarget_webhook_certificate_expiration_timestamp_seconds",

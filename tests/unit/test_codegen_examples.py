@@ -80,7 +80,7 @@ def test_valid_example_passes_model_and_every_rule(path: Path) -> None:
 
 def test_valid_examples_cover_the_three_kinds() -> None:
     assert {_load(p)["kind"] for p in VALID} == set(MODELS)
-    assert _load(EXAMPLES / "00-virtualtargetclass-qemu.yaml")["spec"]["provisioner"] == (
+    assert _load(EXAMPLES / "virtualtargetclass-qemu.yaml")["spec"]["provisioner"] == (
         "qemu.jumpstarter.dev"
     )
 

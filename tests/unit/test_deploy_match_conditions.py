@@ -26,7 +26,7 @@ from webhook.schemas import crd_schema
 
 KINDS = ("VirtualTargetClass", "ExporterSet")
 EXAMPLES = {
-    "VirtualTargetClass": "00-virtualtargetclass-qemu.yaml",
+    "VirtualTargetClass": "virtualtargetclass-qemu.yaml",
     "ExporterSet": "exporterset-qemu.yaml",
 }
 

@@ -1,6 +1,6 @@
 """Quiet starts and stops, checked on the rendered Deployments: every container has a
 startup probe on its readiness endpoint whose first try comes after the measured start
-(README, "Quiet starts"), which readiness and liveness wait for, and a slow start gets a
+(docs/install.md, "Quiet starts"), which readiness and liveness wait for, and a slow start gets a
 minute before liveness could restart it; no readiness probe runs after it."""
 
 from __future__ import annotations

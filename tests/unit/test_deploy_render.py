@@ -72,14 +72,15 @@ def _crds(objects: list[Obj]) -> set[str]:
     return {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
 
 
-def test_the_crds_are_installed_and_the_exporter_crd_only_as_a_component(
-    rendered: list[Obj],
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_crds_are_installed_and_the_exporter_crd_only_without_jumpstarter(
+    overlay: str,
 ) -> None:
     # Jumpstarter owns the Exporter CRD: an install beside it must not replace it.
     ours = {f"{k.plural}.{k.group}" for k in KINDS.values() if k.kind != "Exporter"}
-    assert _crds(rendered) == ours
-    with_component = render_overlay("self-signed", components=["exporter-crd"])
-    assert _crds(with_component) == ours | {"exporters.jumpstarter.dev"}
+    without_jumpstarter = overlay == "self-signed-exporter-crd"
+    exporter = {"exporters.jumpstarter.dev"} if without_jumpstarter else set()
+    assert _crds(render_overlay(overlay)) == ours | exporter
 
 
 def test_webhook_paths_are_exactly_the_served_endpoints(rendered: list[Obj]) -> None:

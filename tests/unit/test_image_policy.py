@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import string
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.imagepolicy import ImagePolicy, add_flags, effective_images, from_flags, repository
+from api.imagepolicy import (
+    NO_ALLOW_LIST,
+    ImagePolicy,
+    add_flags,
+    effective_images,
+    from_flags,
+    repository,
+    startup_line,
+)
 from api.provisioners import DEFAULT_IMAGES
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from virtualtarget.cli import main
@@ -278,3 +287,9 @@ def test_validate_applies_the_same_list_when_given_it(
     assert capsys.readouterr().err.startswith(
         "virtualtarget validate: --allowed-image-prefixes: 'jumpstarter-dev': must start with"
     )
+
+
+def test_a_component_without_a_list_warns_at_start() -> None:
+    assert startup_line(None) == (logging.WARNING, NO_ALLOW_LIST)
+    level, text = startup_line(ImagePolicy.from_settings(["quay.io/jumpstarter-dev/"], False))
+    assert (level, text.split(":")[0]) == (logging.INFO, "image allow-list")

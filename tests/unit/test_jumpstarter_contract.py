@@ -64,7 +64,7 @@ def _load(name: str) -> dict[str, Any]:
 
 
 EXAMPLE_SET = _load("exporterset-qemu.yaml")
-EXAMPLE_CLASS = _load("00-virtualtargetclass-qemu.yaml")
+EXAMPLE_CLASS = _load("virtualtargetclass-qemu.yaml")
 
 
 def _exporter(exporter_set: dict[str, Any], name: str = "fedora-x86-0") -> dict[str, Any]:

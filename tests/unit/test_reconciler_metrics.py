@@ -19,6 +19,7 @@ from reconciler.metrics import ReconcilerMetrics, ReconcileStats
 from reconciler.observe import Observation
 from reconciler.planner import plan
 from reconciler.workqueue import WorkQueue
+from scrape.settings import IMAGE_ALLOW_LIST_METRIC
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 
 CONTROLLER_RUNTIME_NAMES = {
@@ -57,7 +58,9 @@ def samples(families: dict[str, Any], name: str) -> dict[tuple[tuple[str, str], 
     }
 
 
-def metrics_with(plans: list[Any], queue: WorkQueue[Any] | None = None) -> ReconcilerMetrics:
+def metrics_with(
+    plans: list[Any], queue: WorkQueue[Any] | None = None, image_allow_list: bool = False
+) -> ReconcilerMetrics:
     kube = Kube(ApiClient())
     kube.writes[("create", "exporters")] = 3
     informer = Informer(kube, EXPORTERS)
@@ -70,6 +73,7 @@ def metrics_with(plans: list[Any], queue: WorkQueue[Any] | None = None) -> Recon
         plans=lambda: plans,
         leading=lambda: True,
         lease_name="exporterset-reconciler",
+        image_allow_list=image_allow_list,
     )
 
 
@@ -167,3 +171,9 @@ def test_a_leader_past_its_renew_deadline_sends_no_write() -> None:
     assert timedelta(seconds=elector.config.renew_deadline) < timedelta(
         seconds=elector.config.lease_duration
     )
+
+
+@pytest.mark.parametrize("configured", [False, True])
+def test_the_image_allow_list_setting_is_exposed(configured: bool) -> None:
+    families = scrape(metrics_with([], image_allow_list=configured))
+    assert samples(families, IMAGE_ALLOW_LIST_METRIC) == {(): float(configured)}

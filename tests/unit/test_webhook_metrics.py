@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from api.imagepolicy import ImagePolicy
+from scrape.settings import IMAGE_ALLOW_LIST_METRIC
+from tests.unit.test_webhook_support import schema_source
+from webhook.admission import Admission
+from webhook.app import create_app
 from webhook.metrics import Metrics
 
 
@@ -88,3 +93,14 @@ def test_the_5xx_count_of_every_endpoint_starts_at_zero() -> None:
         ("/mutate-y", "500"): 0,
         ("/mutate-y", "503"): 0,
     }
+
+
+def test_the_image_allow_list_setting_is_exposed_as_the_app_was_started() -> None:
+    """0 for a webhook that admits any image, 1 with a list: an alert can name it."""
+    open_app = create_app(Admission(schema_source))
+    listed = create_app(
+        Admission(schema_source, image_policy=ImagePolicy.from_settings(["quay.io/x/"], False))
+    )
+    for app, value in ((open_app, 0), (listed, 1)):
+        got = samples(app.state.metrics)
+        assert got[(IMAGE_ALLOW_LIST_METRIC, frozenset())] == value

@@ -10,7 +10,7 @@ import yaml
 from virtualtarget.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-CLASS_EXAMPLE = EXAMPLES / "00-virtualtargetclass-qemu.yaml"
+CLASS_EXAMPLE = EXAMPLES / "virtualtargetclass-qemu.yaml"
 
 
 def test_valid_examples_pass_and_print_defaulted_objects(

@@ -1,0 +1,57 @@
+"""docs/install.md as the tests read it: its marked blocks by name, and what they say.
+
+The unit tests check that the page's commands name what the code uses, the render tests
+build the page's own overlay, the image tests run its `docker run ... certs`, and the node
+tier installs and uninstalls with its blocks (tests/node/install.py)."""
+
+from __future__ import annotations
+
+import shlex
+
+from tests.docpages import Command, Substitution, commands
+from virtualtarget.deploy_render import OWN_OVERLAY, REPO
+
+__all__ = [
+    "EXAMPLES_APPLY",
+    "EXAMPLES_DELETE",
+    "INSTALL_CERT_MANAGER",
+    "INSTALL_SELF_SIGNED",
+    "NODE_INSTALL",
+    "NODE_OVERLAY",
+    "OWN_OVERLAY_FILE",
+    "PAGE",
+    "UNINSTALL",
+    "UNINSTALL_LEASE_CRD",
+    "documented_certs_run",
+    "words",
+]
+
+PAGE = REPO / "docs" / "install.md"
+INSTALL_SELF_SIGNED = "install-self-signed"
+INSTALL_CERT_MANAGER = "install-cert-manager"
+NODE_INSTALL = "node-install"
+EXAMPLES_APPLY = "examples-apply"
+EXAMPLES_DELETE = "examples-delete"
+UNINSTALL = "uninstall"
+UNINSTALL_LEASE_CRD = "uninstall-lease-crd"
+OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
+# The one change the page states for the node: the overlay it installs there.
+NODE_OVERLAY = Substitution(
+    "deploy/overlays/self-signed", "deploy/overlays/self-signed-exporter-crd"
+)
+
+
+def words(command: Command) -> list[str]:
+    return shlex.split(command.text, comments=True)
+
+
+def documented_certs_run() -> tuple[list[str], str, str, list[str]]:
+    """The page's `docker run` of the image's `certs` command: its options before the
+    image, the mounted overlay (host path, container path), and the command's arguments."""
+    (run,) = [
+        w for w in map(words, commands(PAGE, INSTALL_SELF_SIGNED)) if w[:2] == ["docker", "run"]
+    ]
+    (image,) = [a for a in run if a.startswith("ghcr.io/")]
+    options, args = run[2 : run.index(image)], run[run.index(image) + 1 :]
+    host, _, target = options[options.index("-v") + 1].partition(":")
+    return options, host.removeprefix("$PWD/"), target, args

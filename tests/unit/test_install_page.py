@@ -1,0 +1,137 @@
+"""docs/install.md's commands name what the code uses, its steps render, and its uninstall
+goes in the order it explains (the node tier runs them: tests/node/test_install.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.docpages import commands
+from tests.e2e.objects import LEASE_CRD
+from tests.installpage import (
+    EXAMPLES_APPLY,
+    EXAMPLES_DELETE,
+    INSTALL_CERT_MANAGER,
+    INSTALL_SELF_SIGNED,
+    NODE_INSTALL,
+    NODE_OVERLAY,
+    PAGE,
+    UNINSTALL,
+    UNINSTALL_LEASE_CRD,
+    documented_certs_run,
+    words,
+)
+from virtualtarget.cli import main
+from virtualtarget.cluster import DEFAULT_WORKDIR
+from virtualtarget.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
+from virtualtarget.images import CACHE
+
+EXAMPLES = REPO / "examples"
+
+
+def _words(name: str) -> list[list[str]]:
+    return [words(c) for c in commands(PAGE, name)]
+
+
+def _applied(name: str) -> list[str]:
+    return [w[-1] for w in _words(name) if w[:3] == ["kubectl", "apply", "-k"]]
+
+
+def test_each_shipped_overlay_is_installed_by_one_documented_command() -> None:
+    installs = (INSTALL_SELF_SIGNED, INSTALL_CERT_MANAGER, NODE_INSTALL)
+    applied = [target for name in installs for target in _applied(name)]
+    assert sorted(applied) == sorted(f"deploy/overlays/{name}" for name in OVERLAYS)
+    # Each waits for the webhook before anything is admitted.
+    for name in installs:
+        assert _words(name)[-1] == [
+            "kubectl", "-n", "virtualtarget-system", "rollout", "status",
+            "deployment/virtualtarget-webhook",
+        ]  # fmt: skip
+
+
+def test_documented_self_signed_steps_render(tmp_path: Path) -> None:
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    shutil.copytree(REPO / "crds", tmp_path / "crds")
+    _, host, target, args = documented_certs_run()
+    assert host == "deploy/overlays/self-signed" and args[0] == "certs"
+    overlay = tmp_path / host
+    # The container's paths are the mounted overlay's.
+    assert main([a.replace(target, str(overlay)) for a in args]) == 0
+
+    for name in ("self-signed", "self-signed-exporter-crd"):
+        done = subprocess.run(
+            [kubectl(), "kustomize", tmp_path / "deploy" / "overlays" / name],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        kinds = {o["kind"] for o in yaml.safe_load_all(done.stdout) if o}
+        assert {"Secret", "MutatingWebhookConfiguration", "Deployment"} <= kinds
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def test_the_node_install_commands_name_what_the_code_uses() -> None:
+    node = _words(NODE_INSTALL)
+    socket = _relative(DEFAULT_WORKDIR / "containerd" / "containerd.sock")
+    archive = _relative(CACHE / "virtualtarget.tar")
+    assert node[:2] == [
+        ["make", "image"],
+        ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", archive],
+    ]
+    kubeconfig = f"KUBECONFIG=$PWD/{_relative(DEFAULT_WORKDIR)}/kubeconfig"
+    assert ["export", kubeconfig, "PATH=$PWD/.bin:$PATH"] in node
+    # The Lease CRD from the tests' copy, printed as JSON for kubectl.
+    (lease,) = [w for w in node if w[:2] == [".venv/bin/python", "-c"]]
+    assert lease[3:] == ["|", "kubectl", "apply", "-f", "-"]
+    printed = subprocess.run(
+        [sys.executable, "-c", lease[2]], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert json.loads(printed.stdout) == LEASE_CRD
+    # The documented `docker run ... certs`, with the overlay's own path for the mount's.
+    _, host, target, documented = documented_certs_run()
+    assert [".venv/bin/virtualtarget", *(a.replace(target, host) for a in documented)] in node
+
+
+def test_the_examples_are_applied_and_deleted_by_one_command_each() -> None:
+    assert _words(EXAMPLES_APPLY) == [["kubectl", "apply", "-f", "examples/"]]
+    assert _words(EXAMPLES_DELETE) == [["kubectl", "delete", "-f", "examples/"]]
+
+
+def test_in_name_order_each_set_comes_before_the_class_it_names() -> None:
+    """kubectl takes a folder's files in name order; the webhook refuses to delete a class
+    that a set still uses, so `kubectl delete -f examples/` must meet the set first."""
+    documents = [
+        d for path in sorted(EXAMPLES.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())
+    ]
+    order = [(d["kind"], d["metadata"]["name"]) for d in documents if d]
+    sets = [d for d in documents if d and d["kind"] == "ExporterSet"]
+    assert sets
+    for exporter_set in sets:
+        named = ("VirtualTargetClass", exporter_set["spec"]["virtualTargetClassName"])
+        assert order.index(("ExporterSet", exporter_set["metadata"]["name"])) < order.index(named)
+
+
+def test_uninstall_takes_sets_then_classes_then_the_overlay_then_the_lease_crd() -> None:
+    steps = _words(UNINSTALL)
+    assert steps == [
+        ["kubectl", "delete", "exportersets", "--all", "--all-namespaces"],
+        ["kubectl", "delete", "virtualtargetclasses", "--all", "--all-namespaces"],
+        ["kubectl", "delete", "-k", "deploy/overlays/self-signed", "--ignore-not-found"],
+    ]
+    assert _words(UNINSTALL_LEASE_CRD) == [
+        ["kubectl", "delete", "crd", LEASE_CRD["metadata"]["name"]]  # type: ignore[index]
+    ]
+    # On the node: the overlay the node block installs, a change the page states.
+    NODE_OVERLAY.check(PAGE)
+    (node_overlay,) = _applied(NODE_INSTALL)
+    assert NODE_OVERLAY.new == node_overlay
+    changed = [c.text for c in commands(PAGE, UNINSTALL) if NODE_OVERLAY.applies_to(c.text)]
+    assert changed == [" ".join(steps[2])]

@@ -66,6 +66,7 @@ from reconciler.credentials import (
     keep_credentials,
     resolve,
 )
+from reconciler.eventsender import EventSender
 from reconciler.executor import Executor
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, explain
@@ -139,6 +140,7 @@ class Controller:
         self.scope = scope
         kube.mode = scope.mode  # the calls the access table grants in this scope
         self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.events = EventSender(kube)  # started by `run`; until then a pass sends its own
         self.writes = 0
         self.configs = ConfigSync()
         self.expectations = Expectations()
@@ -489,6 +491,7 @@ class Controller:
             stale_secret=lambda n: self._stale_secret(key[0], n),
             surplus=self.surplus,
             expectations=self.expectations,
+            send_event=self.events.send if self.events.running else None,
         )
         self.plans[key] = result
         steps = [
@@ -577,6 +580,7 @@ class Controller:
             # Leading from caches that may lag the last leader's creates: read live once.
             self.expectations.doubt(_key(exporter_set))
             self.queue.add(_key(exporter_set))
+        self.events.start(stop)
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
         ]

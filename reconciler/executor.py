@@ -102,6 +102,8 @@ class Executor:
     # a namespaced install's cooldown memory (`reconciler.surplus`); else the annotation
     surplus: SurplusLeases | None = None
     expectations: Expectations = field(default_factory=Expectations)  # likewise
+    # (namespace, Event) -> sent beside the pass (`reconciler.eventsender`); None: in it
+    send_event: Callable[[str, Obj], None] | None = None
     writes: int = 0
 
     @property
@@ -222,6 +224,10 @@ class Executor:
             related=related or None,
             warning=warning,
         )
+        if self.send_event is not None:
+            self.writes += 1
+            self.send_event(self.namespace, event)
+            return
         try:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
         except Exception as exc:  # an event must never fail a reconcile

@@ -5,6 +5,7 @@ budget, however many names are tracked."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from itertools import pairwise
 from typing import TypeVar
 
@@ -27,6 +28,14 @@ def _run(schedule: ReadSchedule[K], start: float, end: float, step: float) -> di
             schedule.read(key, now)
         now += step
     return reads
+
+
+def _tracked_and_read(schedule: ReadSchedule[K], keys: Iterable[K]) -> None:
+    """Track `keys` and read them (new names are due at once) at time 0."""
+    for key in keys:
+        schedule.track(key)
+    for key in schedule.due(0):
+        schedule.read(key, 0)
 
 
 def test_a_new_name_is_read_at_once_then_left_alone_until_the_floor() -> None:
@@ -61,10 +70,7 @@ def test_the_resync_of_many_names_reads_at_the_budget_and_reaches_every_name() -
 
 def test_few_names_are_read_no_more_often_than_the_floor() -> None:
     schedule: ReadSchedule[str] = ReadSchedule(budget=5, floor=60)
-    for key in "abc":
-        schedule.track(key)
-    for key in schedule.due(0):
-        schedule.read(key, 0)
+    _tracked_and_read(schedule, "abc")
     reads = _run(schedule, 1, 601, 1)
     assert sorted(reads) == ["a", "b", "c"]
     assert all(len(times) in (9, 10) for times in reads.values())  # 3/60 a second, not 5
@@ -73,10 +79,7 @@ def test_few_names_are_read_no_more_often_than_the_floor() -> None:
 
 def test_an_urged_name_is_read_at_once_whatever_the_budget() -> None:
     schedule: ReadSchedule[int] = ReadSchedule(budget=0.01, floor=0)
-    for key in range(3):
-        schedule.track(key)
-    for key in schedule.due(0):
-        schedule.read(key, 0)
+    _tracked_and_read(schedule, range(3))
     assert schedule.due(1) == [0]  # the resync: the stalest name
     schedule.read(0, 1)
     assert schedule.due(1) == [1]  # after an idle spell one more at once, then
@@ -91,10 +94,7 @@ def test_an_urged_name_is_read_at_once_whatever_the_budget() -> None:
 
 def test_any_read_starts_a_name_s_age_afresh_so_the_resync_skips_it() -> None:
     schedule: ReadSchedule[str] = ReadSchedule(budget=1, floor=10)
-    for key in "ab":
-        schedule.track(key)
-    for key in schedule.due(0):
-        schedule.read(key, 0)
+    _tracked_and_read(schedule, "ab")
     schedule.read("a", 8)  # the answer to a write of ours, say
     assert schedule.age("a", 9) == 1 and schedule.age("zz", 9) == float("inf")
     assert schedule.due(10) == ["b"]

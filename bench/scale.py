@@ -406,7 +406,8 @@ def report(result: Result) -> str:
             lines.append(f"| {verb} | {resource} | {_per_s(count)} |")
     lines += [
         "",
-        "The same window by user (audit log; a watch is counted when it ends):",
+        "The same window by user (audit log: the requests received in the window; a watch "
+        "shows once it has ended):",
         "",
         "| user | verb | resource | per second |",
         "| --- | --- | --- | ---: |",

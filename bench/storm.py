@@ -7,12 +7,14 @@ kube-apiserver: a failing kubelet (`FailingKubelet`) ends every new instance Pod
 namespace as Succeeded, its `exporter` container terminated with exit code 0 and jmp's
 last words as the termination message; the development stand-in issues credentials as
 Jumpstarter's controller would, and `SecretCollector` deletes the Secrets of removed
-Exporters as the garbage collector would. A watch counts the Exporters created (distinct uids)
-over `WINDOW_S` for a pool of two slots (minReplicas 2, maxReplicas 2).
+Exporters as the garbage collector would. A watch counts the Exporters created (distinct
+uids) over `WINDOW_S`, and the Events the pool got are counted at its end, for each pool
+shape of `SHAPES`: one with room under its ceiling, and two at their ceiling
+(minReplicas = maxReplicas), where a failed instance holds a slot until its delay is over.
 
-Each reconciler tree runs as its own `virtualtarget reconcile` process in its own
-namespace, one after the other on one control plane: this tree, and the tree named by
-VIRTUALTARGET_BENCH_BEFORE (main's work tree, say) when set.
+Each reconciler tree runs as its own `virtualtarget reconcile` process in a namespace of
+its own per shape, one after the other on one control plane: this tree, and the tree
+named by VIRTUALTARGET_BENCH_BEFORE (main's work tree, say) when set.
 
     VIRTUALTARGET_BIN_DIR=... VIRTUALTARGET_BENCH_BEFORE=/path/to/main python -m bench storm
 """
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,25 @@ from virtualtarget.stack import reconciler_args
 from virtualtarget.standin import CredentialStandIn
 
 WINDOW_S = 60.0
+# Condition Events a broken pool has no reason to write again and again.
+FLIPS = ("ExporterSetRecovered", "ScalingLimited", "ScalingUnlimited")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A pool's bounds: minReplicas, maxReplicas (0: no ceiling), minAvailableReplicas."""
+
+    name: str
+    min_replicas: int
+    max_replicas: int
+    warm: int
+
+
+SHAPES = (
+    Shape("roomy (min 2, no max, warm 2)", 2, 0, 2),
+    Shape("ceiling (min = max = 1, warm 1)", 1, 1, 1),
+    Shape("ceiling (min = max = 4, warm 4)", 4, 4, 4),
+)
 # What 0.9.0's `jmp run` prints before it exits 0 (`jumpstarter_cli.run`).
 LAST_WORDS = (
     "Exporter child process failed 5 times within 60s each. "
@@ -71,12 +93,14 @@ def ended_status(code: int, message: str) -> dict[str, Any]:
 @dataclass
 class FailingKubelet:
     """Ends every new Pod of `namespace` as a failed `jmp run` would (exit 0, never
-    registered), until `failing` is cleared."""
+    registered), until `failing` is cleared; with `container_status` False the Pod gets
+    its phase only, Succeeded, and no container status."""
 
     plane: ControlPlane
     namespace: str
     failing: threading.Event = field(default_factory=threading.Event)
     ended: int = 0
+    container_status: bool = True
 
     def __post_init__(self) -> None:
         from kubernetes import client
@@ -92,7 +116,8 @@ class FailingKubelet:
             return
         if (status.get("phase") or "Pending") != "Pending":
             return
-        body = {"status": ended_status(0, LAST_WORDS)}
+        ended = ended_status(0, LAST_WORDS) if self.container_status else {"phase": "Succeeded"}
+        body = {"status": ended}
         with contextlib.suppress(Exception):  # gone meanwhile: nothing to end
             self.core.patch_namespaced_pod_status(meta["name"], self.namespace, body)
             self.ended += 1
@@ -159,8 +184,8 @@ class CreationCounter:
         return sum(1 for at in self.seen.values() if at >= start)
 
 
-def broken_pool(plane: ControlPlane, namespace: str, name: str = "pool") -> None:
-    """A class and a set of two slots; its instances' Pods are ended by `FailingKubelet`."""
+def broken_pool(plane: ControlPlane, namespace: str, shape: Shape, name: str = "pool") -> None:
+    """A class and a set of that shape; its instances' Pods are ended by `FailingKubelet`."""
     group = "virtualtarget.jumpstarter.dev/v1alpha1"
     objects = [
         {
@@ -177,9 +202,9 @@ def broken_pool(plane: ControlPlane, namespace: str, name: str = "pool") -> None
                 "virtualTargetClassName": "qemu",
                 "selector": {"matchLabels": {"board": name}},
                 "template": {"metadata": {"labels": {"board": name}}},
-                "minReplicas": 2,
-                "maxReplicas": 2,
-                "minAvailableReplicas": 2,
+                "minReplicas": shape.min_replicas,
+                "maxReplicas": shape.max_replicas,
+                "minAvailableReplicas": shape.warm,
             },
         },
     ]
@@ -218,13 +243,16 @@ class Storm:
     pods_ended: int
     degraded: dict[str, Any]
     pods_failed: int
+    events: dict[str, int]  # Events written about the pool, by reason
 
     @property
     def per_minute(self) -> float:
         return self.created * 60 / self.window
 
 
-def measure(plane: ControlPlane, tree: Path, namespace: str, window: float = WINDOW_S) -> Storm:
+def measure(
+    plane: ControlPlane, tree: Path, namespace: str, shape: Shape, window: float = WINDOW_S
+) -> Storm:
     plane.kubectl("create", "namespace", namespace)
     stop = threading.Event()
     kubelet, counter = FailingKubelet(plane, namespace), CreationCounter(plane, namespace)
@@ -236,7 +264,7 @@ def measure(plane: ControlPlane, tree: Path, namespace: str, window: float = WIN
             SecretCollector(plane, namespace).start(stop)
             threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
             with reconciler(plane, tree, namespace, Path(work) / "reconciler.log"):
-                broken_pool(plane, namespace)
+                broken_pool(plane, namespace, shape)
                 start = time.monotonic()
                 time.sleep(window)
                 created = counter.since(start - 1)
@@ -247,8 +275,20 @@ def measure(plane: ControlPlane, tree: Path, namespace: str, window: float = WIN
     )
     status = found.get("status") or {}
     degraded = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    events = json.loads(plane.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+    reasons = Counter(
+        str(e.get("reason"))
+        for e in events["items"]
+        if e["involvedObject"].get("kind") == "ExporterSet"
+    )
     return Storm(
-        str(tree), created, window, kubelet.ended, degraded, int(status.get("podsFailed", 0))
+        str(tree),
+        created,
+        window,
+        kubelet.ended,
+        degraded,
+        int(status.get("podsFailed", 0)),
+        dict(reasons),
     )
 
 
@@ -260,16 +300,22 @@ def main() -> str:
     rows = []
     with running_control_plane() as plane:
         install_lease_crd(plane)  # as in a cluster with Jumpstarter: Leases are served
-        for index, (label, tree) in enumerate(trees):
-            storm = measure(plane, tree, f"storm-{index}")
-            rows.append(
-                f"| {label} | {storm.created} | {storm.window:.0f} | {storm.per_minute:.1f} | "
-                f"{storm.pods_ended} | {storm.degraded.get('status', '')}/"
-                f"{storm.degraded.get('reason', '')} | {storm.pods_failed} |"
-            )
+        for i, shape in enumerate(SHAPES):
+            for t, (label, tree) in enumerate(trees):
+                storm = measure(plane, tree, f"storm-{i}-{t}", shape)
+                events = storm.events
+                flips = sum(events.get(reason, 0) for reason in FLIPS)
+                rows.append(
+                    f"| {shape.name} | {label} | {storm.created} | {storm.per_minute:.1f} | "
+                    f"{storm.pods_ended} | {sum(events.values())} | "
+                    f"{events.get('BackOff', 0)} | {flips} | "
+                    f"{storm.degraded.get('status', '')}/{storm.degraded.get('reason', '')} | "
+                    f"{storm.pods_failed} |"
+                )
     header = [
-        "| reconciler | Exporters created | window s | per minute | Pods ended failing "
-        "| Degraded | podsFailed |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+        f"| pool | reconciler | Exporters created in {WINDOW_S:.0f} s | per minute "
+        "| Pods ended failing | Events | BackOff Events | Recovered, Limited, Unlimited "
+        "| Degraded at the end | podsFailed |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     return "\n".join(["## storm (`python -m bench storm`)", "", *header, *rows])

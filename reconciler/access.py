@@ -22,10 +22,10 @@ __all__ = [
     "EXPORTERS",
     "EXPORTERSETS",
     "JUMPSTARTER_LEASES",
+    "MEMORY_LEASES",
     "PODS",
     "REVIEWS",
     "SECRETS",
-    "SURPLUS_LEASES",
     "WATCHED",
     "Resource",
     "allowed",
@@ -67,8 +67,8 @@ PODS = Resource("", "v1", "pods", "Pod")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 ELECTION_LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-# The cooldown memory of a namespaced install: a coordination Lease beside each set.
-SURPLUS_LEASES = ELECTION_LEASES
+# The pools' memory in a namespaced install: a coordination Lease beside each set.
+MEMORY_LEASES = ELECTION_LEASES
 # Core v1 Events, as controller-runtime's recorder writes them: the Role of Jumpstarter's
 # operator grants `events` in the core group only (`kubectl get events.events.k8s.io`
 # shows them too, `note` being their `message`).
@@ -83,9 +83,10 @@ REVIEWS = {r.path(): r for r in (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)}
 _READ = ("get", "list", "watch")
 
 ACCESS: tuple[Permission, ...] = (
-    # the pools: read, and (cluster-wide installs) the surplus-since annotation; a
-    # namespaced install keeps that memory in a Lease beside the set instead, so it needs
-    # no write to the set itself, as under the Role of Jumpstarter's operator
+    # the pools: read, and (cluster-wide installs) the surplus-since and backoff
+    # annotations; a namespaced install keeps that memory in a Lease beside the set
+    # instead, so it needs no write to the set itself, as under the Role of Jumpstarter's
+    # operator
     Permission(EXPORTERSETS.group, "exportersets", _READ),
     Permission(EXPORTERSETS.group, "exportersets", ("patch",), modes=(CLUSTER,)),
     Permission(EXPORTERSETS.group, "exportersets/status", ("patch",)),
@@ -112,8 +113,8 @@ ACCESS: tuple[Permission, ...] = (
     Permission(EVENTS.group, "events", ("create",)),
     # leader election, in the reconciler's own namespace only
     Permission(ELECTION_LEASES.group, "leases", ("get", "create", "update"), own_namespace=True),
-    # the cooldown memory of a namespaced install (`reconciler.surplus`)
-    Permission(SURPLUS_LEASES.group, "leases", ("get", "create", "patch"), modes=(NAMESPACED,)),
+    # the pools' memory in a namespaced install (`reconciler.memory`)
+    Permission(MEMORY_LEASES.group, "leases", ("get", "create", "patch"), modes=(NAMESPACED,)),
     # `/metrics` only for callers the apiserver authenticates and authorizes (scrape.auth)
     *SCRAPE_REVIEWS,
 )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.backoff import Backoff
 from reconciler.reasons import RECYCLE
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "MarkServed",
     "PatchStatus",
     "RecordEvent",
+    "RememberBackoff",
     "Remove",
     "Retain",
     "SetSurplusSince",
@@ -102,9 +104,19 @@ class MarkServed:
 
 @dataclass(frozen=True, slots=True)
 class SetSurplusSince:
-    """Write (or, with None, remove) the SURPLUS_SINCE annotation of the set."""
+    """Write (or, with None, remove) SURPLUS_SINCE where the pool keeps memory: an
+    annotation of the set, or its memory Lease (`reconciler.memory`)."""
 
     since: datetime | None
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RememberBackoff:
+    """Write (or, with None, remove) the pool's backoff (BACKOFF) where it keeps memory:
+    an annotation of the set, or its memory Lease (`reconciler.memory`)."""
+
+    backoff: Backoff | None
     why: str = field(default="", compare=False)
 
 
@@ -132,6 +144,7 @@ Action = (
     | Retain
     | MarkServed
     | SetSurplusSince
+    | RememberBackoff
     | PatchStatus
     | RecordEvent
 )

@@ -19,9 +19,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.duration import parse_go_duration
+from reconciler.backoff import decode
 from reconciler.defaults import spec_defaults
 from reconciler.jumpstarter import EXPORTER_CONTAINER
 from reconciler.keys import (
+    BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
     LEGACY_SURPLUS_SINCE,
@@ -51,6 +53,7 @@ __all__ = [
     "pod_view",
     "pod_view_after",
     "pool_view",
+    "remembered",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -94,6 +97,16 @@ def revision(spec: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> str
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def remembered(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """The pool's memory in these annotations (the set's, or its memory Lease's), as
+    PoolView fields: since when it has had a surplus, and its backoff."""
+    return {
+        "surplus_since": _time(annotations.get(SURPLUS_SINCE))
+        or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
+        "backoff": decode(annotations.get(BACKOFF)),
+    }
+
+
 def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]:
     """The set as the planner sees it, and a (reason, message) problem if its spec is unusable."""
     meta, spec = _map(obj.get("metadata")), _map(obj.get("spec"))
@@ -120,10 +133,9 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         recycle=str(merged["recycleStrategy"]),
         template_labels={str(k): str(v) for k, v in labels.items()},
         selector=selector if isinstance(selector, Mapping) else None,
-        surplus_since=_time(annotations.get(SURPLUS_SINCE))
-        or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         status=_map(obj.get("status")),
         revision=revision(spec, _SCALING),
+        **remembered(annotations),
     )
     return view, problem
 

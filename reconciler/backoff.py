@@ -7,26 +7,48 @@ became True after the Pod's creation), or the exporter exited non-zero. Jumpstar
 exit is no proof of a clean end; registration is. A failed instance was not recycled: it
 is replaced under the pool's backoff, not at once.
 
-The backoff is read from the objects, so a restart finds it: every Exporter carries the
-number of failures in a row the pool had when it was created (BACKOFF_STEP, 0 for a
-healthy pool), and the newest failed instance is kept (not serving, out of the capacity)
-until its delay has passed: `delay(step)` after its exporter ended, doubling from
-`BASE` up to `CAP`. Then it goes and one probe instance takes its place, with step + 1.
-While a probe boots nothing else is created; the first instance that registers ends the
-backoff (the next ones are created with step 0), so a repaired pool fills in one step.
-Pure; no I/O.
+The backoff counts failures in a row: every Exporter carries the count the pool had when
+it was created (BACKOFF_STEP, 0 for a healthy pool), so its failure is that count + 1.
+After the n-th failure in a row the next instance waits `delay(n - 1)` from the moment
+the last failure ended: `BASE`, doubling up to `CAP`. Then one probe instance is
+created, carrying n; nothing else is created while it boots.
+
+The pool remembers its backoff (`Backoff`, encoded into the BACKOFF annotation of the set
+or of its memory Lease), so the count and the moment outlive the failed instances: the
+newest failed instance is kept (out of the capacity) until its delay has passed, and
+failed instances leave only once the pool's memory holds their failures. A probe is then
+created with the right count whether or not the removal left room in the same pass (at
+the ceiling it does not), under a cache that still shows a removed instance or no longer
+does, after a restart and after a change of leader.
+
+The backoff ends when an instance of the current revision registers after the last
+failure (the pool then fills in one pass), or when the revision changes (a fix is tried
+at once and in full). Pure; no I/O.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.observe import ExporterView, PodView
-from reconciler.timefmt import format_duration, format_time
+from reconciler.timefmt import format_duration, format_time, parse_time
 
-__all__ = ["BASE", "CAP", "Backoff", "delay", "failed", "pool_backoff"]
+__all__ = [
+    "BASE",
+    "CAP",
+    "Backoff",
+    "decode",
+    "delay",
+    "encode",
+    "failed",
+    "merge",
+    "newest_failure",
+    "registered_after",
+    "step_of",
+]
 
 BASE = timedelta(seconds=5)
 CAP = timedelta(minutes=5)
@@ -61,34 +83,44 @@ def step_of(exporter: ExporterView) -> int:
     return 0 if exporter.registered or exporter.served_lease else exporter.backoff_step
 
 
+def registered_after(exporters: Iterable[ExporterView], revision: str) -> datetime | None:
+    """When one of these instances of `revision` last registered (its Registered
+    condition's last transition, else its creation), None when none has: failures that
+    ended before that moment are healed, not counted."""
+    moments = [
+        (e.registered_at or e.created).replace(microsecond=0)
+        for e in exporters
+        if (e.registered or e.served_lease) and e.revision in ("", revision)
+    ]
+    return max(moments, default=None)
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """The newest failure of the pool: the instance kept as its record, and when the
-    next instance may be tried."""
+    """A failing pool's backoff: `failures` in a row, the moment the last one ended (whole
+    seconds, as the API writes times), the instance that failed last and its last words,
+    and the revision of spec and class they were rendered from."""
 
-    record: str
-    step: int  # failures in a row before the record was created
-    ended: datetime
+    failures: int
+    at: datetime
+    instance: str
     quote: str
+    revision: str = ""
 
     @property
     def retry_at(self) -> datetime:
-        return self.ended + delay(self.step)
-
-    @property
-    def next_step(self) -> int:
-        return self.step + 1
+        return self.at + delay(self.failures - 1)
 
     @property
     def step_note(self) -> str:
-        """The words of the message that name the step: its Event is written once."""
-        return f"failure {self.next_step} in a row"
+        """The words of the message that name the step."""
+        return f"failure {self.failures} in a row"
 
     def message(self) -> str:
         return (
-            f"instances fail before serving; the last, {self.record}, "
+            f"instances fail before serving; the last, {self.instance}, "
             f"{self.quote}; {self.step_note}, next instance after "
-            f"{format_duration(delay(self.step))} (at {format_time(self.retry_at)})"
+            f"{format_duration(delay(self.failures - 1))} (at {format_time(self.retry_at)})"
         )
 
 
@@ -100,17 +132,71 @@ def _quote(pod: PodView) -> str:
     return f"{code}: {text}" if text else f"{code} (no termination message)"
 
 
-def pool_backoff(
-    failures: Iterable[tuple[ExporterView, PodView]],
+def _ended(exporter: ExporterView, pod: PodView) -> datetime:
+    """When the failure ended: the exporter's end, else (no container status) the Pod's
+    creation, else the Exporter's."""
+    moment = pod.finished_at or pod.created or exporter.created
+    return moment.replace(microsecond=0)
+
+
+def newest_failure(
+    failures: Iterable[tuple[ExporterView, PodView]], revision: str, since: datetime | None
 ) -> Backoff | None:
-    """The backoff in force from the failed instances (each with its ended Pod)."""
-    records = list(failures)
+    """What the failed instances present say (each with its ended Pod), of those that
+    ended after `since` (a registration): the most failures in a row any of them carries,
+    and the one that ended last."""
+    records = [(_ended(e, p), e.name, e, p) for e, p in failures]
+    records = [r for r in records if since is None or r[0] >= since]
     if not records:
         return None
+    at, name, _, pod = max(records, key=lambda r: (r[0], r[1]))
+    count = max(step_of(e) + 1 for _, _, e, _ in records)
+    return Backoff(count, at, name, _quote(pod), revision)
 
-    def ended(item: tuple[ExporterView, PodView]) -> tuple[datetime, str]:
-        exporter, pod = item
-        return (pod.finished_at or pod.created or exporter.created, exporter.name)
 
-    exporter, pod = max(records, key=ended)
-    return Backoff(exporter.name, step_of(exporter), ended((exporter, pod))[0], _quote(pod))
+def merge(memory: Backoff | None, seen: Backoff | None) -> Backoff | None:
+    """The backoff in force: what the pool remembers, with what its failed instances
+    say. Never fewer failures nor an earlier moment than either."""
+    if memory is None or seen is None:
+        return memory or seen
+    if seen.instance == memory.instance and seen.failures <= memory.failures:
+        return memory  # that failure is remembered already
+    later = seen if seen.at > memory.at else memory
+    return Backoff(
+        max(memory.failures, seen.failures),
+        later.at,
+        later.instance,
+        later.quote,
+        memory.revision,
+    )
+
+
+def encode(backoff: Backoff) -> str:
+    """The BACKOFF annotation's value."""
+    return json.dumps(
+        {
+            "failures": backoff.failures,
+            "lastFailure": format_time(backoff.at),
+            "instance": backoff.instance,
+            "message": backoff.quote,
+            "revision": backoff.revision,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def decode(text: object) -> Backoff | None:
+    """The backoff an annotation value holds; None when absent or unreadable (a value
+    someone edited into nonsense is forgotten, not fatal)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        raw = json.loads(text)
+        failures, at = raw["failures"], parse_time(raw["lastFailure"])
+        fields = [raw.get(k, "") for k in ("instance", "message", "revision")]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(failures, int) or failures < 1 or not all(isinstance(f, str) for f in fields):
+        return None
+    return Backoff(failures, at.replace(microsecond=0), *fields)

@@ -13,8 +13,8 @@ Scope (`reconciler.scope`): the caches cover one namespace, a list, or the clust
 cluster-wide install Secrets are read by name (`reconciler.named`): an instance's two
 Secrets once its credentials are issued, again when its status names another credential
 Secret and right before its Pod is created, besides a slow resync within a total budget
-of reads a second. In a namespaced install the cooldown memory is a Lease beside each set
-(`reconciler.surplus`).
+of reads a second. In a namespaced install the pool's memory (cooldown, backoff) is a
+Lease beside each set (`reconciler.memory`).
 
 Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -56,6 +56,7 @@ from reconciler.adapt import (
     pod_view,
     pod_view_after,
     pool_view,
+    remembered,
 )
 from reconciler.cache import Cache, Informer, ObjKey, keep_only, key_of
 from reconciler.configsync import ConfigSync
@@ -74,6 +75,7 @@ from reconciler.imagecheck import images_condition
 from reconciler.jumpstarter import config_secret_name
 from reconciler.keys import NAME_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube
+from reconciler.memory import MemoryLeases
 from reconciler.metrics import ReconcileStats
 from reconciler.named import DEFAULT_BUDGET, DEFAULT_RESYNC, NamedCache
 from reconciler.observe import Observation
@@ -82,7 +84,6 @@ from reconciler.provisioners.base import Provisioner
 from reconciler.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
 from reconciler.render import Credentials, merged_parameters
 from reconciler.scope import Scope
-from reconciler.surplus import SurplusLeases
 from reconciler.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
@@ -194,8 +195,8 @@ class Controller:
         self.informers: dict[Resource, Cache] = {
             r: self.watches.get(r, self.secrets) for r in WATCHED
         }
-        # Where the cooldown memory lives when the set itself may not be written.
-        self.surplus = SurplusLeases(kube) if scope.mode == NAMESPACED else None
+        # Where the pools' memory lives when the set itself may not be written.
+        self.memory = MemoryLeases(kube) if scope.mode == NAMESPACED else None
         sets, exporters = self.watches[EXPORTERSETS], self.watches[EXPORTERS]
         sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
         sets.add_index(
@@ -230,8 +231,8 @@ class Controller:
     def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
         if kind == "DELETED":
             self.plans.pop(_key(new), None)  # its metric series go with it
-            if self.surplus is not None:
-                self.surplus.forget(str(_meta(new).get("uid", "")))
+            if self.memory is not None:
+                self.memory.forget(str(_meta(new).get("uid", "")))
             self.expectations.forget(_key(new))
         self.queue.add(_key(new))
 
@@ -359,10 +360,10 @@ class Controller:
         ):
             return None
         pool, problem = pool_view(exporter_set)
-        if self.surplus is not None:
-            ours, since = self.surplus.since(exporter_set)
-            if ours:
-                pool = replace(pool, surplus_since=since)
+        if self.memory is not None:
+            held = self.memory.read(exporter_set)
+            if held is not None:  # else the set's own annotations (a takeover)
+                pool = replace(pool, **remembered(held))
         # The status this process last wrote, while the cache has not shown it yet: a
         # transition is noted (and its Event written) once.
         pool = replace(
@@ -489,7 +490,7 @@ class Controller:
             configs=self.configs,
             observed_secret=secrets.observed_write,
             stale_secret=lambda n: self._stale_secret(key[0], n),
-            surplus=self.surplus,
+            memory=self.memory,
             expectations=self.expectations,
             send_event=self.events.send if self.events.running else None,
         )

@@ -44,15 +44,18 @@ from reconciler.actions import (
     MarkServed,
     PatchStatus,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
 )
 from reconciler.adapt import controller_of, lease_view, pod_exited
+from reconciler.backoff import encode
 from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.keys import (
+    BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
     LEGACY_SURPLUS_SINCE,
@@ -64,6 +67,7 @@ from reconciler.keys import (
     SURPLUS_SINCE,
 )
 from reconciler.kube import ApiError, Kube, NotLeading
+from reconciler.memory import MemoryLeases
 from reconciler.provisioners.base import Provisioner
 from reconciler.reasons import FENCE_LIFTED, POD_CREATED, RETAINED, SCALE_UP
 from reconciler.render import (
@@ -73,7 +77,6 @@ from reconciler.render import (
     instance_context,
     render_exporter,
 )
-from reconciler.surplus import SurplusLeases
 from reconciler.timefmt import format_time
 
 __all__ = ["Executor"]
@@ -99,8 +102,8 @@ class Executor:
     observed_secret: Callable[[Obj], None] = lambda _obj: None
     # (name) -> a config Secret whose cached copy a write found out of date: read it again
     stale_secret: Callable[[str], None] = lambda _name: None
-    # a namespaced install's cooldown memory (`reconciler.surplus`); else the annotation
-    surplus: SurplusLeases | None = None
+    # a namespaced install's pool memory (`reconciler.memory`); else the set's annotations
+    memory: MemoryLeases | None = None
     expectations: Expectations = field(default_factory=Expectations)  # likewise
     # (namespace, Event) -> sent beside the pass (`reconciler.eventsender`); None: in it
     send_event: Callable[[str, Obj], None] | None = None
@@ -160,17 +163,12 @@ class Executor:
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
-            case SetSurplusSince(since) if self.surplus is not None:
-                memory = self.surplus
-                self._write(lambda: memory.remember(self.exporter_set, since))
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 # Jumpstarter's key; the one earlier versions wrote goes with any write.
-                marks = {SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None}
-                patch: Obj = {"metadata": {"annotations": marks}}
-                self._write(
-                    lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch)
-                )
+                self._remember({SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None})
+            case RememberBackoff(backoff):
+                self._remember({BACKOFF: encode(backoff) if backoff is not None else None})
             case PatchStatus(status):
                 body: Obj = {"status": dict(status)}
                 self._write(
@@ -206,6 +204,15 @@ class Executor:
     @property
     def _set_uid(self) -> str:
         return str(self.exporter_set["metadata"].get("uid", ""))
+
+    def _remember(self, marks: Mapping[str, str | None]) -> None:
+        """Write the pool's memory: into its Lease, else into the set's annotations."""
+        memory = self.memory
+        if memory is not None:
+            self._write(lambda: memory.remember(self.exporter_set, marks))
+            return
+        patch: Obj = {"metadata": {"annotations": dict(marks)}}
+        self._write(lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch))
 
     def _write(self, call: Callable[[], Any]) -> Any:
         self.writes += 1

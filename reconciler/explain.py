@@ -27,6 +27,7 @@ from reconciler.actions import (
     MarkServed,
     PatchStatus,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
@@ -40,6 +41,8 @@ UPDATE_STATUS = "update status"
 WAITING = "waiting"
 VERBS = (
     "mark served",
+    "note backoff",
+    "forget backoff",
     "remove",
     "retain",
     "delete pod",
@@ -107,6 +110,8 @@ def describe(action: Action) -> tuple[str, str, str]:
             return "mark served", name, f"leased by {lease}"
         case SetSurplusSince(since, why):
             return ("note surplus" if since is not None else "forget surplus"), "", why
+        case RememberBackoff(backoff, why):
+            return ("note backoff" if backoff is not None else "forget backoff"), "", why
         case PatchStatus():
             return UPDATE_STATUS, "", ""
         case RecordEvent(reason, note):

@@ -9,6 +9,7 @@ working; a key of this product's group only where Jumpstarter has none.
 from __future__ import annotations
 
 __all__ = [
+    "BACKOFF",
     "BACKOFF_STEP",
     "FENCED_AT",
     "GROUP",
@@ -50,9 +51,13 @@ FENCED_AT = f"{GROUP}/fenced-at"
 # On an Exporter detached by reclaimPolicy Retain: the set it came from.
 RETAINED_FROM = f"{GROUP}/retained-from"
 # On an Exporter and its Pod: how many instances of the pool had failed in a row when it
-# was created (0 for a healthy pool). The pool's backoff is read back from it after a
-# restart (`reconciler.backoff`).
+# was created (0 for a healthy pool): its failure is failure step + 1 in a row.
 BACKOFF_STEP = f"{GROUP}/backoff-step"
+# On the ExporterSet (or, in a namespaced install, on its memory Lease): the backoff of a
+# failing pool, as JSON: failures in a row, when the last ended, which instance and its
+# last words, the revision they were rendered from (`reconciler.backoff`). Memory, like
+# SURPLUS_SINCE: it outlives the failed instances, a restart and a change of leader.
+BACKOFF = f"{GROUP}/backoff"
 # On an Exporter: the revision of the set's spec and class it was rendered from
 # (`reconciler.adapt.revision`). A failure of an earlier revision is no reason to wait:
 # the backoff counts only failures of the current one, so a fixed pool fills at once.

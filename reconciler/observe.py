@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.status import ConditionSpec
+
+if TYPE_CHECKING:  # (backoff reads these views; a view only holds one)
+    from reconciler.backoff import Backoff
 
 __all__ = [
     "BindingMode",
@@ -150,6 +153,7 @@ class PoolView:
     template_labels: Mapping[str, str]
     selector: Mapping[str, Any] | None = None
     surplus_since: datetime | None = None
+    backoff: Backoff | None = None  # the pool's memory of its failures (BACKOFF)
     status: Mapping[str, Any] = field(default_factory=dict)
     revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
 

@@ -37,7 +37,9 @@ instance keeps its Exporter, is not available meanwhile, and gets a new Pod once
 one is gone. An instance that
 failed (`reconciler.backoff`: its Pod ended before the exporter registered, or the
 exporter exited non-zero) is replaced under the pool's backoff whatever the strategy:
-the newest stays until its delay is over, then one probe replaces it. Only failures of
+the pool remembers its failures (`Backoff`, written with `RememberBackoff` before any
+failed instance leaves), the newest failed instance stays until its delay is over, then
+one probe replaces it, in that pass or, at the ceiling, the next. Only failures of
 instances rendered from the current revision (`REVISION`: a digest of the set's spec
 without its scaling fields, and of the class's spec) count: after a change of template,
 images, parameters or class the failed instances go at once and the pool fills without
@@ -85,11 +87,19 @@ from reconciler.actions import (
     MarkServed,
     PatchStatus,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
 )
-from reconciler.backoff import Backoff, failed, pool_backoff, step_of
+from reconciler.backoff import (
+    Backoff,
+    failed,
+    merge,
+    newest_failure,
+    registered_after,
+    step_of,
+)
 from reconciler.buckets import (
     Bucket,
     classify,
@@ -150,6 +160,9 @@ _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
 
 # A safety net: the Exporter's status update and the Secret's creation wake the pass too.
 AWAITING_REQUEUE = timedelta(seconds=10)
+# After a write of the pool's memory, the pass that removes the failed instances it holds
+# (a write of the set's annotation wakes one too; one of its memory Lease does not).
+REMEMBERED_REQUEUE = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,14 +242,26 @@ def plan(obs: Observation, now: datetime) -> Plan:
     revision = f"{pool.revision}.{klass.revision}" if klass is not None else pool.revision
     current = [e for e in members[Bucket.FAILED] if e.revision in ("", revision)]
     failures = [(e, max(pods_of[e.identity], key=_ended)) for e in current]
-    backoff = pool_backoff(failures)
+    # The backoff in force: the pool's memory of its failures (a fix, or an instance that
+    # registered since the last failure, ends it) with what its failed instances say.
+    healed = registered_after(  # (one that failed since proves nothing)
+        (e for e in obs.exporters if e not in members[Bucket.FAILED]), revision
+    )
+    remembered = pool.backoff
+    if remembered is not None and (
+        remembered.revision not in ("", revision) or (healed is not None and healed > remembered.at)
+    ):
+        remembered = None
+    backoff = merge(remembered, newest_failure(failures, revision, healed))
     probing = [
-        e
+        e.name
         for e in members[Bucket.PROVISIONING]
         if step_of(e) > 0
         and e.revision in ("", revision)
         and not pods_finished(tuple(pods_of.get(e.identity, ())))
     ]
+    if backoff is not None:
+        probing += expected  # created while failing, not in the cache yet: a probe
 
     labels = instance_labels(pool.name, pool.template_labels)
     # A Lease an owned Exporter already names in its leaseRef is served, not pending, even
@@ -289,22 +314,30 @@ def plan(obs: Observation, now: datetime) -> Plan:
                 actions.append(
                     remove(exporter, exporter.enabled, "its Pod finished (ExitAndReplace)")
                 )
+        # The pool's memory first: a failed instance of the current revision leaves only
+        # once the memory holds its failure (a pass that writes it removes none).
+        remembering = backoff != pool.backoff
+        if remembering:
+            actions.append(RememberBackoff(backoff, _remember_why(backoff, pool.backoff, revision)))
+            requeue = _sooner(requeue, REMEMBERED_REQUEUE)
         # Failed instances: the newest stays as the record of the backoff until its delay
         # is over; the others go now.
         for exporter in members[Bucket.FAILED]:
             why = f"failed before serving ({backoff.quote if backoff else ''})"
-            if backoff is not None and exporter.name == backoff.record:
+            if exporter not in current:
+                why = "failed before the spec or class changed: no reason to wait"
+                actions.append(remove(exporter, exporter.enabled, why))
+            elif remembering:
+                continue
+            elif backoff is not None and exporter.name == backoff.instance:
                 leave = remove(exporter, exporter.enabled, f"backoff over; {why}")
                 if now >= backoff.retry_at:
                     actions.append(leave)
                 else:
                     waits.append(Wait(backoff.message(), leave, backoff.retry_at))
                     requeue = _sooner(requeue, backoff.retry_at - now)
-            elif exporter in current:
-                actions.append(remove(exporter, exporter.enabled, "an earlier failure"))
             else:
-                why = "failed before the spec or class changed: no reason to wait"
-                actions.append(remove(exporter, exporter.enabled, why))
+                actions.append(remove(exporter, exporter.enabled, "an earlier failure"))
         leaving = "reclaimPolicy Retain keeps it" if retain else "ExitAndReplace replaces it"
         for exporter in members[Bucket.RELEASED]:
             why = f"served lease {served_lease(exporter)}; {leaving}"
@@ -354,14 +387,19 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if refused and (creates or withheld):
             waits.append(Wait(refused))
             creates = 0
-        if deficit > room:
+        # Room held by instances on their way out (a failed one waiting out its delay, a
+        # released one) comes back by itself: maxReplicas limits nothing there.
+        if ceiling and deficit > room + _leaving(count):
             ceiling_blocks = True
         step = 0
         if creates and (backoff is not None or probing):
             # Failing: one probe instance at a time, once the delay is over.
             due = backoff is None or now >= backoff.retry_at
             creates = 1 if due and not probing else 0
-            step = backoff.next_step if backoff is not None else 0
+            if backoff is not None:
+                step = backoff.failures
+                if not due:
+                    requeue = _sooner(requeue, backoff.retry_at - now)
         if creates:
             why = _shortfall(pool, count, warm, pending)
             if creates < deficit:
@@ -424,12 +462,15 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if condition_of(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
     degraded = _degraded(pool.status, backoff, probing)
+    # One Event per step: a step the memory (or, while its cache lags, the status) holds
+    # was told already.
     if (
         backoff is not None
         and obs.problem is None
+        and (remembered is None or backoff.failures > remembered.failures)
         and backoff.step_note not in str(condition_of(pool.status, "Degraded").get("message"))
     ):
-        actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))  # one per step
+        actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))
     status = build_status(
         _counters(obs, members, pods_of),
         selector_string(pool.selector)
@@ -485,6 +526,11 @@ def _shortfall(pool: PoolView, count: Mapping[Bucket, int], warm: int, pending: 
     return ", ".join(terms)
 
 
+def _leaving(count: Mapping[Bucket, int]) -> int:
+    """Instances on their way out of the pool."""
+    return count[Bucket.TERMINATING] + count[Bucket.RELEASED] + count[Bucket.FAILED]
+
+
 def _sooner(current: timedelta | None, candidate: timedelta) -> timedelta:
     return candidate if current is None else min(current, candidate)
 
@@ -494,18 +540,27 @@ def _ended(pod: PodView) -> tuple[bool, datetime]:
     return pod.done, pod.finished_at or pod.created or datetime.min.replace(tzinfo=UTC)
 
 
+def _remember_why(backoff: Backoff | None, before: Backoff | None, revision: str) -> str:
+    if backoff is not None:
+        return f"{backoff.step_note}, the last {backoff.instance} at {format_time(backoff.at)}"
+    if before is not None and before.revision not in ("", revision):
+        return "the spec or class changed"
+    return "an instance registered since the last failure"
+
+
 def _degraded(
-    status: Mapping[str, object], backoff: Backoff | None, probing: list[ExporterView]
+    status: Mapping[str, object], backoff: Backoff | None, probing: list[str]
 ) -> tuple[str, str]:
     """(reason, message) of Degraded=True for a failing pool, ("", "") when it is not.
-    While a probe boots the last failure's message stays (no new step, no new Event)."""
+    The message quotes the pool's memory of its last failure, so it stays while a probe
+    boots. A probe without that memory (made by an earlier version) keeps what was said."""
     if backoff is not None:
         return PODS_FAILING, backoff.message()
     if probing:
         before = condition_of(status, "Degraded")
         if before.get("reason") == PODS_FAILING:
             return PODS_FAILING, str(before.get("message", ""))
-        return PODS_FAILING, f"probing: {probing[0].name} starts after earlier failures"
+        return PODS_FAILING, f"probing: {probing[0]} starts after earlier failures"
     return "", ""
 
 
@@ -582,7 +637,7 @@ def _conditions(
     else:
         avail = ConditionSpec("Available", False, MINIMUM_UNAVAILABLE, ready)
     reason, message = scale_note
-    leaving = count[Bucket.TERMINATING] + count[Bucket.RELEASED] + count[Bucket.FAILED]
+    leaving = _leaving(count)
     if reason in (SCALING_UP, SCALING_DOWN, WAITING_FOR_CREDENTIALS):
         progressing = ConditionSpec("Progressing", True, reason, message)
     elif count[Bucket.PROVISIONING] or leaving:

@@ -10,8 +10,8 @@ namespace, and which of the access table's entries apply (`reconciler.access`):
   config Secrets it writes, the credential Secrets Exporters name) are read by name and
   read again every `secret_resync` seconds (`reconciler.named`).
 - `namespaced` (one namespace or a list): a Role per namespace; Secrets are watched
-  there, and the cooldown memory is a coordination Lease beside the set
-  (`reconciler.surplus`), as the Role of Jumpstarter's operator allows no write to an
+  there, and the pool's memory (cooldown, backoff) is a coordination Lease beside the
+  set (`reconciler.memory`), as the Role of Jumpstarter's operator allows no write to an
   ExporterSet but its status.
 
 `NAMESPACE` in the environment (as Jumpstarter's operator sets it) selects the

@@ -22,6 +22,7 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
@@ -165,6 +166,8 @@ class World:
                     self.instances[name].served = lease
             case SetSurplusSince(since):
                 self.pool = replace(self.pool, surplus_since=since)
+            case RememberBackoff(backoff):
+                self.pool = replace(self.pool, backoff=backoff)
             case PatchStatus(status):
                 self.pool = replace(self.pool, status=dict(status))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import threading
 import time
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from reconciler.keys import SURPLUS_SINCE
-from reconciler.surplus import lease_name
+from reconciler.memory import lease_name
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.standin import CredentialStandIn
 
@@ -191,3 +192,11 @@ def patch_spec(plane: ControlPlane, kind: str, name: str, namespace: str, **spec
     """A merge patch of `spec` fields, as `kubectl patch --type=merge` sends it."""
     body = json.dumps({"spec": spec})
     plane.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", body)
+
+
+def backoff_steps(events: list[dict[str, Any]]) -> list[int]:
+    """The steps the pool's BackOff Events name ("failure N in a row"), in order; Events
+    as core v1 (`message`) or events.k8s.io/v1 (`note`) serve them."""
+    notes = (str(e.get("note") or e.get("message") or "") for e in events
+             if e.get("reason") == "BackOff")  # fmt: skip
+    return sorted(int(n) for note in notes for n in re.findall(r"failure (\d+) in a row", note))

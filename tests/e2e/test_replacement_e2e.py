@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,18 @@ from bench.storm import (
     FailingKubelet,
     SecretCollector,
     ended_status,
+    reconciler,
 )
 from reconciler.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
+    backoff_steps,
     exporter_set,
     get_json,
     virtual_target_class,
     wait_for,
 )
-from virtualtarget.controlplane import ControlPlane
+from virtualtarget.controlplane import REPO_ROOT, ControlPlane
 
 HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
 
@@ -210,3 +213,53 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
         wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
     finally:
         stop.set()
+
+
+def test_a_pool_of_one_slot_whose_pods_fail_backs_off_at_its_ceiling(
+    control_plane: ControlPlane, ns: str, tmp_path: Path
+) -> None:
+    """minReplicas = maxReplicas = 1: the failed instance holds the only slot until its
+    delay is over, so each probe comes a pass after the removal. Its Pods end Succeeded
+    with no container status. The reconciler is restarted half-way: the backoff is the
+    pool's memory (here its Lease), not the process's."""
+    plane, window = control_plane, 60.0
+    stop = threading.Event()
+    kubelet = FailingKubelet(plane, ns, container_status=False)
+    counter = CreationCounter(plane, ns)
+    kubelet.start(stop)
+    counter.start(stop)
+    SecretCollector(plane, ns).start(stop)
+    make_pool(plane, ns, minReplicas=1, maxReplicas=1, minAvailableReplicas=1)
+    degraded: list[str] = []  # Degraded's status at each look, from its first True on
+    try:
+        started = time.monotonic()
+        for half in range(2):  # a restart half-way
+            with reconciler(plane, REPO_ROOT, ns, tmp_path / f"reconciler-{half}.log"):
+                while time.monotonic() < started + window * (half + 1) / 2:
+                    state = condition(plane, ns, "Degraded").get("status", "")
+                    if degraded or state == "True":
+                        degraded.append(state)
+                    time.sleep(0.5)
+        created = counter.since(started - 1)
+        status = get_json(plane, "exporterset", "pool", "-n", ns)["status"]
+    finally:
+        stop.set()
+    events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
+    reasons = Counter(str(e.get("reason")) for e in events)
+    steps = backoff_steps(events)
+    final = condition(plane, ns, "Degraded")
+    logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("reconciler-*.log")))
+    print(
+        f"\nmaxReplicas 1, every Pod failing (phase only), a restart at 30 s: {created} "
+        f"Exporters in {window:.0f} s ({kubelet.ended} Pods ended); {len(events)} Events "
+        f"{dict(sorted(reasons.items()))}; BackOff steps {steps}; podsFailed "
+        f"{status.get('podsFailed')}; Degraded: {final.get('message')}"
+    )
+    assert 1 <= created <= 5, logs
+    assert degraded and set(degraded) == {"True"}, (degraded, logs)
+    assert (final["status"], final["reason"]) == ("True", "PodsFailing")
+    assert "failure" in final["message"] and "exited" in final["message"]
+    assert steps and len(steps) == len(set(steps)), logs  # at most one Event per step
+    assert steps == list(range(1, len(steps) + 1)), steps  # never back to 1
+    assert not reasons["ExporterSetRecovered"], logs
+    assert not reasons["ScalingLimited"] and not reasons["ScalingUnlimited"], logs

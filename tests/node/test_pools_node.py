@@ -13,10 +13,12 @@ Every test prints its figure; the waits are bounded polls, never timing assertio
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +30,7 @@ from reconciler.jumpstarter import TOKEN_KEY
 from reconciler.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
 from tests.controller_double import RunningController, serve_controller
-from tests.e2e.objects import get_json, install_lease_crd
+from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
 from tests.node.instance_images import build_instance_images
 from tests.node.pool_support import (
     Pool,
@@ -83,29 +85,43 @@ def controller(
 
 # A template whose driver cannot start: its package is not in the exporter image.
 BROKEN_DRIVERS = [{"name": "shell", "type": "jumpstarter_driver_shell.driver.Shell"}]
-BROKEN_WINDOW_S = 120.0  # how long the broken pool is watched before it is fixed
+BROKEN_WINDOW_S = 120.0  # how long the broken pools are watched before they are fixed
 WARM = 2
-_FIXED_AT: dict[str, float] = {}  # the broken pool's namespace -> when it was fixed
+# The broken pools' shapes, by their slots: room under the ceiling (a warm buffer, no
+# maxReplicas), and at the ceiling (min = max = 1: the failed instance holds the only slot
+# until its delay is over, so each probe follows its removal a pass later).
+BROKEN_SHAPES = {
+    WARM: {"minAvailableReplicas": WARM},
+    1: {"minReplicas": 1, "maxReplicas": 1, "minAvailableReplicas": 1},
+}
+_FIXED_AT: dict[str, float] = {}  # a broken pool's namespace -> when it was fixed
 
 
 @pytest.fixture(scope="module")
-def broken_pool(
+def broken_pools(
     node_cluster: Any,
     instance_images: None,
     controller: RunningController,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Pool]:
-    """A pool whose exporters can never start, applied with the first pool test and left
-    running beside the others: its two-minute window costs the tier no time of its own.
-    Checked (and fixed) by the broken-pool tests, which come before the node restarts."""
-    namespace = instance_namespace(node_cluster, f"broken-{secrets.token_hex(3)}")
-    workdir = tmp_path_factory.mktemp("broken")
-    try:
-        with running_pool(node_cluster, namespace, controller, workdir, name="broken") as pool:
-            pool.apply(drivers=BROKEN_DRIVERS, minAvailableReplicas=WARM)
-            yield pool
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+) -> Iterator[dict[int, Pool]]:
+    """Pools whose exporters can never start (by their slots, `BROKEN_SHAPES`), applied
+    with the first pool test and left running beside the others: their two-minute window
+    costs the tier no time of its own. Checked (and fixed) by the broken-pool tests,
+    which come before the node restarts."""
+    with contextlib.ExitStack() as stack:
+        pools = {}
+        for slots, shape in BROKEN_SHAPES.items():
+            namespace = instance_namespace(node_cluster, f"broken-{secrets.token_hex(3)}")
+            stack.callback(
+                node_cluster.kubectl, "delete", "namespace", namespace, "--wait=false", check=False
+            )
+            workdir = tmp_path_factory.mktemp("broken")
+            pool = stack.enter_context(
+                running_pool(node_cluster, namespace, controller, workdir, name="broken")
+            )
+            pool.apply(drivers=BROKEN_DRIVERS, **shape)
+            pools[slots] = pool
+        yield pools
 
 
 @pytest.fixture
@@ -113,7 +129,7 @@ def pool(
     node_cluster: Any,
     instance_images: None,
     controller: RunningController,
-    broken_pool: Pool,
+    broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
     namespace = instance_namespace(node_cluster, f"pool-{secrets.token_hex(3)}")
@@ -367,29 +383,44 @@ def _probes_within(window: float) -> int:
     return count
 
 
-def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(broken_pool: Pool) -> None:
-    pool = broken_pool
-    remaining = BROKEN_WINDOW_S - (time.monotonic() - pool.created_at)
+def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(
+    broken_pools: dict[int, Pool],
+) -> None:
+    first = min(pool.created_at for pool in broken_pools.values())
+    remaining = BROKEN_WINDOW_S - (time.monotonic() - first)
     if remaining > 0:  # only when the tests before were quicker than the window
         time.sleep(remaining)
-    window = time.monotonic() - pool.created_at
-    created = pool.history.created(pool.history.exporters)
-    bound = WARM + _probes_within(window)
-    status = pool.status()
-    degraded = pool.condition("Degraded")
-    print(
-        f"\nbroken pool (driver not installed), warm buffer {WARM}: {len(created)} Exporters "
-        f"created in {window:.0f} s (bound {bound}); podsFailed {status.get('podsFailed')};"
-        f" Degraded={degraded.get('status')}/{degraded.get('reason')}: "
-        f"{degraded.get('message')}\n{pool.table()}"
-    )
-    assert len(created) <= bound
-    assert degraded.get("status") == "True"
-    assert status.get("podsFailed", 0) > 0
-    assert not pool.registered(), "an exporter without its driver registered"
-    # The repair: a template whose drivers start.
-    pool.patch_set({"spec": {"template": {"spec": {"drivers": DRIVERS_OK}}}})
-    _FIXED_AT[pool.namespace] = time.monotonic()
+    for slots, pool in broken_pools.items():
+        window = time.monotonic() - pool.created_at
+        created = pool.history.created(pool.history.exporters)
+        bound = slots + _probes_within(window)
+        status = pool.status()
+        degraded = pool.condition("Degraded")
+        events = [  # the set's (the kubelet's about Pods are many more)
+            e
+            for e in get_json(pool.cluster, "events", "-n", pool.namespace)["items"]
+            if e["involvedObject"].get("kind") == "ExporterSet"
+        ]
+        reasons = [str(e.get("reason")) for e in events]
+        steps = backoff_steps(events)
+        print(
+            f"\nbroken pool (driver not installed), {BROKEN_SHAPES[slots]}: {len(created)} "
+            f"Exporters created in {window:.0f} s (bound {bound}); {len(events)} Events of the "
+            f"set {dict(Counter(reasons))}; BackOff steps {steps}; "
+            f"podsFailed {status.get('podsFailed')}; "
+            f"Degraded={degraded.get('status')}/{degraded.get('reason')}: "
+            f"{degraded.get('message')}\n{pool.table()}"
+        )
+        assert len(created) <= bound
+        assert degraded.get("status") == "True"
+        assert "ExporterSetRecovered" not in reasons, reasons  # Degraded never left True
+        assert steps == list(range(1, len(steps) + 1)), steps  # one Event per step
+        if slots > 1:  # (the only failed instance leaves while a probe boots)
+            assert status.get("podsFailed", 0) > 0
+        assert not pool.registered(), "an exporter without its driver registered"
+    for pool in broken_pools.values():  # the repair: a template whose drivers start
+        pool.patch_set({"spec": {"template": {"spec": {"drivers": DRIVERS_OK}}}})
+        _FIXED_AT[pool.namespace] = time.monotonic()
 
 
 @pytest.mark.parametrize("recycle", ["ExitAndReplace", "InPlaceReuse"])
@@ -505,15 +536,18 @@ def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
         assert_tidy(pool, WARM)
 
 
-def test_the_broken_pool_once_fixed_fills_its_warm_buffer(broken_pool: Pool) -> None:
-    pool = broken_pool
-    fixed_at = _FIXED_AT.get(pool.namespace)
-    assert fixed_at is not None, "the broken pool was not fixed (see the test before)"
-    pool.wait_warm(WARM, timeout=300)
-    degraded = pool.condition("Degraded")
-    print(
-        f"\nbroken pool fixed -> warm buffer of {WARM} full: {time.monotonic() - fixed_at:.1f} s;"
-        f" Degraded={degraded.get('status')}/{degraded.get('reason')}"
-    )
-    assert degraded.get("status") == "False"
-    assert_tidy(pool, WARM)
+def test_the_broken_pool_once_fixed_fills_its_warm_buffer(
+    broken_pools: dict[int, Pool],
+) -> None:
+    for slots, pool in broken_pools.items():
+        fixed_at = _FIXED_AT.get(pool.namespace)
+        assert fixed_at is not None, "the broken pool was not fixed (see the test before)"
+        pool.wait_warm(slots, timeout=300)
+        degraded = pool.condition("Degraded")
+        print(
+            f"\nbroken pool {BROKEN_SHAPES[slots]} fixed -> warm buffer of {slots} full: "
+            f"{time.monotonic() - fixed_at:.1f} s after the fix; "
+            f"Degraded={degraded.get('status')}/{degraded.get('reason')}"
+        )
+        assert degraded.get("status") == "False"
+        assert_tidy(pool, slots)

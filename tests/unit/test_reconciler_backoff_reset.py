@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.actions import CreateExporter, Remove
+from reconciler.actions import CreateExporter, RememberBackoff, Remove
 from reconciler.adapt import class_view, pool_view
+from reconciler.backoff import Backoff
 from reconciler.observe import ExporterView, Observation, PodView
 from reconciler.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, booting, klass, pool
@@ -29,9 +30,11 @@ def failing(name: str, at: int, step: int, revision: str) -> tuple[ExporterView,
     return exporter, pod
 
 
-def observe(items: list[tuple[ExporterView, PodView]], revision: str) -> Observation:
+def observe(
+    items: list[tuple[ExporterView, PodView]], revision: str, memory: Backoff | None = None
+) -> Observation:
     return Observation(
-        pool=pool(min_available=3, max_replicas=10, revision=revision),
+        pool=pool(min_available=3, max_replicas=10, revision=revision, backoff=memory),
         klass=klass(),
         exporters=tuple(e for e, _ in items),
         pods=tuple(p for _, p in items),
@@ -45,12 +48,16 @@ def of(result: Plan, kind: type) -> list[Any]:
 def test_a_changed_spec_ends_the_backoff_and_fills_the_pool_in_one_step() -> None:
     failures = [failing("pool-a", 1, 3, OLD), failing("pool-b", 2, 4, OLD)]
     # Unchanged: the newest failure waits out delay(4) = 80 s, nothing is created.
-    waiting = plan(observe(failures, OLD), T0 + 10 * S)
+    noted = plan(observe(failures, OLD), T0 + 10 * S)
+    (memory,) = of(noted, RememberBackoff)
+    assert memory.backoff is not None and memory.backoff.failures == 5
+    waiting = plan(observe(failures, OLD, memory.backoff), T0 + 10 * S)
     assert not of(waiting, CreateExporter)
     assert [r.name for r in of(waiting, Remove)] == ["pool-a"]
     # Fixed (a new revision): every failed instance goes, the warm buffer is created now,
     # as a healthy pool's (step 0), under the new revision.
-    fixed = plan(observe(failures, NEW), T0 + 10 * S)
+    fixed = plan(observe(failures, NEW, memory.backoff), T0 + 10 * S)
+    assert of(fixed, RememberBackoff) == [RememberBackoff(None)]  # forgotten
     assert sorted(r.name for r in of(fixed, Remove)) == ["pool-a", "pool-b"]
     creates = of(fixed, CreateExporter)
     assert len(creates) == 3 and {(c.step, c.revision) for c in creates} == {(0, f"{NEW}.")}

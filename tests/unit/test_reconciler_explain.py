@@ -11,10 +11,12 @@ from reconciler.actions import (
     MarkServed,
     PatchStatus,
     RecordEvent,
+    RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
 )
+from reconciler.backoff import Backoff
 from reconciler.explain import VERBS, Step, describe, explain, held
 from reconciler.observe import LeaseView, Observation, PodView
 from reconciler.planner import Plan, plan
@@ -147,6 +149,8 @@ def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
         MarkServed("a", "l1"),
         SetSurplusSince(T0),
         SetSurplusSince(None),
+        RememberBackoff(Backoff(1, T0, "a", "exited")),
+        RememberBackoff(None),
         PatchStatus({}),
         RecordEvent("R", "note"),
     ]

@@ -10,8 +10,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.actions import CreateExporter, CreatePod, DeletePod, RecordEvent, Remove
-from reconciler.backoff import delay
+from reconciler.actions import (
+    CreateExporter,
+    CreatePod,
+    DeletePod,
+    RecordEvent,
+    RememberBackoff,
+    Remove,
+)
+from reconciler.backoff import Backoff, delay
 from reconciler.observe import ExporterView, Observation, PodView
 from reconciler.planner import BACK_OFF, PODS_FAILING, Plan, plan
 from reconciler.reasons import SET_DEGRADED
@@ -70,24 +77,74 @@ def test_remove_carries_the_uids_of_the_instance_and_its_own_pods() -> None:
 def test_failures_back_off_with_one_probe_and_say_so() -> None:
     a, b = booting("pool-0", uid="a"), booting("pool-1", uid="b")
     pods = [failed_pod("pool-0", "a", 1), failed_pod("pool-1", "b", 2, "endpoint unreachable")]
-    early = plan(observe([a, b], pods), T0 + 3 * S)
-    assert [r.name for r in of(early, Remove)] == ["pool-0"]  # the older failure goes
-    assert not of(early, CreateExporter)  # the newest is the record until its delay is over
-    assert early.requeue_after == T0 + 2 * S + delay(0) - (T0 + 3 * S)
-    degraded = condition(early, "Degraded")
+    first = plan(observe([a, b], pods), T0 + 3 * S)
+    # The pool remembers first; the failed instances leave once its memory holds them.
+    (memory,) = of(first, RememberBackoff)
+    quote = "exited with code 0: endpoint unreachable"
+    assert memory.backoff == Backoff(1, T0 + 2 * S, "pool-1", quote, ".")
+    assert not of(first, Remove) and not of(first, CreateExporter)
+    degraded = condition(first, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", PODS_FAILING)
     assert "pool-1" in degraded["message"] and "endpoint unreachable" in degraded["message"]
-    events = [e.reason for e in of(early, RecordEvent)]
+    events = [e.reason for e in of(first, RecordEvent)]
     assert [e for e in events if e not in TRANSITIONS] == [BACK_OFF]
     assert SET_DEGRADED in events  # Degraded turned True
-    assert early.status["podsFailed"] == 2 and early.status["podsRunning"] == 0
-    # the same step again (its status written): no second Event
-    again = replace(observe([b], pods[1:]), pool=replace(pool(), status=early.status))
-    assert BACK_OFF not in [e.reason for e in of(plan(again, T0 + 4 * S), RecordEvent)]
+    assert first.status["podsFailed"] == 2 and first.status["podsRunning"] == 0
+    # Remembered: the older failure goes, the newest is the record until its delay is over.
+    kept = {"backoff": memory.backoff, "status": first.status}
+    early = plan(observe([a, b], pods, **kept), T0 + 4 * S)
+    assert [r.name for r in of(early, Remove)] == ["pool-0"]
+    assert not of(early, CreateExporter) and not of(early, RememberBackoff)
+    assert not of(early, RecordEvent)  # the same step: no second Event
+    assert early.requeue_after == T0 + 2 * S + delay(0) - (T0 + 4 * S)
     # the delay is over: the record goes and exactly one probe comes, one step further
-    due = plan(observe([b], pods[1:]), T0 + 2 * S + delay(0))
+    due = plan(observe([b], pods[1:], **kept), T0 + 2 * S + delay(0))
     assert [r.name for r in of(due, Remove)] == ["pool-1"]
     assert [(c.name, c.step) for c in of(due, CreateExporter)] == [("pool-", 1)]
+
+
+def test_at_the_ceiling_the_probe_follows_the_removal_with_the_next_step() -> None:
+    """min = max = 1: the record holds the only slot, so the probe comes a pass after its
+    removal; the pool's memory gives it the next step, and nothing flaps meanwhile."""
+    size = {"min_replicas": 1, "max_replicas": 1, "min_available": 1}
+    record = booting("pool-a", uid="a", backoff_step=2)
+    pod = failed_pod("pool-a", "a", 1)
+    memory = Backoff(3, T0 + S, "pool-a", "exited with code 0: Driver not installed", ".")
+    status = plan(observe([record], [pod], backoff=memory, **size), T0 + 2 * S).status
+    kept = {"backoff": memory, "status": status, **size}
+    due = T0 + S + delay(2)
+    removal = plan(observe([record], [pod], **kept), due)
+    assert [r.name for r in of(removal, Remove)] == ["pool-a"] and not of(removal, CreateExporter)
+    for cached in ([record], []):  # the removed record still in the cache, or gone
+        probe = plan(observe(cached, [pod] if cached else [], **kept), due + S)
+        creates = [(c.name, c.step) for c in of(probe, CreateExporter)]
+        assert creates == ([] if cached else [("pool-", 3)])  # never step 0
+        for result in (removal, probe):
+            assert condition(result, "Degraded")["status"] == "True"
+            assert condition(result, "ScalingLimited")["status"] == "False"
+            assert not of(result, RecordEvent)  # no Recovered, no Limited, no second BackOff
+    # The probe, created but not in the cache yet (the runtime's expectations): no second.
+    expected = plan(observe([], [], expected_exporters={"pool-b"}, **kept), due + 2 * S)
+    assert not of(expected, CreateExporter) and not of(expected, RecordEvent)
+    assert condition(expected, "Degraded")["status"] == "True"
+
+
+def test_a_registration_after_the_last_failure_ends_the_backoff() -> None:
+    memory = Backoff(4, T0 + S, "pool-a", "exited (no termination message)", ".")
+    probe = booting("pool-b", uid="b", backoff_step=4)
+    running = PodView("pool-b", "pool-b", "Running", "b", "pb", created=T0 + 90 * S)
+    booting_probe = plan(observe([probe], [running], backoff=memory), T0 + 100 * S)
+    assert condition(booting_probe, "Degraded")["status"] == "True"
+    assert not of(booting_probe, RememberBackoff) and not of(booting_probe, CreateExporter)
+    up = registered(probe, T0 + 101 * S)
+    healed = plan(observe([up], [running], backoff=memory), T0 + 102 * S)
+    assert of(healed, RememberBackoff) == [RememberBackoff(None)]
+    assert condition(healed, "Degraded")["status"] == "False"
+    assert [(c.name, c.step) for c in of(healed, CreateExporter)] == [("pool-", 0)]
+    # One registered before the last failure ends nothing.
+    old = registered(booting("pool-c", uid="c"), T0)
+    still = plan(observe([old], [], backoff=memory), T0 + 102 * S)
+    assert condition(still, "Degraded")["status"] == "True" and not of(still, RememberBackoff)
 
 
 def test_a_booting_probe_holds_creates_and_a_registered_one_ends_the_backoff() -> None:

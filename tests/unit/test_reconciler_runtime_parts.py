@@ -9,9 +9,9 @@ from reconciler.access import (
     ACCESS,
     EXPORTERS,
     EXPORTERSETS,
+    MEMORY_LEASES,
     PODS,
     SECRETS,
-    SURPLUS_LEASES,
     WATCHED,
     allowed,
 )
@@ -157,11 +157,9 @@ def test_access_covers_every_watched_resource_and_the_writes() -> None:
         # cluster-wide, Secrets are read by name only (reconciler.named)
         assert allowed(resource, "watch") == (resource != SECRETS)
     assert allowed(SECRETS, "get") and allowed(SECRETS, "update")
-    # the cooldown memory: the set's annotation cluster-wide, a Lease when namespaced
+    # the pool's memory: the set's annotations cluster-wide, a Lease when namespaced
     assert allowed(EXPORTERSETS, "patch") and not allowed(EXPORTERSETS, "patch", mode=NAMESPACED)
-    assert allowed(SURPLUS_LEASES, "patch", mode=NAMESPACED) and not allowed(
-        SURPLUS_LEASES, "patch"
-    )
+    assert allowed(MEMORY_LEASES, "patch", mode=NAMESPACED) and not allowed(MEMORY_LEASES, "patch")
     assert allowed(EXPORTERS, "create") and allowed(PODS, "delete")
     assert not allowed(EXPORTERS, "update")
     assert all(p.verbs for p in ACCESS)

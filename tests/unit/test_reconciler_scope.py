@@ -14,10 +14,10 @@ from reconciler.cli import election_namespace
 from reconciler.controller import Controller
 from reconciler.exporter_set_controller import main as controller_main
 from reconciler.exporter_set_controller import reconcile_args
+from reconciler.memory import MemoryLeases, lease_name
 from reconciler.named import NamedCache
 from reconciler.provisioners import provisioner
 from reconciler.scope import Scope
-from reconciler.surplus import SurplusLeases, lease_name
 
 
 def test_scope_from_flags_then_namespace_env_then_the_cluster() -> None:
@@ -49,11 +49,11 @@ def _controller(scope: Scope) -> Controller:
 def test_cluster_wide_secrets_are_read_by_name_namespaced_ones_watched() -> None:
     cluster = _controller(Scope())
     assert isinstance(cluster.secrets, NamedCache) and SECRETS not in cluster.watches
-    assert cluster.surplus is None  # the set's annotation holds the cooldown
+    assert cluster.memory is None  # the set's annotations hold the pool's memory
     listed = _controller(Scope(("a", "b")))
     assert isinstance(listed.secrets, Informer) and listed.secrets.streams == ("a", "b")
     assert listed.watches[EXPORTERS].streams == ("a", "b")
-    assert isinstance(listed.surplus, SurplusLeases)
+    assert isinstance(listed.memory, MemoryLeases)
 
 
 def test_informer_relist_of_one_namespace_keeps_the_others() -> None:

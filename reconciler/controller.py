@@ -265,7 +265,8 @@ class Controller:
 
     def _confirm_secrets(self, namespace: str, actions: Iterable[Any]) -> None:
         """An instance's Pod is about to be created, and `jmp run` reads its config once,
-        at start: read its two Secrets now unless they were read a moment ago, so the Pod
+        at start: read its two Secrets now (even if read a moment ago: a token rotated
+        since, with no event, would otherwise reach no exporter before the next), so the Pod
         starts from what they hold (a rotated token, a config edited by hand)."""
         named = self.secrets
         if not isinstance(named, NamedCache):

@@ -35,17 +35,13 @@ from reconciler.cache import Handler, ObjKey, Transform, interned, key_of
 from reconciler.kube import Kube
 from reconciler.readschedule import ReadSchedule
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_RESYNC", "FRESH", "NamedCache"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_RESYNC", "NamedCache"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 DEFAULT_RESYNC = 60.0  # the least time between two resync reads of one name
 DEFAULT_BUDGET = 1.0  # resync reads a second, over every name together
-# A copy read this recently is taken as current where `confirm` asks for one: a second
-# read a moment after the first (an instance's credentials issued, then its Pod) would
-# tell nothing new.
-FRESH = 5.0
 
 
 class NamedCache:
@@ -105,12 +101,12 @@ class NamedCache:
             self.schedule.urge((namespace, name))
         self._wake.set()
 
-    def confirm(self, namespace: str, name: str, max_age: float = FRESH) -> None:
-        """Read it now, in the caller's thread, unless it was read within `max_age`
-        seconds; a failed read is logged and left to the reading loop."""
+    def confirm(self, namespace: str, name: str) -> None:
+        """Read it now, in the caller's thread (a tracked name only); a failed read is
+        logged and left to the reading loop."""
         key = (namespace, name)
         with self._lock:
-            if key not in self.schedule or self.schedule.age(key, self.clock()) <= max_age:
+            if key not in self.schedule:
                 return
         try:
             self._read(key)

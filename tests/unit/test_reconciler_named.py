@@ -17,7 +17,7 @@ from bench.reconciler import CountingKube, exporter, exporter_set
 from reconciler.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
 from reconciler.cache import Informer
 from reconciler.controller import Controller, Lane
-from reconciler.named import FRESH, NamedCache
+from reconciler.named import NamedCache
 from reconciler.provisioners import provisioner
 from reconciler.scope import Scope
 
@@ -84,20 +84,15 @@ def test_a_name_is_read_at_once_then_only_by_the_resync_which_sees_a_rotation() 
     assert events[-1] == ("DELETED", "t") and cache.get(NS, "t") is None
 
 
-def test_confirm_reads_a_name_unless_it_was_read_a_moment_ago() -> None:
+def test_confirm_reads_a_tracked_name_now() -> None:
     kube, now = LiveKube(), [0.0]
     cache = _cache(kube, now)
     kube.objects[(NS, "t")] = _secret("t", "1")
     cache.track(NS, "t")
     cache.read_due()
-    assert kube.gets == [(NS, "t")]
-    now[0] = FRESH
+    kube.objects[(NS, "t")] = _secret("t", "2", "rotated")  # a moment later, no event
     cache.confirm(NS, "t")
-    assert len(kube.gets) == 1  # fresh enough: not read again
-    kube.objects[(NS, "t")] = _secret("t", "2", "rotated")
-    now[0] = FRESH + 1
-    cache.confirm(NS, "t")
-    assert len(kube.gets) == 2
+    assert kube.gets == [(NS, "t"), (NS, "t")]
     assert (cache.get(NS, "t") or {})["metadata"]["resourceVersion"] == "2"
     cache.confirm(NS, "untracked")
     assert len(kube.gets) == 2
@@ -197,21 +192,13 @@ def test_a_pod_about_to_be_created_starts_from_secrets_read_just_before() -> Non
     assert sorted(kube.gets) == [(NS, "exporter-config-pool-0"), (NS, "tok")]
     kube.objects[(NS, "tok")] = _secret("tok", "2", "rotated")  # no event says so
     now[0] = 1.0
-    controller.sync((NS, "pool"), Lane.PODS)  # read a moment ago: not again
-    assert len(kube.gets) == 2
+    controller.sync((NS, "pool"), Lane.PODS)  # both read again, right before the Pod
+    assert sorted(kube.gets[2:]) == [(NS, "exporter-config-pool-0"), (NS, "tok")]
     pods = [body for resource, body in kube.created if resource is PODS]
     assert len(pods) == 1
     config = next(body for resource, body in kube.created if resource is SECRETS)
-    assert b"token: first" in base64.b64decode(config["data"]["config.yaml"])
-
-    # Later, a new Pod for the instance (its first one gone): both Secrets read again.
-    kube.created.clear()
-    now[0] = 1.0 + FRESH + 1
-    controller.expectations.forget((NS, "pool"))
-    controller.sync((NS, "pool"), Lane.PODS)
-    assert sorted(kube.gets[2:]) == [(NS, "exporter-config-pool-0"), (NS, "tok")]
-    config = next(body for resource, body in kube.created if resource is SECRETS)
     assert b"token: rotated" in base64.b64decode(config["data"]["config.yaml"])
+    assert kube.created.index((SECRETS, config)) < kube.created.index((PODS, pods[0]))
 
 
 def test_stored_objects_share_their_keys_and_short_strings() -> None:

@@ -41,7 +41,7 @@ from reconciler.adapt import exporter_view, lease_view, pod_view, pool_view
 from reconciler.controller import Controller
 from reconciler.executor import Executor
 from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.keys import NAME_LABEL, SERVED_LEASE, SET_LABEL
+from reconciler.keys import LEASE_PROTECTION, NAME_LABEL, SERVED_LEASE, SET_LABEL
 from reconciler.observe import ClassView, Observation
 from reconciler.planner import plan
 from reconciler.provisioners import provisioner
@@ -96,9 +96,11 @@ def exporter(ns: str, set_name: str, set_uid: str, index: int, kind: str) -> dic
         "devices": [{"uuid": f"{name}-{d}", "labels": {"driver": "qemu"}} for d in range(3)],
     }
     annotations = {}
+    finalizers = []
     if kind == "busy":
         status["leaseRef"] = {"name": f"lease-{name}"}
         annotations[SERVED_LEASE] = f"lease-{name}"  # remembered on an earlier pass
+        finalizers.append(LEASE_PROTECTION)  # likewise
     return {
         "apiVersion": "jumpstarter.dev/v1alpha1",
         "kind": "Exporter",
@@ -111,6 +113,7 @@ def exporter(ns: str, set_name: str, set_uid: str, index: int, kind: str) -> dic
             "generation": 1,
             "labels": {"board": set_name, SET_LABEL: set_name},
             "annotations": annotations,
+            "finalizers": finalizers,
             "ownerReferences": [
                 {
                     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",

@@ -26,6 +26,7 @@ from reconciler.keys import (
     BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
+    LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     REVISION,
     SERVED_LEASE,
@@ -135,6 +136,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         selector=selector if isinstance(selector, Mapping) else None,
         status=_map(obj.get("status")),
         revision=revision(spec, _SCALING),
+        created=_time(meta.get("creationTimestamp")),
         **remembered(annotations),
     )
     return view, problem
@@ -192,6 +194,8 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         registered_at=_time(condition_of(status, "Registered").get("lastTransitionTime")),
         backoff_step=_step(annotations),
         revision=_str(annotations.get(REVISION)),
+        protected=LEASE_PROTECTION in (meta.get("finalizers") or ()),
+        deleted_at=_time(meta.get("deletionTimestamp")),
     )
 
 

@@ -15,7 +15,12 @@
   before the cache shows it do not repeat it;
 - an instance's config Secret is rendered and compared with the cached one, and written
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
-- the Event of a created, removed or retained instance carries the planner's reason.
+- the Event of a created, removed or retained instance carries the planner's reason;
+- an instance's lease protection (`reconciler.protection`) is added and taken off with
+  conditional patches, in the same write as the fence or the detach where there is one;
+- a step that fails for good (`reconciler.failures`: rendering raised, a 4xx answer)
+  raises `StepFailed`, saying which step on which instance; `done` lists the steps
+  carried out before it.
 
 Returns the number of API writes made, which the benchmarks and tests count.
 """
@@ -43,21 +48,26 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.adapt import controller_of, lease_view, pod_exited
 from reconciler.backoff import encode
 from reconciler.configsync import ConfigSync, same_secret
 from reconciler.events import build_event
 from reconciler.expectations import EXPORTER, POD, Expectations
+from reconciler.explain import describe
+from reconciler.failures import RenderError, StepFailed, classify
 from reconciler.keys import (
     BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
+    LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
     RETAINED_FROM,
@@ -69,7 +79,7 @@ from reconciler.keys import (
 from reconciler.kube import ApiError, Kube, NotLeading
 from reconciler.memory import MemoryLeases
 from reconciler.provisioners.base import Provisioner
-from reconciler.reasons import FENCE_LIFTED, POD_CREATED, RETAINED, SCALE_UP
+from reconciler.reasons import FENCE_LIFTED, INSTANCE_RELEASED, POD_CREATED, RETAINED, SCALE_UP
 from reconciler.render import (
     Credentials,
     InstanceContext,
@@ -79,7 +89,7 @@ from reconciler.render import (
 )
 from reconciler.timefmt import format_time
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "without_protection"]
 
 log = logging.getLogger(__name__)
 
@@ -108,20 +118,34 @@ class Executor:
     # (namespace, Event) -> sent beside the pass (`reconciler.eventsender`); None: in it
     send_event: Callable[[str, Obj], None] | None = None
     writes: int = 0
+    done: list[Action] = field(default_factory=list)  # the steps carried out, in order
 
     @property
     def namespace(self) -> str:
         return str(self.exporter_set["metadata"]["namespace"])
 
     def run(self, actions: Iterable[Action]) -> int:
+        """Carry out the steps in order; StepFailed at the first that fails for good
+        (anything else that goes wrong propagates as it is)."""
         for action in actions:
-            self.step(action)
+            try:
+                self.step(action)
+            except NotLeading:
+                raise
+            except Exception as exc:
+                verb, name, _ = describe(action)
+                generated = action.name if isinstance(action, CreateExporter) else ""
+                failure = classify(f"{verb} {name}", exc, generated)
+                if failure is None:
+                    raise
+                raise StepFailed(failure) from exc
+            self.done.append(action)
         return self.writes
 
     def step(self, action: Action) -> None:
         match action:
             case CreateExporter(prefix, why, step, revision):
-                rendered = render_exporter(self.exporter_set, prefix)
+                rendered = _rendered(render_exporter, self.exporter_set, prefix)
                 annotations = rendered["metadata"].setdefault("annotations", {})
                 if step:
                     annotations[BACKOFF_STEP] = str(step)
@@ -139,7 +163,8 @@ class Executor:
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
                     self._sync_config(ctx)
-                    pod, made = self._create_or_find(PODS, self.provisioner.render_pod(ctx))
+                    rendered = _rendered(self.provisioner.render_pod, ctx)
+                    pod, made = self._create_or_find(PODS, rendered)
                     if pod is not None and controller_of(pod) == ctx.exporter_uid:
                         self.expectations.expect(self._key, POD, ctx.exporter_uid)
                     if made:
@@ -163,6 +188,28 @@ class Executor:
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
+            case Protect(name, _, lease):
+                exporter = self.cached_exporter(name)
+                if exporter is not None:
+                    meta = exporter.get("metadata") or {}
+                    change: Obj = {
+                        "resourceVersion": meta.get("resourceVersion"),
+                        "finalizers": [*(meta.get("finalizers") or []), LEASE_PROTECTION],
+                    }
+                    if lease:
+                        change["annotations"] = {SERVED_LEASE: lease}
+                    self._patch_if_unchanged(name, {"metadata": change})
+            case Unprotect(name, why, warning):
+                exporter = self.cached_exporter(name)
+                released = exporter is not None and self._patch_if_unchanged(
+                    name, without_protection(exporter)
+                )
+                deleted = exporter is not None and (exporter.get("metadata") or {}).get(
+                    "deletionTimestamp"
+                )
+                if released and (warning or deleted):  # it goes now: say why
+                    note = f"released Exporter {name}: {why}"
+                    self._event(INSTANCE_RELEASED, "Release", note, exporter, warning=warning)
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 # Jumpstarter's key; the one earlier versions wrote goes with any write.
@@ -183,13 +230,22 @@ class Executor:
                     self._event(reason, "Wait", note, None, warning=warning)
 
     def keep_current(self, names: Iterable[str]) -> int:
-        """Bring the config Secrets of running instances up to date; writes made."""
+        """Bring the config Secrets of running instances up to date; writes made.
+        StepFailed (step "update config <name>") at the first that fails for good."""
         before = self.writes
         for name in names:
             exporter = self.cached_exporter(name)
-            ctx = self._context(exporter) if exporter is not None else None
-            if ctx is not None:
-                self._sync_config(ctx)
+            try:
+                ctx = self._context(exporter) if exporter is not None else None
+                if ctx is not None:
+                    self._sync_config(ctx)
+            except NotLeading:
+                raise
+            except Exception as exc:
+                failure = classify(f"update config {name}", exc)
+                if failure is None:
+                    raise
+                raise StepFailed(failure) from exc
         return self.writes - before
 
     # -- helpers -----------------------------------------------------------------------
@@ -311,15 +367,25 @@ class Executor:
         credentials = self.credentials(exporter)
         if isinstance(credentials, str):
             return None  # planned from a cache that has moved on; the next pass says why
-        return instance_context(
-            self.exporter_set, self.klass, exporter, self.provisioner.default_images, credentials
+        context: InstanceContext = _rendered(
+            instance_context,
+            self.exporter_set,
+            self.klass,
+            exporter,
+            self.provisioner.default_images,
+            credentials,
         )
+        return context
 
     def _sync_config(self, ctx: InstanceContext) -> None:
         """Write the config Secret only when the cached one differs from the rendered one."""
-        config = exporter_config(ctx, self.provisioner.drivers(ctx))
         current = self.cached_secret(ctx.config_secret)
-        wanted = self.configs.wanted(ctx, config, current)
+
+        def render() -> Obj | None:
+            config = exporter_config(ctx, self.provisioner.drivers(ctx))
+            return self.configs.wanted(ctx, config, current)
+
+        wanted = _rendered(render)
         if wanted is None:
             return
         if current is None:
@@ -391,21 +457,21 @@ class Executor:
         exporter = self.cached_exporter(name)
         if exporter is None:
             return False
+        protected = LEASE_PROTECTION in _finalizers(exporter)
         if fence:
-            version = (exporter.get("metadata") or {}).get("resourceVersion")
-            patch: Obj = {
-                "metadata": {
-                    "resourceVersion": version,
-                    "annotations": {FENCED_AT: format_time(self.now)},
-                },
-                "spec": {"enabled": False},
-            }
-            try:
-                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
-            except ApiError as exc:
-                if exc.status in (404, 409):  # gone, or changed since the plan: re-plan
-                    return False
-                raise
+            # The lease protection goes with the fence (a Lease that took the instance
+            # first gets it back at the next pass).
+            patch = without_protection(exporter) if protected else _version(exporter)
+            patch["metadata"]["annotations"] = {FENCED_AT: format_time(self.now)}
+            patch["spec"] = {"enabled": False}
+            if not self._patch_if_unchanged(name, patch):
+                return False  # gone, or changed since the plan: re-plan
+        if (
+            not fence
+            and protected
+            and not self._patch_if_unchanged(name, without_protection(exporter))
+        ):
+            return False
         if self._held_by_lease(name):
             log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
             unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
@@ -439,7 +505,47 @@ class Executor:
             if r.get("uid") != self._set_uid
         ]
         patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
+        if LEASE_PROTECTION in _finalizers(exporter):  # nothing of the pool looks after it now
+            patch["metadata"]["finalizers"] = without_protection(exporter)["metadata"]["finalizers"]
         self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+
+    def _patch_if_unchanged(self, name: str, patch: Obj) -> bool:
+        """A patch conditional on the resourceVersion it carries; False when the Exporter
+        is gone or changed since the plan (the next pass plans again)."""
+        try:
+            self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+
+def _finalizers(obj: Obj) -> list[str]:
+    return list((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+def _version(obj: Obj) -> Obj:
+    """The start of a merge patch conditional on the resourceVersion `obj` was seen at."""
+    return {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}}
+
+
+def without_protection(exporter: Obj) -> Obj:
+    """A merge patch taking LEASE_PROTECTION off the Exporter, conditional on the
+    resourceVersion it was seen at (a merge patch replaces the whole list)."""
+    patch = _version(exporter)
+    patch["metadata"]["finalizers"] = [f for f in _finalizers(exporter) if f != LEASE_PROTECTION]
+    return patch
+
+
+def _rendered(render: Callable[..., Any], *args: Any) -> Any:
+    """Whatever rendering raises becomes RenderError (a failure the status reports)."""
+    try:
+        return render(*args)
+    except NotLeading:
+        raise
+    except Exception as exc:
+        raise RenderError(str(exc)) from exc
 
 
 def _because(done: str, why: str) -> str:

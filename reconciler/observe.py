@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from reconciler.claims import PoolClaim
 from reconciler.status import ConditionSpec
 
 if TYPE_CHECKING:  # (backoff reads these views; a view only holds one)
@@ -29,6 +30,7 @@ __all__ = [
     "PoolView",
     "ReclaimPolicy",
     "RecycleStrategy",
+    "StepFailure",
 ]
 
 
@@ -77,6 +79,8 @@ class ExporterView:
     registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
     revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
+    protected: bool = False  # finalizer LEASE_PROTECTION (`reconciler.protection`)
+    deleted_at: datetime | None = None  # metadata.deletionTimestamp
 
     @property
     def identity(self) -> str:
@@ -156,6 +160,7 @@ class PoolView:
     backoff: Backoff | None = None  # the pool's memory of its failures (BACKOFF)
     status: Mapping[str, Any] = field(default_factory=dict)
     revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
+    created: datetime | None = None  # metadata.creationTimestamp (`reconciler.claims`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,20 @@ class ClassView:
 
 
 @dataclass(frozen=True, slots=True)
+class StepFailure:
+    """A step of the last pass that failed for a reason that will not go away by itself
+    (`reconciler.failures`): `reason` names it (RenderFailed, WriteRejected), `step` is
+    the step in the log's words with its instance, `message` the error, trimmed."""
+
+    reason: str
+    step: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything one planning pass of one set needs.
 
@@ -178,7 +197,10 @@ class Observation:
     (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
     they get no config Secret and no Pod until then. `images` is the `ImagesAllowed`
     condition when an image allow-list is in force (`reconciler.imagecheck`); while it is
-    False no instance and no Pod is created, and those that exist stay.
+    False no instance and no Pod is created, and those that exist stay. `failure` is a
+    step of this pass that failed: the status then says so (Degraded). `rivals` are the
+    other sets of the namespace, not being deleted, for the claim rule of pending Leases
+    (`reconciler.claims`).
     """
 
     pool: PoolView
@@ -193,3 +215,5 @@ class Observation:
     # Exporters created (their names) and instances whose Pod was created (identities).
     expected_exporters: frozenset[str] = frozenset()
     expected_pods: frozenset[str] = frozenset()
+    failure: StepFailure | None = None
+    rivals: tuple[PoolClaim, ...] = ()

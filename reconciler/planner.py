@@ -78,7 +78,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from api.labels import selector_matches, selector_string
+from api.labels import selector_string
 from reconciler.actions import (
     Action,
     CreateExporter,
@@ -86,11 +86,13 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.backoff import (
     Backoff,
@@ -110,6 +112,7 @@ from reconciler.buckets import (
     pods_going,
     served_lease,
 )
+from reconciler.claims import PoolClaim, counts_lease, instance_labels
 from reconciler.keys import SET_LABEL
 from reconciler.observe import (
     BindingMode,
@@ -120,6 +123,7 @@ from reconciler.observe import (
     ReclaimPolicy,
     RecycleStrategy,
 )
+from reconciler.protection import busy_lease, verdict
 from reconciler.reasons import (
     ALL_HEALTHY,
     ALL_READY,
@@ -136,6 +140,7 @@ from reconciler.reasons import (
     SCALE_DOWN_COOLDOWN,
     SCALING_DOWN,
     SCALING_UP,
+    STEP_FAILURES,
     WAIT_FOR_FIRST_CONSUMER,
     WAITING_FOR_CREDENTIALS,
     WITHIN_LIMITS,
@@ -173,6 +178,7 @@ class Wait:
     reason: str
     action: Action | None = None
     at: datetime | None = None
+    failed: bool = False  # what the last pass failed at (the status says), not a wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,11 +206,6 @@ class Plan:
 def generate_name(set_name: str) -> str:
     """The generateName prefix of a set's instances (the apiserver adds 5 characters)."""
     return f"{set_name}-"
-
-
-def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:
-    """The labels every instance carries: the template's plus the one naming the set."""
-    return {**template_labels, SET_LABEL: pool_name}
 
 
 def _newest_first(exporters: list[ExporterView]) -> list[ExporterView]:
@@ -263,10 +264,11 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if backoff is not None:
         probing += expected  # created while failing, not in the cache yet: a probe
 
-    labels = instance_labels(pool.name, pool.template_labels)
+    me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
     # A Lease an owned Exporter already names in its leaseRef is served, not pending, even
     # while the Lease's own exporterRef has not reached this cache (two watches, either may
     # lead): counted as both busy and pending, it made the pool create one instance too many.
+    # A Lease more than one set could serve is counted by its claimant alone (the oldest).
     serving = {e.lease_ref for e in obs.exporters if e.lease_ref}
     pending = sum(
         1
@@ -274,7 +276,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
         if not lease.ended
         and not lease.exporter
         and lease.name not in serving
-        and selector_matches(lease.selector, labels)
+        and counts_lease(lease.selector, me, obs.rivals)
     )
     wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
     warm = 0 if wffc else pool.min_available
@@ -295,12 +297,22 @@ def plan(obs: Observation, now: datetime) -> Plan:
     withheld = 0
     scale_note = ("", "")  # (reason, message) of a pending or ongoing scale step
 
-    # Remember served leases where a release will matter (cheap, and harmless while busy).
+    # Remember served leases where a release will matter (cheap, and harmless while busy),
+    # in the same write as the instance's lease protection when it needs that too.
+    marks: dict[str, str] = {}
     if release_served:
         for exporter in members[Bucket.BUSY]:
             lease = exporter.lease_ref or leased_by.get(exporter.name, "")
             if lease and not exporter.served_lease:
-                actions.append(MarkServed(exporter.name, lease))
+                marks[exporter.name] = lease
+    verdicts = {e.name: verdict(e, leased_by, busy_lease(e, leased_by), now) for e in obs.exporters}
+    for exporter in obs.exporters:
+        found = verdicts[exporter.name]
+        served = marks.pop(exporter.name, "")
+        if found.protect:
+            actions.append(Protect(exporter.name, found.why, served))
+        elif served:
+            actions.append(MarkServed(exporter.name, served))
 
     if obs.problem is None:
         # Instances leaving on their own account: finished, released, fenced earlier.
@@ -446,6 +458,16 @@ def plan(obs: Observation, now: datetime) -> Plan:
             # While broken nothing scales; after the repair the cooldown starts afresh, so
             # fixing a class never triggers an immediate scale-down.
             actions.append(SetSurplusSince(None, f"scaling stopped ({obs.problem[0]})"))
+    # Protection comes off an instance no lease holds any more, unless this pass removes or
+    # retains it (that write takes it off); a deleted one is held until then, or the bound.
+    leaving_now = {a.name for a in actions if isinstance(a, Remove | Retain)}
+    for exporter in obs.exporters:
+        found = verdicts[exporter.name]
+        if found.release and exporter.name not in leaving_now:
+            actions.append(Unprotect(exporter.name, found.why, found.warning))
+        elif found.until is not None:
+            waits.append(Wait(f"{exporter.name} is being deleted; {found.why}"))
+            requeue = _sooner(requeue, found.until - now)
     ceiling_note = (
         f"{wanted} instance(s) wanted, maxReplicas is {ceiling}" if ceiling_blocks else ""
     )
@@ -461,7 +483,14 @@ def plan(obs: Observation, now: datetime) -> Plan:
         )
         if condition_of(pool.status, "Progressing").get("reason") != WAITING_FOR_CREDENTIALS:
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale_note[1]))
-    degraded = _degraded(pool.status, backoff, probing)
+    degraded = _step_failure(obs) or _degraded(pool.status, backoff, probing)
+    before = condition_of(pool.status, "Degraded")
+    if obs.failure is not None:
+        # One Warning per distinct failure: the transition Event carries the first one.
+        if before.get("status") == "True" and before.get("message") != degraded[1]:
+            actions.append(RecordEvent(obs.failure.reason, degraded[1], warning=True))
+    elif before.get("status") == "True" and before.get("reason") in STEP_FAILURES:
+        waits.append(Wait(f"{before.get('reason')}: {before.get('message', '')}", failed=True))
     # One Event per step: a step the memory (or, while its cache lags, the status) holds
     # was told already.
     if (
@@ -546,6 +575,13 @@ def _remember_why(backoff: Backoff | None, before: Backoff | None, revision: str
     if before is not None and before.revision not in ("", revision):
         return "the spec or class changed"
     return "an instance registered since the last failure"
+
+
+def _step_failure(obs: Observation) -> tuple[str, str] | None:
+    """(reason, message) of Degraded=True when a step of this pass failed."""
+    if obs.failure is None:
+        return None
+    return obs.failure.reason, str(obs.failure)
 
 
 def _degraded(

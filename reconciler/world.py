@@ -22,10 +22,12 @@ from reconciler.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.buckets import AVAILABLE_STATUSES, HOOK_STATUSES, owes_after_lease
 from reconciler.observe import (
@@ -58,6 +60,7 @@ class Instance:
     lease: str = ""
     records_hooks: bool = False
     hooks: HookRecord | None = None
+    protected: bool = False  # the lease-protection finalizer
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -72,6 +75,7 @@ class Instance:
             hooks=self.hooks,
             served_lease=self.served,
             fenced=self.fenced,
+            protected=self.protected,
         )
 
 
@@ -164,6 +168,13 @@ class World:
             case MarkServed(name, lease):
                 if name in self.instances:
                     self.instances[name].served = lease
+            case Protect(name, _, served):
+                if name in self.instances:
+                    self.instances[name].protected = True
+                    self.instances[name].served = served or self.instances[name].served
+            case Unprotect(name):
+                if name in self.instances:
+                    self.instances[name].protected = False
             case SetSurplusSince(since):
                 self.pool = replace(self.pool, surplus_since=since)
             case RememberBackoff(backoff):

@@ -41,7 +41,7 @@ from reconciler.adapt import exporter_view, lease_view, pod_view, pool_view
 from reconciler.controller import Controller
 from reconciler.executor import Executor
 from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.keys import LEASE_PROTECTION, SERVED_LEASE, SET_LABEL
+from reconciler.keys import LEASE_PROTECTION, NAME_LABEL, SERVED_LEASE, SET_LABEL
 from reconciler.observe import ClassView, Observation
 from reconciler.planner import plan
 from reconciler.provisioners import provisioner
@@ -141,7 +141,7 @@ def pod(ns: str, set_name: str, exporter_obj: dict[str, Any]) -> dict[str, Any]:
             "namespace": ns,
             "uid": f"pod-{ns}-{name}",
             "resourceVersion": "1",
-            "labels": {"board": set_name, SET_LABEL: set_name},
+            "labels": {"board": set_name, SET_LABEL: set_name, NAME_LABEL: set_name},
             "ownerReferences": [
                 {
                     "apiVersion": "jumpstarter.dev/v1alpha1",

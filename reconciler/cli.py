@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
 from api.provisioners.qemu import Layout
-from reconciler.named import DEFAULT_RESYNC
+from reconciler.named import DEFAULT_BUDGET, DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
 
@@ -75,8 +75,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_RESYNC,
         metavar="SECONDS",
-        help="watching every namespace, read each needed Secret by name again this often "
-        "(the bound on a rotated token reaching its config Secret; default: %(default)s)",
+        help="watching every namespace, the Secrets read by name are also read again in a "
+        "slow safety resync, none more often than this (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--secret-resync-budget",
+        type=_positive,
+        default=DEFAULT_BUDGET,
+        metavar="READS_PER_SECOND",
+        help="the safety resync's reads a second over all those Secrets together: each is "
+        "read again every max(--secret-resync, Secrets / budget) seconds "
+        "(default: %(default)s)",
     )
     # A pass mostly waits on the apiserver (its writes), so passes overlap well: with 100
     # pools leased at once, 4 workers refilled in 0.5 s at the median where 2 took 1 s.
@@ -121,6 +130,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_flags(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {value}")
+    return number
 
 
 def _fail(message: str) -> int:
@@ -283,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
         image_policy=image_policy,
         scope=scope,
         secret_resync=args.secret_resync,
+        secret_budget=args.secret_resync_budget,
     )
     elector = None
     if not args.no_leader_election:

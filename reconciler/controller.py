@@ -11,8 +11,11 @@ step that fails for good still gets its pass's status written (`reconciler.failu
 one list each (no watch), and `decide` is the reading and planning half of `sync`.
 
 Scope (`reconciler.scope`): the caches cover one namespace, a list, or the cluster; in a
-cluster-wide install Secrets are read by name (`reconciler.named`), and in a namespaced
-one the pool's memory (cooldown, backoff) is a Lease beside each set (`reconciler.memory`).
+cluster-wide install Secrets are read by name (`reconciler.named`): an instance's two
+Secrets once its credentials are issued, again when its status names another credential
+Secret and right before its Pod is created, besides a slow resync within a total budget
+of reads a second. In a namespaced install the pool's memory (cooldown, backoff) is a
+Lease beside each set (`reconciler.memory`).
 
 Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -68,6 +71,7 @@ from reconciler.credentials import (
     resolve,
 )
 from reconciler.events import build_event
+from reconciler.eventsender import EventSender
 from reconciler.executor import Executor, without_protection
 from reconciler.expectations import EXPORTER, POD, Expectations
 from reconciler.explain import UPDATE_STATUS, held, steps
@@ -78,7 +82,7 @@ from reconciler.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL
 from reconciler.kube import ApiError, Kube, NotLeading
 from reconciler.memory import MemoryLeases
 from reconciler.metrics import ReconcileStats
-from reconciler.named import DEFAULT_RESYNC, NamedCache
+from reconciler.named import DEFAULT_BUDGET, DEFAULT_RESYNC, NamedCache
 from reconciler.observe import Observation
 from reconciler.planner import Plan, Wait, instance_labels, plan
 from reconciler.protection import busy_lease, leased_names, verdict
@@ -136,9 +140,12 @@ class Controller:
         image_policy: ImagePolicy | None = None,
         scope: Scope | None = None,
         secret_resync: float = DEFAULT_RESYNC,
+        secret_budget: float = DEFAULT_BUDGET,
     ) -> None:
         """`scope` (default: `namespace` alone, else the cluster) is what the caches
-        cover; `secret_resync` how often a cluster-wide install reads each Secret again."""
+        cover. A cluster-wide install's safety resync of the Secrets it reads by name
+        reads at most `secret_budget` a second in all, none more often than every
+        `secret_resync` seconds."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.image_policy = image_policy  # the administrator's allow-list; None: any image
         if scope is None:
@@ -146,6 +153,7 @@ class Controller:
         self.scope = scope
         kube.mode = scope.mode  # the calls the access table grants in this scope
         self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.events = EventSender(kube)  # started by `run`; until then a pass sends its own
         self.writes = 0
         self.configs = ConfigSync()
         self.expectations = Expectations()
@@ -202,6 +210,7 @@ class Controller:
                 secret_resync,
                 transform=keep_credentials,
                 after=self.watches[EXPORTERS].synced,
+                budget=secret_budget,
             )
         self.informers: dict[Resource, Cache] = {
             r: self.watches.get(r, self.secrets) for r in WATCHED
@@ -257,23 +266,49 @@ class Controller:
             for other in self.watches[EXPORTERSETS].by_index("namespace", _key(new)[0]):
                 self.queue.add(_key(other))
 
-    def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
-        """Read by name the two Secrets of a pool's instance: the credential Secret its
-        status names and its config Secret (before the handlers that may plan with them)."""
+    def _track_secrets(self, kind: str, new: Obj, old: Obj | None) -> None:
+        """Read by name the two Secrets of a pool's instance once its credentials are
+        issued (before that nothing renders from them): the credential Secret its status
+        names, read again whenever that name changes, and its config Secret. This runs
+        before the handlers that may plan with them."""
         named = self.secrets
         assert isinstance(named, NamedCache)
         if not any(True for _ in _owner_set(new)):
             return
         namespace, name = key_of(new)
-        credential = credential_secret_name(new)
+        credential = credential_secret_name(new) if kind != "DELETED" else ""
+        before = credential_secret_name(old) if old is not None else ""
+        if kind == "DELETED":
+            before = credential_secret_name(new)
+        if before and before != credential and not self._named_by_exporter(namespace, before):
+            named.untrack(namespace, before)
         if kind == "DELETED":
             named.untrack(namespace, config_secret_name(name))
-            if credential:
-                named.untrack(namespace, credential)
-            return
-        named.track(namespace, config_secret_name(name))
-        if credential:
+        elif credential:
             named.track(namespace, credential)
+            named.track(namespace, config_secret_name(name))
+
+    def _named_by_exporter(self, namespace: str, secret: str) -> bool:
+        """Whether a pool's Exporter still names this credential Secret."""
+        named = self.watches[EXPORTERS].by_index("credential", (namespace, secret))
+        return any(True for exporter in named for _ in _owner_set(exporter))
+
+    def _confirm_secrets(self, namespace: str, actions: Iterable[Any]) -> None:
+        """An instance's Pod is about to be created, and `jmp run` reads its config once,
+        at start: read its two Secrets now (even if read a moment ago: a token rotated
+        since, with no event, would otherwise reach no exporter before the next), so the Pod
+        starts from what they hold (a rotated token, a config edited by hand)."""
+        named = self.secrets
+        if not isinstance(named, NamedCache):
+            return  # watched: the cache is current
+        for action in actions:
+            if not isinstance(action, CreatePod):
+                continue
+            exporter = self.watches[EXPORTERS].get(namespace, action.exporter)
+            credential = credential_secret_name(exporter) if exporter is not None else ""
+            if credential:
+                named.confirm(namespace, credential)
+                named.confirm(namespace, config_secret_name(action.exporter))
 
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
@@ -518,12 +553,17 @@ class Controller:
             cached_secret=lambda n: secrets.get(key[0], n),
             configs=self.configs,
             observed_secret=secrets.observed_write,
+            stale_secret=lambda n: self._stale_secret(key[0], n),
             memory=self.memory,
             expectations=self.expectations,
+            send_event=self.events.send if self.events.running else None,
         )
         self.plans[key] = result
         ordinary = lane not in LANE_STEPS
         work = [a for a in result.actions if not isinstance(a, _REPORT)]
+        self._confirm_secrets(
+            key[0], work if ordinary else [a for a in work if isinstance(a, LANE_STEPS[lane])]
+        )
         try:
             try:
                 if ordinary:
@@ -539,6 +579,10 @@ class Controller:
             self._report(key, observation, failed, executor, now)
             raise
         return result
+
+    def _stale_secret(self, namespace: str, name: str) -> None:
+        if isinstance(self.secrets, NamedCache):
+            self.secrets.urge(namespace, name)
 
     def _report(
         self,
@@ -710,6 +754,7 @@ class Controller:
             # Leading from caches that may lag the last leader's creates: read live once.
             self.expectations.doubt(_key(exporter_set))
             self.queue.add(_key(exporter_set))
+        self.events.start(stop)
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
         ]

@@ -110,9 +110,13 @@ class Executor:
     configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
     # the answer to each config Secret write, for a cache that does not watch Secrets
     observed_secret: Callable[[Obj], None] = lambda _obj: None
+    # (name) -> a config Secret whose cached copy a write found out of date: read it again
+    stale_secret: Callable[[str], None] = lambda _name: None
     # a namespaced install's pool memory (`reconciler.memory`); else the set's annotations
     memory: MemoryLeases | None = None
     expectations: Expectations = field(default_factory=Expectations)  # likewise
+    # (namespace, Event) -> sent beside the pass (`reconciler.eventsender`); None: in it
+    send_event: Callable[[str, Obj], None] | None = None
     writes: int = 0
     done: list[Action] = field(default_factory=list)  # the steps carried out, in order
 
@@ -283,6 +287,10 @@ class Executor:
             related=related or None,
             warning=warning,
         )
+        if self.send_event is not None:
+            self.writes += 1
+            self.send_event(self.namespace, event)
+            return
         try:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
         except Exception as exc:  # an event must never fail a reconcile
@@ -396,9 +404,15 @@ class Executor:
                 return
         version = (current.get("metadata") or {}).get("resourceVersion")
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
-        self.observed_secret(
-            self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
-        )
+        try:
+            answer = self._write(
+                lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body)
+            )
+        except ApiError as exc:
+            if exc.status in (404, 409):  # changed or deleted since the cache read it
+                self.stale_secret(ctx.config_secret)
+            raise
+        self.observed_secret(answer)
 
     def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
         """Delete the Pod `uid` if it still is what the plan saw: finished, or its

@@ -90,7 +90,7 @@ def test_the_tutorial_prints_what_the_page_shows(tmp_path: Path) -> None:
         expected = shown(PAGE, MAKE_RUN)
         assert sorted(normalised(printed, checkouts)) == sorted(
             normalised(expected.text, checkouts)
-        ), f"{PAGE.name}:{expected.line}"
+        ), f"{PAGE.name}:{expected.line}: make run printed\n{printed}"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         shell = Session(cwd=tree, env=env | {"KUBECACHEDIR": str(tmp_path / "kubectl-cache")})
         for step in page_steps:

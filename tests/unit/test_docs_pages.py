@@ -114,3 +114,13 @@ def test_every_flag_is_on_the_flags_page(command: str) -> None:
     section = page.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
     for option in sorted(_options(command)):
         assert f"`{option}" in section or f" `{option}`" in section, (command, option)
+
+
+def test_every_file_the_pages_name_is_here() -> None:
+    """A page that names a source file (`reconciler/planner.py`) follows it when it moves."""
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|md|txt))`", page.read_text()):
+            here = (REPO / path.split("/")[0]).exists()  # not another package's file
+            if here and not path.startswith("deploy/overlays/mine/"):
+                assert (REPO / path).exists(), f"{page.relative_to(REPO)}: {path}"

@@ -154,19 +154,13 @@ class ClusterCache:
         return found if isinstance(found, Mapping) else None
 
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
+        """The cache answers "not in use" alone; "in use" is read again live before a
+        refusal, as the cache may not yet have seen a set deleted a moment before (as
+        `kubectl delete -f examples/` deletes the set, then its class)."""
         cache = self.caches["ExporterSet"]
-        if cache.synced.is_set():
-            return sets_using(cache.values_in(namespace), namespace, name)
-        kind = cache.kind
-        listing = await _live(
-            lambda: self.api.list_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, _request_timeout=budget
-            ),
-            budget,
-            not_found={"items": []},
-        )
-        items = listing.get("items", []) if isinstance(listing, Mapping) else []
-        return sets_using(items, namespace, name)
+        if cache.synced.is_set() and not sets_using(cache.values_in(namespace), namespace, name):
+            return []
+        return sets_using(await self._list(cache.kind, namespace, budget), namespace, name)
 
     async def sets_of(self, namespace: str, budget: float) -> list[Object]:
         cache = self.caches["ExporterSet"]

@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from reconciler.jumpstarter import config_secret_name
 from reconciler.keys import SET_LABEL
 from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane
+from virtualtarget.controlplane import ControlPlane, running_control_plane
 from virtualtarget.deploy_render import WEBHOOK_NAMESPACE
 from virtualtarget.rbac import render_component
 from virtualtarget.stack import running_reconciler
@@ -43,6 +44,15 @@ from virtualtarget.standin import CredentialStandIn
 
 RESYNC = 4.0  # --secret-resync of the cluster-wide run (the resync's floor per Secret)
 WATCH_BOUND = 5.0  # what docs/install.md states for a watch: an event and a pass, within seconds
+
+
+@pytest.fixture(scope="module")
+def control_plane() -> Iterator[ControlPlane]:
+    """A plane of this module's own: the cluster-wide reconciler takes every pool it finds
+    and reads each instance's Secrets by name, so the pools other tests left on the
+    session's plane would be its work too, and would stretch its resync past the bound."""
+    with running_control_plane() as plane:
+        yield plane
 
 
 @dataclass(frozen=True)

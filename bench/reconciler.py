@@ -220,7 +220,7 @@ def bench_planner() -> tuple[float, float, int]:
             pool=pool,
             klass=ClassView("qemu", "Immediate", "Delete"),
             exporters=tuple(exporter_view(e) for e in exporters),
-            pods=tuple(pod_view(p, p["metadata"]["name"]) for p in pods),
+            pods=tuple(pod_view(p) for p in pods),
             leases=tuple(lease_view(lease) for lease in leases),
         )
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from unittest import mock
 
-from reconciler import controller, kube
-from reconciler.access import SECRETS, allowed
+from reconciler.model.access import SECRETS, allowed
+from reconciler.runtime import controller, kube
 
 __all__ = ["main"]
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from reconciler.access import (
+from reconciler.model.access import (
     CLASSES,
     CONFIGMAPS,
     EXPORTERS,
@@ -48,14 +48,14 @@ from reconciler.access import (
     PODS,
     SECRETS,
 )
-from reconciler.adapt import exporter_view, lease_view, pod_view, pool_view
-from reconciler.controller import Controller
-from reconciler.executor import Executor
-from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.keys import SERVED_LEASE, SET_LABEL
-from reconciler.observe import ClassView, Observation
-from reconciler.planner import plan
-from reconciler.provisioners import provisioner
+from reconciler.model.adapt import exporter_view, lease_view, pod_view, pool_view
+from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
+from reconciler.model.keys import SERVED_LEASE, SET_LABEL
+from reconciler.model.views import ClassView, Observation
+from reconciler.rendering.provisioners import provisioner
+from reconciler.rules.planner import plan
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.executor import Executor
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 REPO_ROOT = Path(__file__).resolve().parents[1]

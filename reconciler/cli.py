@@ -29,14 +29,14 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
-from reconciler.named import DEFAULT_RESYNC
+from reconciler.runtime.named import DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
 
 if TYPE_CHECKING:
-    from reconciler.controller import Controller
-    from reconciler.kube import Kube
-    from reconciler.scope import Scope
+    from reconciler.runtime.controller import Controller
+    from reconciler.runtime.kube import Kube
+    from reconciler.runtime.scope import Scope
 
 __all__ = ["DEFAULT_PROVISIONER", "WATCH_STALL_BOUND", "configure", "run"]
 
@@ -136,7 +136,7 @@ def _probes(controller: Controller) -> dict[str, Route]:
 def _metrics_route(exposition: Callable[[], bytes], kube: Kube, secure: bool) -> Route:
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from reconciler.access import REVIEWS
+    from reconciler.model.access import REVIEWS
     from scrape.auth import ScrapeAuth
 
     auth = ScrapeAuth(lambda path, body: kube.review(REVIEWS[path], body)) if secure else None
@@ -226,12 +226,12 @@ def _addresses(args: argparse.Namespace) -> tuple[tuple[str, int] | None, tuple[
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "logging_set", False):
         setup_logging(logging.DEBUG if args.verbose else logging.INFO)
-    from reconciler.controller import Controller
-    from reconciler.kube import ConfigError, Kube, api_client
-    from reconciler.leader import ElectionConfig, Elector
-    from reconciler.metrics import ReconcilerMetrics
-    from reconciler.provisioners import provisioner
-    from reconciler.scope import Scope
+    from reconciler.rendering.provisioners import provisioner
+    from reconciler.runtime.controller import Controller
+    from reconciler.runtime.kube import ConfigError, Kube, api_client
+    from reconciler.runtime.leader import ElectionConfig, Elector
+    from reconciler.runtime.metrics import ReconcilerMetrics
+    from reconciler.runtime.scope import Scope
 
     try:
         plugin = provisioner(args.provisioner)

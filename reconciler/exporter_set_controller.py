@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reconciler import cli
-from reconciler.scope import NAMESPACE_ENV
+from reconciler.runtime.scope import NAMESPACE_ENV
 
 __all__ = ["ELECTION_ID_PREFIX", "main", "reconcile_args"]
 

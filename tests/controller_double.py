@@ -32,7 +32,7 @@ from jumpstarter.common.enums import ExporterStatus
 from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
 
 from certs.authority import CertificateSet, ensure_certificates
-from reconciler.jumpstarter import TOKEN_KEY
+from reconciler.model.jumpstarter import TOKEN_KEY
 
 __all__ = ["ControllerDouble", "Registration", "RunningController", "serve_controller"]
 

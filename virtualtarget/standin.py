@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
+from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
 
 __all__ = ["DEV_ENDPOINT", "CredentialStandIn"]
 

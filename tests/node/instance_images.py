@@ -2,11 +2,11 @@
 
 Built here, from `tests/node/images/<role>/Dockerfile` on the same local Debian base as the
 product image (`virtualtarget.images`), under the names the qemu provisioner uses by
-default (`reconciler.provisioners.qemu.DEFAULT_IMAGES`), so a pool needs no image override
+default (`reconciler.rendering.provisioners.qemu.DEFAULT_IMAGES`), so a pool needs no image override
 and the Pods use them with the default pull policy (nothing can be pulled on the node).
 
 - exporter: the real `jmp run` and drivers of the Jumpstarter release
-  (`reconciler.jumpstarter.JUMPSTARTER_RELEASE`) from PyPI, and a placeholder
+  (`reconciler.model.jumpstarter.JUMPSTARTER_RELEASE`) from PyPI, and a placeholder
   `/jumpstarter/bin/jumpstarter-exec` (the real one is not published);
 - runtime: nothing real, Debian's busybox-static (`/bin/busybox`, copied into the build
   context) sleeping until SIGTERM: a 2 MB image instead of a second copy of the base.
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.jumpstarter import JUMPSTARTER_RELEASE
-from reconciler.provisioners.qemu import DEFAULT_IMAGES
+from reconciler.model.jumpstarter import JUMPSTARTER_RELEASE
+from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES
 
 __all__ = ["IMAGES_DIR", "INSTANCE_IMAGES", "InstanceImage", "build_instance_images"]
 

@@ -10,31 +10,31 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-PLANNER = "reconciler.planner:plan"
+PLANNER = "reconciler.rules.planner:plan"
 
 TYPES = (
-    "reconciler.observe:Observation",
-    "reconciler.observe:PoolView",
-    "reconciler.observe:ClassView",
-    "reconciler.observe:ExporterView",
-    "reconciler.observe:HookRecord",
-    "reconciler.observe:PodView",
-    "reconciler.observe:LeaseView",
-    "reconciler.status:ConditionSpec",
-    "reconciler.backoff:Backoff",
-    "reconciler.buckets:Bucket",
-    "reconciler.planner:Plan",
-    "reconciler.planner:Wait",
-    "reconciler.actions:CreateExporter",
-    "reconciler.actions:CreatePod",
-    "reconciler.actions:DeletePod",
-    "reconciler.actions:Remove",
-    "reconciler.actions:Retain",
-    "reconciler.actions:MarkServed",
-    "reconciler.actions:SetSurplusSince",
-    "reconciler.actions:RememberBackoff",
-    "reconciler.actions:PatchStatus",
-    "reconciler.actions:RecordEvent",
+    "reconciler.model.views:Observation",
+    "reconciler.model.views:PoolView",
+    "reconciler.model.views:ClassView",
+    "reconciler.model.views:ExporterView",
+    "reconciler.model.views:HookRecord",
+    "reconciler.model.views:PodView",
+    "reconciler.model.views:LeaseView",
+    "reconciler.model.status:ConditionSpec",
+    "reconciler.model.backoff:Backoff",
+    "reconciler.rules.buckets:Bucket",
+    "reconciler.rules.planner:Plan",
+    "reconciler.rules.planner:Wait",
+    "reconciler.model.actions:CreateExporter",
+    "reconciler.model.actions:CreatePod",
+    "reconciler.model.actions:DeletePod",
+    "reconciler.model.actions:Remove",
+    "reconciler.model.actions:Retain",
+    "reconciler.model.actions:MarkServed",
+    "reconciler.model.actions:SetSurplusSince",
+    "reconciler.model.actions:RememberBackoff",
+    "reconciler.model.actions:PatchStatus",
+    "reconciler.model.actions:RecordEvent",
 )
 
 

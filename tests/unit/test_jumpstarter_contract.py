@@ -34,7 +34,7 @@ from jumpstarter_driver_qemu.driver import Qemu
 
 from api.provisioners.qemu import qemu_size
 from api.quantity import parse_quantity
-from reconciler.jumpstarter import (
+from reconciler.model.jumpstarter import (
     CONFIG_DIR,
     CONFIG_FILE,
     CONFIG_KEY,
@@ -44,10 +44,15 @@ from reconciler.jumpstarter import (
     QEMU_DRIVER,
     TCP_NETWORK_DRIVER,
 )
-from reconciler.keys import NAME_LABEL, SET_LABEL
-from reconciler.observe import RecycleStrategy
-from reconciler.provisioners.qemu import DEFAULT_IMAGES, FIRMWARE, QemuProvisioner
-from reconciler.render import Credentials, instance_context, render_config_secret, render_exporter
+from reconciler.model.keys import NAME_LABEL, SET_LABEL
+from reconciler.model.views import RecycleStrategy
+from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, FIRMWARE, QemuProvisioner
+from reconciler.rendering.render import (
+    Credentials,
+    instance_context,
+    render_config_secret,
+    render_exporter,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = QemuProvisioner()

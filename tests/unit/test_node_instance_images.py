@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from reconciler.jumpstarter import JUMPSTARTER_RELEASE, TCP_NETWORK_DRIVER
+from reconciler.model.jumpstarter import JUMPSTARTER_RELEASE, TCP_NETWORK_DRIVER
 from tests.controller_double import DRIVERS
 from tests.node.instance_images import INSTANCE_IMAGES, STAND_IN_LABEL, InstanceImage
 
@@ -54,7 +54,7 @@ def test_the_exporter_image_pins_the_release_and_the_drivers_the_templates_use()
 
 
 def test_the_exporter_image_carries_the_exec_placeholder_the_init_container_copies() -> None:
-    from reconciler.jumpstarter import EXEC_BINARY
+    from reconciler.model.jumpstarter import EXEC_BINARY
 
     text = INSTANCE_IMAGES[0].context.joinpath("Dockerfile").read_text()
     assert f"COPY jumpstarter-exec {EXEC_BINARY}" in text

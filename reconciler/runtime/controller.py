@@ -1,0 +1,568 @@
+"""The runtime loop: caches feed a keyed work queue, each key is planned and executed.
+
+One `sync` is one pass over one ExporterSet: read its objects from the caches (through
+indexes, so a pass costs the size of the pool, not of the cluster), build the
+observation, call the pure planner, let the executor make the writes, and requeue at
+the next cooldown deadline the planner reports. Failures back off per key. Each pass
+that acts logs its plan in the planner's words (`reconciler.rules.explain`).
+
+`virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
+one list each (no watch), and `decide` is the reading and planning half of `sync`.
+
+Scope (`reconciler.runtime.scope`): the caches cover one namespace, a list, or the cluster; in a
+cluster-wide install Secrets are read by name (`reconciler.runtime.named`), and in a namespaced
+one the pool's memory (cooldown, backoff) is a Lease beside each set (`reconciler.runtime.memory`).
+
+Provisioner: a set is handled when its class names this process's provisioner, or when its
+class is missing (then only its status is written, saying so; every reconciler writes
+the same words, so several provisioners never flap over it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
+from enum import IntEnum
+from typing import Any
+
+from api.access import NAMESPACED
+from api.imagepolicy import ImagePolicy
+from api.labels import selector_matches
+from api.provisioners.check import check_parameters
+from reconciler.model.access import (
+    CLASSES,
+    CONFIGMAPS,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    SECRETS,
+    WATCHED,
+    Resource,
+)
+from reconciler.model.actions import CreateExporter, CreatePod
+from reconciler.model.adapt import (
+    class_view,
+    controller_of,
+    exporter_view,
+    lease_view,
+    pod_view,
+    pod_view_after,
+    pool_view,
+    remembered,
+)
+from reconciler.model.jumpstarter import config_secret_name
+from reconciler.model.keys import NAME_LABEL, SET_LABEL, instance_labels
+from reconciler.model.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
+from reconciler.model.views import Observation
+from reconciler.rendering.configsync import ConfigSync
+from reconciler.rendering.credentials import (
+    ca_source,
+    credential_secret_name,
+    keep_certificates,
+    keep_credentials,
+    resolve,
+)
+from reconciler.rendering.imagecheck import images_condition
+from reconciler.rendering.provisioners.base import Provisioner
+from reconciler.rendering.render import Credentials, merged_parameters
+from reconciler.rules.explain import UPDATE_STATUS, explain
+from reconciler.rules.planner import Plan, plan
+from reconciler.runtime.cache import Cache, Informer, ObjKey, keep_only, key_of
+from reconciler.runtime.executor import Executor
+from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.kube import ApiError, Kube
+from reconciler.runtime.memory import MemoryLeases
+from reconciler.runtime.metrics import ReconcileStats
+from reconciler.runtime.named import DEFAULT_RESYNC, NamedCache
+from reconciler.runtime.scope import Scope
+from reconciler.runtime.workqueue import WorkQueue
+
+__all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
+
+log = logging.getLogger("reconciler.controller")  # stable: log filters select by it
+
+
+class Lane(IntEnum):
+    """The work queue's lanes, the highest served first (`WorkQueue.add`)."""
+
+    ORDINARY = 0
+    PODS = 1  # credentials came: the instance's config Secret and Pod
+    REFILL = 2  # a Lease took capacity: the replacement instances
+
+
+# What a pass taken from a lane above the ordinary one carries out.
+LANE_STEPS: dict[Lane, type] = {Lane.REFILL: CreateExporter, Lane.PODS: CreatePod}
+
+Obj = dict[str, Any]
+
+
+def _meta(obj: Obj) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _owner_set(obj: Obj) -> Iterable[ObjKey]:
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == EXPORTERSETS.kind:
+            yield _meta(obj).get("namespace", ""), ref.get("name", "")
+
+
+class Controller:
+    def __init__(
+        self,
+        kube: Kube,
+        provisioner: Provisioner,
+        namespace: str | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        workers: int = 2,
+        *,
+        image_policy: ImagePolicy | None = None,
+        scope: Scope | None = None,
+        secret_resync: float = DEFAULT_RESYNC,
+    ) -> None:
+        """`scope` (default: `namespace` alone, else the cluster) is what the caches
+        cover; `secret_resync` how often a cluster-wide install reads each Secret again."""
+        self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
+        self.image_policy = image_policy  # the administrator's allow-list; None: any image
+        if scope is None:
+            scope = Scope((namespace,)) if namespace else Scope()
+        self.scope = scope
+        kube.mode = scope.mode  # the calls the access table grants in this scope
+        self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.writes = 0
+        self.configs = ConfigSync()
+        self.expectations = Expectations()
+        self.reconciles = ReconcileStats()
+        # The last plan of each set handled, for the pool metrics; a set that is gone, or
+        # is not this provisioner's, has none.
+        self.plans: dict[ObjKey, Plan] = {}
+        self._caches_started = False
+        # What each cache derives and keeps: the planner's view, computed once per event
+        # from the whole object; of the object itself only what the executor reads
+        # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
+        # Of Secrets and ConfigMaps only the keys a config is rendered from are kept.
+        shape: dict[Resource, dict[str, Any]] = {
+            EXPORTERS: {
+                "transform": keep_only("spec.enabled", "status.credential", "status.endpoint"),
+                "derive": exporter_view,
+            },
+            SECRETS: {"transform": keep_credentials},
+            CONFIGMAPS: {"transform": keep_certificates},
+            PODS: {
+                "transform": keep_only("status.phase"),
+                "derive": pod_view,
+                "carry": pod_view_after,
+                "label_selector": NAME_LABEL,
+            },
+            JUMPSTARTER_LEASES: {"derive": lease_view},
+        }
+        self.secrets: Cache
+        if not secrets_by_name(scope):
+            watched = WATCHED
+        else:
+            watched = tuple(r for r in WATCHED if r != SECRETS)
+        # The caches that list and watch (every resource but Secrets cluster-wide).
+        self.watches: dict[Resource, Informer] = {
+            r: Informer(kube, r, namespaces=scope.namespaces, **shape.get(r, {}))
+            if scope.namespaces is not None
+            else Informer(kube, r, **shape.get(r, {}))
+            for r in watched
+        }
+        if SECRETS in self.watches:
+            self.secrets = self.watches[SECRETS]
+        else:
+            self.secrets = NamedCache(
+                kube,
+                SECRETS,
+                secret_resync,
+                transform=keep_credentials,
+                after=self.watches[EXPORTERS].synced,
+            )
+        self.informers: dict[Resource, Cache] = {
+            r: self.watches.get(r, self.secrets) for r in WATCHED
+        }
+        # Where the pools' memory lives when the set itself may not be written.
+        self.memory = MemoryLeases(kube) if scope.mode == NAMESPACED else None
+        sets, exporters = self.watches[EXPORTERSETS], self.watches[EXPORTERS]
+        sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
+        sets.add_index(
+            "class",
+            lambda o: [
+                (_meta(o).get("namespace"), (o.get("spec") or {}).get("virtualTargetClassName"))
+            ],
+        )
+        exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
+        exporters.add_index(
+            "credential",
+            lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
+        )
+        self.watches[PODS].add_index(
+            "set",
+            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(NAME_LABEL))],
+        )
+        self.watches[JUMPSTARTER_LEASES].add_index(
+            "namespace", lambda o: [_meta(o).get("namespace")]
+        )
+        sets.add_handler(self._on_set)
+        if isinstance(self.secrets, NamedCache):
+            exporters.add_handler(self._track_secrets)
+        exporters.add_handler(self._on_owned)
+        self.watches[PODS].add_handler(self._on_pod)
+        self.watches[JUMPSTARTER_LEASES].add_handler(self._on_lease)
+        self.watches[CLASSES].add_handler(self._on_class)
+        self.secrets.add_handler(self._on_secret)
+        self.watches[CONFIGMAPS].add_handler(self._on_configmap)
+
+    # -- event routing -------------------------------------------------------------------
+    def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.plans.pop(_key(new), None)  # its metric series go with it
+            if self.memory is not None:
+                self.memory.forget(str(_meta(new).get("uid", "")))
+            self.expectations.forget(_key(new))
+        self.queue.add(_key(new))
+
+    def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
+        """Read by name the two Secrets of a pool's instance: the credential Secret its
+        status names and its config Secret (before the handlers that may plan with them)."""
+        named = self.secrets
+        assert isinstance(named, NamedCache)
+        if not any(True for _ in _owner_set(new)):
+            return
+        namespace, name = key_of(new)
+        credential = credential_secret_name(new)
+        if kind == "DELETED":
+            named.untrack(namespace, config_secret_name(name))
+            if credential:
+                named.untrack(namespace, credential)
+            return
+        named.track(namespace, config_secret_name(name))
+        if credential:
+            named.track(namespace, credential)
+
+    def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.configs.forget(*key_of(new))
+        # Credentials just issued: the instance's Pod is what a lease may be waiting for.
+        lane = Lane.PODS if _issued(new) and (old is None or not _issued(old)) else Lane.ORDINARY
+        for obj in (new, old):
+            if obj is not None:
+                for key in _owner_set(obj):
+                    self.queue.add(key, lane)
+
+    def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
+        for obj in (new, old):
+            name = (_meta(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
+            if obj is not None and name:
+                self.queue.add((_meta(obj).get("namespace", ""), name))
+
+    def _on_lease(self, _kind: str, new: Obj, old: Obj | None) -> None:
+        """Wake the pools a Lease concerns: the one owning the Exporter it names (now or
+        before) and those its selector matches (it is pending for them, or was). Waking
+        every pool of the namespace cost, with 100 pools in one, a pass of each per Lease
+        event: passes queued 1.3 s on average and a refill took seconds (bench/RESULTS.md).
+        In the refill lane: a Lease takes capacity, so the refill it may call for goes
+        first."""
+        namespace = _meta(new).get("namespace", "")
+        views = [lease_view(lease) for lease in (new, old) if lease is not None]
+        exporters = self.watches[EXPORTERS]
+        for view in views:
+            exporter = exporters.get(namespace, view.exporter) if view.exporter else None
+            for key in _owner_set(exporter) if exporter is not None else ():
+                self.queue.add(key, Lane.REFILL)
+        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
+            name = _meta(exporter_set).get("name", "")
+            template = ((exporter_set.get("spec") or {}).get("template") or {}).get("metadata")
+            labels = instance_labels(name, (template or {}).get("labels") or {})
+            try:
+                matched = any(selector_matches(view.selector, labels) for view in views)
+            except (AttributeError, KeyError, TypeError):
+                matched = True  # a selector the planner cannot read either: its pass says so
+            if matched:
+                self.queue.add(_key(exporter_set), Lane.REFILL)
+
+    def _on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        key = (_meta(new).get("namespace"), _meta(new).get("name"))
+        for exporter_set in self.watches[EXPORTERSETS].by_index("class", key):
+            self.queue.add(_key(exporter_set))
+
+    def _on_secret(self, kind: str, new: Obj, _old: Obj | None) -> None:
+        """A credential Secret (token issued or rotated) wakes the pools of the Exporters
+        naming it (a new one in the Pods lane); a config Secret (changed or deleted by
+        someone) wakes its own pool."""
+        namespace = _meta(new).get("namespace", "")
+        lane = Lane.PODS if kind == "ADDED" else Lane.ORDINARY
+        for exporter in self.watches[EXPORTERS].by_index("credential", key_of(new)):
+            for key in _owner_set(exporter):
+                self.queue.add(key, lane)
+        owner = (_meta(new).get("labels") or {}).get(NAME_LABEL)
+        if owner:
+            self.queue.add((namespace, owner))
+
+    def _on_configmap(self, _kind: str, new: Obj, _old: Obj | None) -> None:
+        """A CA bundle changed: wake the pools whose class trusts that ConfigMap."""
+        namespace, name = key_of(new)
+        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
+            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+            klass = self.watches[CLASSES].get(namespace, class_name)
+            if klass is not None and ca_source(klass)[0] == name:
+                self.queue.add(_key(exporter_set))
+
+    # -- one pass --------------------------------------------------------------------------
+    def observe(self, exporter_set: Obj) -> tuple[Observation, Obj | None] | None:
+        """The planner's input for one set, or None when the set is not ours to handle."""
+        meta = _meta(exporter_set)
+        namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
+        class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+        klass = self.watches[CLASSES].get(namespace, class_name)
+        if (
+            klass is not None
+            and (klass.get("spec") or {}).get("provisioner") != self.provisioner.name
+        ):
+            return None
+        pool, problem = pool_view(exporter_set)
+        if self.memory is not None:
+            held = self.memory.read(exporter_set)
+            if held is not None:  # else the set's own annotations (a takeover)
+                pool = replace(pool, **remembered(held))
+        # The status this process last wrote, while the cache has not shown it yet: a
+        # transition is noted (and its Event written) once.
+        pool = replace(
+            pool,
+            status=self.expectations.status(
+                (namespace, name), str(meta.get("resourceVersion", "")), pool.status
+            ),
+        )
+        if klass is None:
+            problem = problem or (
+                CLASS_NOT_FOUND,
+                f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
+            )
+        elif problem is None:
+            errors = check_parameters(
+                self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
+            ).errors
+            if errors:
+                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
+        exporters = self.watches[EXPORTERS]
+        owned = tuple(exporters.derived_by_index("owner", uid))
+        key = (namespace, name)
+        if self.expectations.doubted(key):
+            self._expect_live(key, str(uid))
+            self.expectations.resolved(key)
+        awaiting: dict[str, str] = {}
+        if klass is not None:
+            for exporter in exporters.by_index("owner", uid):
+                found = self.credentials(exporter, klass)
+                if isinstance(found, str):
+                    awaiting[_meta(exporter).get("name", "")] = found
+        pods = tuple(self.watches[PODS].derived_by_index("set", (namespace, name)))
+        with_pods = {pod.owner_uid for pod in pods}
+        observation = Observation(
+            pool=pool,
+            klass=class_view(klass) if klass is not None else None,
+            exporters=owned,
+            pods=pods,
+            leases=tuple(self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)),
+            problem=problem,
+            awaiting=awaiting,
+            expected_exporters=self.expectations.pending(
+                key, EXPORTER, lambda n: exporters.get(namespace, n) is not None
+            ),
+            expected_pods=self.expectations.pending(key, POD, with_pods.__contains__),
+            images=images_condition(
+                self.image_policy, exporter_set, klass, self.provisioner.default_images
+            )
+            if self.image_policy is not None
+            else None,
+        )
+        return observation, klass
+
+    def _expect_live(self, key: ObjKey, uid: str) -> None:
+        """Read the set's Exporters live (a quorum list) and expect those the cache has
+        not shown yet (`reconciler.runtime.expectations`: a create without an answer, a process
+        that starts leading)."""
+        namespace, name = key
+        live, _ = self.kube.list(EXPORTERS, namespace, f"{SET_LABEL}={name}")
+        cache = self.watches[EXPORTERS]
+        for exporter in live:
+            found = _meta(exporter).get("name", "")
+            if controller_of(exporter) == uid and cache.get(namespace, found) is None:
+                self.expectations.expect(key, EXPORTER, found)
+
+    def credentials(self, exporter: Obj, klass: Obj) -> Credentials | str:
+        """An Exporter's credentials from the caches, or why it has none yet. A Secret of
+        the instance's name that another Exporter controls (an earlier one of that name,
+        its config Secret not yet collected) is never taken for this one's."""
+        meta = _meta(exporter)
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        secrets = self.secrets
+        config_name = config_secret_name(meta.get("name", ""))
+        config = secrets.get(namespace, config_name)
+        if config is not None and controller_of(config) not in ("", uid):
+            return f'Secret "{config_name}" belongs to an earlier Exporter; waiting for it to go'
+        credential = secrets.get(namespace, credential_secret_name(exporter))
+        if credential is not None and controller_of(credential) not in ("", uid):
+            return f'Secret "{credential_secret_name(exporter)}" belongs to another Exporter'
+        return resolve(exporter, klass, secrets.get, self.watches[CONFIGMAPS].get)
+
+    def decide(
+        self, exporter_set: Obj, now: datetime
+    ) -> tuple[Plan, Observation, Obj | None] | str:
+        """The plan for one set at `now`, with the observation and class it was made from;
+        or, when the set gets no plan from this process, why."""
+        if _meta(exporter_set).get("deletionTimestamp"):
+            return "being deleted; its instances go with it"  # (garbage collection)
+        observed = self.observe(exporter_set)
+        if observed is None:
+            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+            klass = self.watches[CLASSES].get(_meta(exporter_set).get("namespace", ""), class_name)
+            theirs = ((klass or {}).get("spec") or {}).get("provisioner")
+            return f"its class names provisioner {theirs}, not {self.provisioner.name}"
+        observation, klass = observed
+        return plan(observation, now), observation, klass
+
+    def sync(self, key: ObjKey, lane: Lane = Lane.ORDINARY) -> Plan | None:
+        """One pass over the set; in a lane above the ordinary one it carries out only the
+        steps that lane is for (the rest of the pass is left to an ordinary one)."""
+        exporter_set = self.watches[EXPORTERSETS].get(*key)
+        now = self.clock()
+        decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
+        if exporter_set is None or isinstance(decided, str):
+            self.plans.pop(key, None)  # its metric series go with it
+            return None
+        result, _, klass = decided
+        # A pass that acts says what and why; a quiet pass (waiting, steady) stays quiet.
+        level = logging.INFO if result.actions else logging.DEBUG
+        if log.isEnabledFor(level):
+            for step in explain(result):
+                quiet = step.verb == UPDATE_STATUS
+                log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
+        exporters, secrets = self.watches[EXPORTERS], self.secrets
+        executor = Executor(
+            self.kube,
+            self.provisioner,
+            exporter_set,
+            klass,
+            lambda n: exporters.get(key[0], n),
+            now,
+            credentials=lambda e: self.credentials(e, klass or {}),
+            cached_secret=lambda n: secrets.get(key[0], n),
+            configs=self.configs,
+            observed_secret=secrets.observed_write,
+            memory=self.memory,
+            expectations=self.expectations,
+        )
+        self.plans[key] = result
+        if lane in LANE_STEPS:
+            executor.run(a for a in result.actions if isinstance(a, LANE_STEPS[lane]))
+        else:
+            executor.run(result.actions)
+            executor.keep_current(result.keep_current)
+        self.writes += executor.writes
+        return result
+
+    # -- running -------------------------------------------------------------------------
+    def snapshot(self) -> None:
+        """Fill every cache with one list and no watch: the cluster as it is now, read
+        only. A resource that is not served reads as empty, as in `run` (Jumpstarter's
+        Lease CRD may be absent), except the ExporterSets themselves."""
+        for informer in self.informers.values():
+            try:
+                informer.relist()
+            except ApiError as exc:
+                if exc.status != 404 or informer.resource == EXPORTERSETS:
+                    raise
+
+    def _worker(self) -> None:
+        while (taken := self.queue.take()) is not None:
+            key, lane = taken
+            started = time.monotonic()
+            try:
+                # A key in a higher lane first gets a pass that only takes that lane's
+                # steps (the replacements a Lease calls for; the Pods credentials allow),
+                # then waits its turn for the rest (served marks, Secrets, status): with
+                # many pools leased at once, refills and Pods do not queue behind the
+                # writes that can wait, and Pods do not hold up refills.
+                result = self.sync(key, Lane(lane))
+                if lane != Lane.ORDINARY:
+                    self.queue.add(key)
+                self.queue.forget(key)
+                outcome = "success"
+                if result is not None and result.requeue_after is not None:
+                    self.queue.add_after(key, result.requeue_after.total_seconds() + 0.5)
+                    outcome = "requeue_after"
+            except Exception as exc:
+                outcome = "error"
+                delay = self.queue.add_rate_limited(key)
+                log.warning("%s/%s: %s (retry in %.1fs)", *key, exc, delay)
+            finally:
+                self.queue.done(key)
+            self.reconciles.record(outcome, time.monotonic() - started)
+
+    def start_caches(self, stop: threading.Event) -> None:
+        """Start every list-and-watch loop (once): a standby fills its caches too, so it
+        is ready, and takes over from warm caches."""
+        if self._caches_started:
+            return
+        self._caches_started = True
+        for informer in self.informers.values():
+            threading.Thread(
+                target=informer.run, args=(stop,), daemon=True, name=informer.resource.plural
+            ).start()
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers.values())
+
+    def stalled(self, bound: float) -> list[str]:
+        """The resources whose list-and-watch loop has not heard from the apiserver for
+        more than `bound` seconds (or has ended): what the liveness probe reports."""
+        if not self._caches_started:
+            return []
+        return sorted(
+            r.plural for r, informer in self.informers.items() if informer.stalled_for() > bound
+        )
+
+    def run(self, stop: threading.Event) -> None:
+        """Fill the caches, then reconcile until `stop`; finishes the passes in flight."""
+        self.start_caches(stop)
+        for informer in self.informers.values():
+            while not informer.synced.wait(0.2):
+                if stop.is_set():
+                    return
+        for exporter_set in self.watches[EXPORTERSETS].items():
+            # Leading from caches that may lag the last leader's creates: read live once.
+            self.expectations.doubt(_key(exporter_set))
+            self.queue.add(_key(exporter_set))
+        threads = [
+            threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        log.info("reconciling (%s)", self.provisioner.name)
+        stop.wait()
+        self.queue.close()
+        for thread in threads:
+            thread.join()
+
+
+def secrets_by_name(scope: Scope) -> bool:
+    """Whether the Secret cache reads by name: cluster-wide, where RBAC would otherwise
+    let it read every Secret in the cluster (namespaced installs watch theirs)."""
+    return scope.mode != NAMESPACED
+
+
+def _issued(exporter: Obj) -> bool:
+    """Jumpstarter's controller has issued the Exporter's credentials (in its status)."""
+    status = exporter.get("status") or {}
+    return bool(credential_secret_name(exporter) and status.get("endpoint"))
+
+
+def _key(obj: Obj) -> ObjKey:
+    meta = _meta(obj)
+    return meta.get("namespace", ""), meta.get("name", "")

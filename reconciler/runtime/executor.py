@@ -1,0 +1,432 @@
+"""Carry out a plan's steps against the API, each one idempotent and guarded.
+
+- Exporters are created with generateName (no name is ever reused) and noted in the
+  runtime's expectations until the cache shows them, so a pass planned from a lagging
+  cache makes no duplicate; a create without an answer has the set's Exporters read
+  live before the next (`reconciler.runtime.expectations`); other creates treat "already
+  exists" as success;
+- a fence is a merge patch conditioned on the resourceVersion the plan was made from,
+  so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
+- before any delete or detach, the Leases are read live (not from the cache); if one
+  holds the instance, the fence is lifted and nothing is deleted;
+- deletes carry a uid precondition, so a newer object of the same name survives, and a
+  Pod already being deleted is not deleted again;
+- each create accepted is noted in the runtime's expectations, so the passes that follow
+  before the cache shows it do not repeat it;
+- an instance's config Secret is rendered and compared with the cached one, and written
+  only when it differs (a steady pool writes nothing; a rotated token is written at once);
+- the Event of a created, removed or retained instance carries the planner's reason.
+
+Returns the number of API writes made, which the benchmarks and tests count.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.model.access import (
+    EVENTS,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    PODS,
+    SECRETS,
+)
+from reconciler.model.actions import (
+    Action,
+    CreateExporter,
+    CreatePod,
+    DeletePod,
+    MarkServed,
+    PatchStatus,
+    RecordEvent,
+    RememberBackoff,
+    Remove,
+    Retain,
+    SetSurplusSince,
+)
+from reconciler.model.adapt import controller_of, lease_view, pod_exited
+from reconciler.model.backoff import encode
+from reconciler.model.keys import (
+    BACKOFF,
+    BACKOFF_STEP,
+    FENCED_AT,
+    LEGACY_SURPLUS_SINCE,
+    NAME_LABEL,
+    RETAINED_FROM,
+    REVISION,
+    SERVED_LEASE,
+    SET_LABEL,
+    SURPLUS_SINCE,
+)
+from reconciler.model.reasons import FENCE_LIFTED, POD_CREATED, RETAINED, SCALE_UP
+from reconciler.model.timefmt import format_time
+from reconciler.rendering.configsync import ConfigSync, same_secret
+from reconciler.rendering.provisioners.base import Provisioner
+from reconciler.rendering.render import (
+    Credentials,
+    InstanceContext,
+    exporter_config,
+    instance_context,
+    render_exporter,
+)
+from reconciler.runtime.events import build_event
+from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.kube import ApiError, Kube, NotLeading
+from reconciler.runtime.memory import MemoryLeases
+
+__all__ = ["Executor"]
+
+log = logging.getLogger("reconciler.executor")  # stable: log filters select by it
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Executor:
+    kube: Kube
+    provisioner: Provisioner
+    exporter_set: Obj
+    klass: Obj | None
+    cached_exporter: Callable[[str], Obj | None]
+    now: datetime
+    # an Exporter's credentials, or why it has none yet (`reconciler.rendering.credentials.resolve`)
+    credentials: Callable[[Obj], Credentials | str]
+    cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
+    configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
+    # the answer to each config Secret write, for a cache that does not watch Secrets
+    observed_secret: Callable[[Obj], None] = lambda _obj: None
+    # a namespaced install's pool memory (`reconciler.runtime.memory`); else the set's annotations
+    memory: MemoryLeases | None = None
+    expectations: Expectations = field(default_factory=Expectations)  # likewise
+    writes: int = 0
+
+    @property
+    def namespace(self) -> str:
+        return str(self.exporter_set["metadata"]["namespace"])
+
+    def run(self, actions: Iterable[Action]) -> int:
+        for action in actions:
+            self.step(action)
+        return self.writes
+
+    def step(self, action: Action) -> None:
+        match action:
+            case CreateExporter(prefix, why, step, revision):
+                rendered = render_exporter(self.exporter_set, prefix)
+                annotations = rendered["metadata"].setdefault("annotations", {})
+                if step:
+                    annotations[BACKOFF_STEP] = str(step)
+                if revision:
+                    annotations[REVISION] = revision
+                created = self._create_generated(rendered)
+                name = str(created["metadata"]["name"])
+                self.expectations.expect(self._key, EXPORTER, name)
+                note = _because(f"created Exporter {name}", why)
+                self._event(SCALE_UP, "Create", note, created)
+            case CreatePod(name):
+                exporter = self.cached_exporter(name) or self.kube.get(
+                    EXPORTERS, self.namespace, name
+                )
+                ctx = self._context(exporter) if exporter is not None else None
+                if ctx is not None:
+                    self._sync_config(ctx)
+                    pod, made = self._create_or_find(PODS, self.provisioner.render_pod(ctx))
+                    if pod is not None and controller_of(pod) == ctx.exporter_uid:
+                        self.expectations.expect(self._key, POD, ctx.exporter_uid)
+                    if made:
+                        self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
+            case DeletePod(name, _, uid):
+                self._delete_pod_if_stale(name, uid)
+            case Remove(name, fence, why, planned_uid, pods, reason):
+                if self._fence_and_check(name, fence):
+                    exporter = self.cached_exporter(name) or {}
+                    uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
+                    self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
+                    for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
+                        self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
+                    note = _because(f"removed Exporter {name}", why)
+                    self._event(reason, "Delete", note, exporter)
+            case Retain(name, why):
+                if self._fence_and_check(name, True):
+                    self._detach(name)
+                    note = _because(f"detached Exporter {name} from the pool for debugging", why)
+                    self._event(RETAINED, "Retain", note, self.cached_exporter(name))
+            case MarkServed(name, lease):
+                served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
+                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
+            case SetSurplusSince(since):
+                value = format_time(since) if since is not None else None
+                # Jumpstarter's key; the one earlier versions wrote goes with any write.
+                self._remember({SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None})
+            case RememberBackoff(backoff):
+                self._remember({BACKOFF: encode(backoff) if backoff is not None else None})
+            case PatchStatus(status):
+                body: Obj = {"status": dict(status)}
+                self._write(
+                    lambda: self.kube.patch(
+                        EXPORTERSETS, self.namespace, self._name, body, sub="status"
+                    )
+                )
+                version = str(self.exporter_set["metadata"].get("resourceVersion", ""))
+                self.expectations.wrote_status(self._key, version, status)
+            case RecordEvent(reason, note, warning):
+                if self.expectations.new_event(self._key, reason, note):
+                    self._event(reason, "Wait", note, None, warning=warning)
+
+    def keep_current(self, names: Iterable[str]) -> int:
+        """Bring the config Secrets of running instances up to date; writes made."""
+        before = self.writes
+        for name in names:
+            exporter = self.cached_exporter(name)
+            ctx = self._context(exporter) if exporter is not None else None
+            if ctx is not None:
+                self._sync_config(ctx)
+        return self.writes - before
+
+    # -- helpers -----------------------------------------------------------------------
+    @property
+    def _name(self) -> str:
+        return str(self.exporter_set["metadata"]["name"])
+
+    @property
+    def _key(self) -> tuple[str, str]:
+        return self.namespace, self._name
+
+    @property
+    def _set_uid(self) -> str:
+        return str(self.exporter_set["metadata"].get("uid", ""))
+
+    def _remember(self, marks: Mapping[str, str | None]) -> None:
+        """Write the pool's memory: into its Lease, else into the set's annotations."""
+        memory = self.memory
+        if memory is not None:
+            self._write(lambda: memory.remember(self.exporter_set, marks))
+            return
+        patch: Obj = {"metadata": {"annotations": dict(marks)}}
+        self._write(lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch))
+
+    def _write(self, call: Callable[[], Any]) -> Any:
+        self.writes += 1
+        return call()
+
+    def _event(
+        self, reason: str, action: str, note: str, related: Obj | None, warning: bool = False
+    ) -> None:
+        """Best effort: a pool's step is done whether or not its Event could be written."""
+        event = build_event(
+            self.exporter_set,
+            reason=reason,
+            action=action,
+            note=note,
+            now=self.now,
+            related=related or None,
+            warning=warning,
+        )
+        try:
+            self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
+        except Exception as exc:  # an event must never fail a reconcile
+            log.warning("%s/%s: event %s not written: %s", self.namespace, self._name, reason, exc)
+
+    def _create_generated(self, body: Obj) -> Obj:
+        """Create an Exporter whose name the apiserver generates. When no answer says
+        whether it was made (the connection lost, a 5xx), the set is marked doubtful: its
+        next pass reads its Exporters live before it creates again."""
+        try:
+            created: Obj = self._write(lambda: self.kube.create(EXPORTERS, self.namespace, body))
+        except NotLeading:
+            raise  # refused before it was sent
+        except ApiError as exc:
+            if exc.status >= 500:
+                self.expectations.doubt(self._key)
+            raise
+        except Exception:
+            self.expectations.doubt(self._key)
+            raise
+        return created
+
+    def _create_or_find(self, resource: Any, body: Obj) -> tuple[Obj | None, bool]:
+        """Create, or find the existing object of that name ("already exists"); and
+        whether this call made it."""
+        try:
+            result: Obj = self._write(lambda: self.kube.create(resource, self.namespace, body))
+            return result, True
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            name = body["metadata"]["name"]
+            found = self.kube.get(resource, self.namespace, name)
+            meta = (found or {}).get("metadata") or {}
+            log.debug(
+                "%s/%s: create %s %s: already exists (uid %s, owner %s, deleting %s)",
+                self.namespace,
+                self._name,
+                resource.kind,
+                name,
+                meta.get("uid"),
+                controller_of(found or {}) or "none",
+                bool(meta.get("deletionTimestamp")),
+            )
+            if found is not None and not meta.get("deletionTimestamp"):
+                found = self._adopt_labels(resource, found, body)
+            return found, False
+
+    def _adopt_labels(self, resource: Any, found: Obj, body: Obj) -> Obj:
+        """An object of the same controller that lacks labels the rendered one carries
+        (made by an earlier version of this product, whose instance Pods carried only
+        SET_LABEL): add them, so the caches that select by NAME_LABEL see it. Without
+        that, the pool never saw the Pod and asked for it again at every pass."""
+        if not controller_of(found) or controller_of(found) != controller_of(body):
+            return found
+        have = (found.get("metadata") or {}).get("labels") or {}
+        wanted = (body.get("metadata") or {}).get("labels") or {}
+        missing = {k: v for k, v in wanted.items() if k not in have}
+        if not missing:
+            return found
+        name = body["metadata"]["name"]
+        patch: Obj = {"metadata": {"labels": missing}}
+        patched: Obj = self._write(lambda: self.kube.patch(resource, self.namespace, name, patch))
+        log.info(
+            "%s/%s: %s %s: added the labels %s it lacked",
+            self.namespace, self._name, resource.kind, name, ", ".join(sorted(missing)),
+        )  # fmt: skip
+        return patched
+
+    def _context(self, exporter: Obj) -> InstanceContext | None:
+        """The instance's rendering inputs, or None while it cannot be rendered."""
+        if self.klass is None:
+            return None
+        credentials = self.credentials(exporter)
+        if isinstance(credentials, str):
+            return None  # planned from a cache that has moved on; the next pass says why
+        return instance_context(
+            self.exporter_set, self.klass, exporter, self.provisioner.default_images, credentials
+        )
+
+    def _sync_config(self, ctx: InstanceContext) -> None:
+        """Write the config Secret only when the cached one differs from the rendered one."""
+        config = exporter_config(ctx, self.provisioner.drivers(ctx))
+        current = self.cached_secret(ctx.config_secret)
+        wanted = self.configs.wanted(ctx, config, current)
+        if wanted is None:
+            return
+        if current is None:
+            try:
+                self.observed_secret(
+                    self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
+                )
+                return
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+            current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
+            if current is None or same_secret(current, wanted):
+                if current is not None:
+                    self.observed_secret(current)
+                return
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
+        self.observed_secret(
+            self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
+        )
+
+    def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
+        """Delete the Pod `uid` if it still is what the plan saw: finished, or its
+        Exporter gone (or replaced by a newer one of that name); never one already being
+        deleted, never a newer Pod of that name (the uid precondition)."""
+        pod = self.kube.get(PODS, self.namespace, name)
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("deletionTimestamp") or (uid and meta.get("uid") != uid):
+            return
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        owner_uid = controller_of(pod)
+        if not (finished or owner_gone):
+            exporter = self.kube.get(EXPORTERS, self.namespace, name)
+            owner_gone = exporter is None or (exporter.get("metadata") or {}).get("uid") != (
+                owner_uid
+            )
+        if finished or owner_gone or pod_exited(pod):
+            live_uid = meta.get("uid")
+            try:
+                self._write(lambda: self.kube.delete(PODS, self.namespace, name, live_uid))
+            except ApiError as exc:
+                if exc.status != 409:  # the precondition: a newer Pod took the name
+                    raise
+
+    def _held_by_lease(self, name: str) -> bool:
+        try:
+            leases, _ = self.kube.list(JUMPSTARTER_LEASES, self.namespace)
+        except ApiError as exc:
+            # A resource that is not served (Jumpstarter's Lease CRD not installed yet)
+            # has no objects: no Lease holds the instance, as the caches say too. A list
+            # answers 404 for nothing else (an unknown namespace lists empty).
+            if exc.status != 404:
+                raise
+            leases = []
+        if any(v.exporter == name and not v.ended for v in map(lease_view, leases)):
+            return True
+        live = self.kube.get(EXPORTERS, self.namespace, name)
+        return bool(live and ((live.get("status") or {}).get("leaseRef") or {}).get("name"))
+
+    def _fence_and_check(self, name: str, fence: bool) -> bool:
+        """Fence (conditionally), then True only if no Lease holds the instance."""
+        exporter = self.cached_exporter(name)
+        if exporter is None:
+            return False
+        if fence:
+            version = (exporter.get("metadata") or {}).get("resourceVersion")
+            patch: Obj = {
+                "metadata": {
+                    "resourceVersion": version,
+                    "annotations": {FENCED_AT: format_time(self.now)},
+                },
+                "spec": {"enabled": False},
+            }
+            try:
+                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+            except ApiError as exc:
+                if exc.status in (404, 409):  # gone, or changed since the plan: re-plan
+                    return False
+                raise
+        if self._held_by_lease(name):
+            log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
+            unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
+            self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
+            self._event(
+                FENCE_LIFTED, "Keep", f"kept Exporter {name}: a Lease took it first", exporter
+            )
+            return False
+        return True
+
+    def _detach(self, name: str) -> None:
+        """reclaimPolicy Retain: the Pod first, then the Exporter, leave the set."""
+        relabel: Mapping[str, Any] = {
+            "metadata": {
+                "labels": {SET_LABEL: None},
+                "annotations": {RETAINED_FROM: self._name},
+            }
+        }
+        pod_relabel = {
+            "metadata": {"labels": {NAME_LABEL: None}, "annotations": {RETAINED_FROM: self._name}}
+        }
+        try:
+            self._write(lambda: self.kube.patch(PODS, self.namespace, name, pod_relabel))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        exporter = self.kube.get(EXPORTERS, self.namespace, name) or {}
+        refs = [
+            r
+            for r in (exporter.get("metadata") or {}).get("ownerReferences") or []
+            if r.get("uid") != self._set_uid
+        ]
+        patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
+        self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+
+
+def _because(done: str, why: str) -> str:
+    return f"{done}: {why}" if why else done

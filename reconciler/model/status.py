@@ -5,18 +5,8 @@ result only when it differs from the observed status. Condition `lastTransitionT
 is carried over while a condition's status stays the same, and no message embeds the
 current time, so a constant world yields a byte-identical status and no write.
 
-Counter definitions (the ExporterSet document leaves some overlap to the implementer):
-- `replicas`: every owned Exporter, draining and terminating included;
-- `availableReplicas`: the available bucket (the lease controller's eligibility);
-- `readyReplicas`: Registered and Online; `unavailableReplicas`: enabled and not ready;
-- `leasedReplicas`: a live Lease or `status.leaseRef` names it;
-- `exportersActive`: the busy bucket (serving a lease, its hooks included);
-- `exportersIdle`: online, enabled and not leased; `exportersOffline`: enabled, not
-  online; `exportersDisabled`: `spec.enabled == false`;
-- `pods*`: the set's Pods by phase, Succeeded counted with Unknown as the document says;
-  but a Pod of a failed instance (`reconciler.rules.backoff.failed`) counts in `podsFailed`
-  whatever its phase, and a Running Pod whose exporter exited in `podsUnknown`;
-  `readyReplicas` leaves out instances whose Pods have all ended.
+What each counter and condition means is decided by the planner's status stage
+(`reconciler.rules.stages.status`).
 """
 
 from __future__ import annotations

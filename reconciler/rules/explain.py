@@ -33,7 +33,8 @@ from reconciler.model.actions import (
     SetSurplusSince,
 )
 from reconciler.model.timefmt import format_time
-from reconciler.rules.planner import Plan, Wait
+from reconciler.rules.planner import Plan
+from reconciler.rules.steps import Wait
 
 __all__ = ["UPDATE_STATUS", "VERBS", "WAITING", "Step", "describe", "explain", "held", "steps"]
 

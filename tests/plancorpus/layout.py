@@ -24,7 +24,7 @@ TYPES = (
     "reconciler.model.backoff:Backoff",
     "reconciler.rules.buckets:Bucket",
     "reconciler.rules.planner:Plan",
-    "reconciler.rules.planner:Wait",
+    "reconciler.rules.steps:Wait",
     "reconciler.model.actions:CreateExporter",
     "reconciler.model.actions:CreatePod",
     "reconciler.model.actions:DeletePod",

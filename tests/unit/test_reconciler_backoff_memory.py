@@ -38,10 +38,10 @@ from reconciler.model.actions import (
     SetSurplusSince,
 )
 from reconciler.model.backoff import CAP, Backoff, delay
-from reconciler.model.reasons import SET_RECOVERED
+from reconciler.model.reasons import BACK_OFF, SET_RECOVERED
 from reconciler.model.status import condition_of
 from reconciler.model.views import ExporterView, Observation, PodView
-from reconciler.rules.planner import BACK_OFF, Plan, plan
+from reconciler.rules.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 S = timedelta(seconds=1)

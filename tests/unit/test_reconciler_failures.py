@@ -19,9 +19,9 @@ from reconciler.model.actions import (
     Remove,
 )
 from reconciler.model.backoff import Backoff, delay
-from reconciler.model.reasons import SET_DEGRADED
+from reconciler.model.reasons import BACK_OFF, PODS_FAILING, SET_DEGRADED
 from reconciler.model.views import ExporterView, Observation, PodView
-from reconciler.rules.planner import BACK_OFF, PODS_FAILING, Plan, plan
+from reconciler.rules.planner import Plan, plan
 from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 

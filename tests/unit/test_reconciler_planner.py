@@ -18,8 +18,10 @@ from reconciler.model.actions import (
     SetSurplusSince,
 )
 from reconciler.model.keys import SET_LABEL
+from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
 from reconciler.model.views import ExporterView, LeaseView, Observation, PodView
-from reconciler.rules.planner import AWAITING_REQUEUE, WAITING_FOR_CREDENTIALS, Plan, plan
+from reconciler.rules.planner import Plan, plan
+from reconciler.rules.stages.upkeep import AWAITING_REQUEUE
 from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, ready
 

@@ -15,7 +15,7 @@ import sys
 from unittest import mock
 
 from reconciler.model.access import SECRETS, allowed
-from reconciler.runtime import controller, kube
+from reconciler.runtime import caches, kube
 
 __all__ = ["main"]
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     from virtualtarget.cli import main as cli
 
     with (
-        mock.patch.object(controller, "secrets_by_name", lambda _scope: False),
+        mock.patch.object(caches, "secrets_by_name", lambda _scope: False),
         mock.patch.object(kube, "allowed", _allowed),
     ):
         result: int = cli(argv)

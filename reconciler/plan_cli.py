@@ -130,8 +130,8 @@ def _plans(args: argparse.Namespace) -> str:
         if isinstance(decided, str):
             entries.append(SetPlan(*named, skipped=decided))
         else:
-            result, observation, _ = decided
-            awaiting = {name: observation.awaiting[name] for name in result.awaiting}
+            result, observed = decided
+            awaiting = {name: observed.observation.awaiting[name] for name in result.awaiting}
             entries.append(SetPlan(*named, result, awaiting))
     if args.output == "json":
         return as_json(entries, now, plugin.name)

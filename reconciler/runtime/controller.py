@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
@@ -40,31 +40,23 @@ from reconciler.model.access import (
     EXPORTERSETS,
     JUMPSTARTER_LEASES,
     PODS,
-    SECRETS,
-    WATCHED,
-    Resource,
 )
 from reconciler.model.actions import CreateExporter, CreatePod
 from reconciler.model.adapt import (
     class_view,
     controller_of,
-    exporter_view,
     lease_view,
-    pod_view,
-    pod_view_after,
     pool_view,
     remembered,
 )
 from reconciler.model.jumpstarter import config_secret_name
 from reconciler.model.keys import NAME_LABEL, SET_LABEL, instance_labels
 from reconciler.model.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
-from reconciler.model.views import Observation
+from reconciler.model.views import Observation, PoolView
 from reconciler.rendering.configsync import ConfigSync
 from reconciler.rendering.credentials import (
     ca_source,
     credential_secret_name,
-    keep_certificates,
-    keep_credentials,
     resolve,
 )
 from reconciler.rendering.imagecheck import images_condition
@@ -72,8 +64,9 @@ from reconciler.rendering.provisioners.base import Provisioner
 from reconciler.rendering.render import Credentials, merged_parameters
 from reconciler.rules.explain import UPDATE_STATUS, explain
 from reconciler.rules.planner import Plan, plan
-from reconciler.runtime.cache import Cache, Informer, ObjKey, keep_only, key_of
-from reconciler.runtime.executor import Executor
+from reconciler.runtime.cache import ObjKey, key_of
+from reconciler.runtime.caches import build_caches
+from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 from reconciler.runtime.kube import ApiError, Kube
 from reconciler.runtime.memory import MemoryLeases
@@ -82,7 +75,7 @@ from reconciler.runtime.named import DEFAULT_RESYNC, NamedCache
 from reconciler.runtime.scope import Scope
 from reconciler.runtime.workqueue import WorkQueue
 
-__all__ = ["LANE_STEPS", "Controller", "Lane", "secrets_by_name"]
+__all__ = ["LANE_STEPS", "Controller", "Lane", "Observed"]
 
 log = logging.getLogger("reconciler.controller")  # stable: log filters select by it
 
@@ -110,6 +103,17 @@ def _owner_set(obj: Obj) -> Iterable[ObjKey]:
     for ref in _meta(obj).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == EXPORTERSETS.kind:
             yield _meta(obj).get("namespace", ""), ref.get("name", "")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a pass observed of one set: the planner's input, the set's class, and the
+    credentials of its instances by Exporter name (or why they have none yet), worked out
+    once for the plan and its steps."""
+
+    observation: Observation
+    klass: Obj | None
+    credentials: Mapping[str, Credentials | str]
 
 
 class Controller:
@@ -142,75 +146,28 @@ class Controller:
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
         self._caches_started = False
-        # What each cache derives and keeps: the planner's view, computed once per event
-        # from the whole object; of the object itself only what the executor reads
-        # (metadata, and for Pods the phase): status and Pod specs are most of the bytes.
-        # Of Secrets and ConfigMaps only the keys a config is rendered from are kept.
-        shape: dict[Resource, dict[str, Any]] = {
-            EXPORTERS: {
-                "transform": keep_only("spec.enabled", "status.credential", "status.endpoint"),
-                "derive": exporter_view,
-            },
-            SECRETS: {"transform": keep_credentials},
-            CONFIGMAPS: {"transform": keep_certificates},
-            PODS: {
-                "transform": keep_only("status.phase"),
-                "derive": pod_view,
-                "carry": pod_view_after,
-                "label_selector": NAME_LABEL,
-            },
-            JUMPSTARTER_LEASES: {"derive": lease_view},
-        }
-        self.secrets: Cache
-        if not secrets_by_name(scope):
-            watched = WATCHED
-        else:
-            watched = tuple(r for r in WATCHED if r != SECRETS)
-        # The caches that list and watch (every resource but Secrets cluster-wide).
-        self.watches: dict[Resource, Informer] = {
-            r: Informer(kube, r, namespaces=scope.namespaces, **shape.get(r, {}))
-            if scope.namespaces is not None
-            else Informer(kube, r, **shape.get(r, {}))
-            for r in watched
-        }
-        if SECRETS in self.watches:
-            self.secrets = self.watches[SECRETS]
-        else:
-            self.secrets = NamedCache(
-                kube,
-                SECRETS,
-                secret_resync,
-                transform=keep_credentials,
-                after=self.watches[EXPORTERS].synced,
-            )
-        self.informers: dict[Resource, Cache] = {
-            r: self.watches.get(r, self.secrets) for r in WATCHED
-        }
+        caches = build_caches(kube, scope, secret_resync)
+        self.watches, self.secrets = caches.watches, caches.secrets
+        self.informers = caches.informers
         # Where the pools' memory lives when the set itself may not be written.
         self.memory = MemoryLeases(kube) if scope.mode == NAMESPACED else None
-        sets, exporters = self.watches[EXPORTERSETS], self.watches[EXPORTERS]
-        sets.add_index("namespace", lambda o: [_meta(o).get("namespace")])
-        sets.add_index(
-            "class",
-            lambda o: [
-                (_meta(o).get("namespace"), (o.get("spec") or {}).get("virtualTargetClassName"))
-            ],
+        self.runtime = Runtime(
+            kube,
+            provisioner,
+            exporters=self.watches[EXPORTERS],
+            secrets=self.secrets,
+            expectations=self.expectations,
+            configs=self.configs,
+            memory=self.memory,
         )
-        exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
-        exporters.add_index(
-            "credential",
-            lambda o: [(_meta(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
-        )
-        self.watches[PODS].add_index(
-            "set",
-            lambda o: [(_meta(o).get("namespace"), (_meta(o).get("labels") or {}).get(NAME_LABEL))],
-        )
-        self.watches[JUMPSTARTER_LEASES].add_index(
-            "namespace", lambda o: [_meta(o).get("namespace")]
-        )
-        sets.add_handler(self._on_set)
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        """Route each cache's events to the pools they concern."""
+        exporters = self.watches[EXPORTERS]
+        self.watches[EXPORTERSETS].add_handler(self._on_set)
         if isinstance(self.secrets, NamedCache):
-            exporters.add_handler(self._track_secrets)
+            exporters.add_handler(self._track_secrets)  # first: a pass may read them
         exporters.add_handler(self._on_owned)
         self.watches[PODS].add_handler(self._on_pod)
         self.watches[JUMPSTARTER_LEASES].add_handler(self._on_lease)
@@ -314,8 +271,9 @@ class Controller:
                 self.queue.add(_key(exporter_set))
 
     # -- one pass --------------------------------------------------------------------------
-    def observe(self, exporter_set: Obj) -> tuple[Observation, Obj | None] | None:
-        """The planner's input for one set, or None when the set is not ours to handle."""
+    def observe(self, exporter_set: Obj) -> Observed | None:
+        """The planner's input for one set, with its class and the credentials of its
+        instances; None when the set is not ours to handle."""
         meta = _meta(exporter_set)
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
         class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
@@ -325,42 +283,18 @@ class Controller:
             and (klass.get("spec") or {}).get("provisioner") != self.provisioner.name
         ):
             return None
-        pool, problem = pool_view(exporter_set)
-        if self.memory is not None:
-            held = self.memory.read(exporter_set)
-            if held is not None:  # else the set's own annotations (a takeover)
-                pool = replace(pool, **remembered(held))
-        # The status this process last wrote, while the cache has not shown it yet: a
-        # transition is noted (and its Event written) once.
-        pool = replace(
-            pool,
-            status=self.expectations.status(
-                (namespace, name), str(meta.get("resourceVersion", "")), pool.status
-            ),
-        )
-        if klass is None:
-            problem = problem or (
-                CLASS_NOT_FOUND,
-                f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
-            )
-        elif problem is None:
-            errors = check_parameters(
-                self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
-            ).errors
-            if errors:
-                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
+        pool, problem = self._pool_view(exporter_set, klass)
         exporters = self.watches[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
         key = (namespace, name)
         if self.expectations.doubted(key):
             self._expect_live(key, str(uid))
             self.expectations.resolved(key)
-        awaiting: dict[str, str] = {}
+        credentials: dict[str, Credentials | str] = {}
         if klass is not None:
             for exporter in exporters.by_index("owner", uid):
-                found = self.credentials(exporter, klass)
-                if isinstance(found, str):
-                    awaiting[_meta(exporter).get("name", "")] = found
+                credentials[_meta(exporter).get("name", "")] = self.credentials(exporter, klass)
+        awaiting = {n: found for n, found in credentials.items() if isinstance(found, str)}
         pods = tuple(self.watches[PODS].derived_by_index("set", (namespace, name)))
         with_pods = {pod.owner_uid for pod in pods}
         observation = Observation(
@@ -381,7 +315,41 @@ class Controller:
             if self.image_policy is not None
             else None,
         )
-        return observation, klass
+        return Observed(observation, klass, credentials)
+
+    def _pool_view(
+        self, exporter_set: Obj, klass: Obj | None
+    ) -> tuple[PoolView, tuple[str, str] | None]:
+        """The set as the planner sees it, with its memory and the status this process
+        last wrote, and the problem that stops its scaling, if any."""
+        meta = _meta(exporter_set)
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
+        pool, problem = pool_view(exporter_set)
+        if self.memory is not None:
+            held = self.memory.read(exporter_set)
+            if held is not None:  # else the set's own annotations (a takeover)
+                pool = replace(pool, **remembered(held))
+        # The status this process last wrote, while the cache has not shown it yet: a
+        # transition is noted (and its Event written) once.
+        pool = replace(
+            pool,
+            status=self.expectations.status(
+                (namespace, name), str(meta.get("resourceVersion", "")), pool.status
+            ),
+        )
+        if klass is None:
+            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
+            problem = problem or (
+                CLASS_NOT_FOUND,
+                f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
+            )
+        elif problem is None:
+            errors = check_parameters(
+                self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
+            ).errors
+            if errors:
+                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
+        return pool, problem
 
     def _expect_live(self, key: ObjKey, uid: str) -> None:
         """Read the set's Exporters live (a quorum list) and expect those the cache has
@@ -411,11 +379,9 @@ class Controller:
             return f'Secret "{credential_secret_name(exporter)}" belongs to another Exporter'
         return resolve(exporter, klass, secrets.get, self.watches[CONFIGMAPS].get)
 
-    def decide(
-        self, exporter_set: Obj, now: datetime
-    ) -> tuple[Plan, Observation, Obj | None] | str:
-        """The plan for one set at `now`, with the observation and class it was made from;
-        or, when the set gets no plan from this process, why."""
+    def decide(self, exporter_set: Obj, now: datetime) -> tuple[Plan, Observed] | str:
+        """The plan for one set at `now`, with what it was made from; or, when the set
+        gets no plan from this process, why."""
         if _meta(exporter_set).get("deletionTimestamp"):
             return "being deleted; its instances go with it"  # (garbage collection)
         observed = self.observe(exporter_set)
@@ -424,8 +390,7 @@ class Controller:
             klass = self.watches[CLASSES].get(_meta(exporter_set).get("namespace", ""), class_name)
             theirs = ((klass or {}).get("spec") or {}).get("provisioner")
             return f"its class names provisioner {theirs}, not {self.provisioner.name}"
-        observation, klass = observed
-        return plan(observation, now), observation, klass
+        return plan(observed.observation, now), observed
 
     def sync(self, key: ObjKey, lane: Lane = Lane.ORDINARY) -> Plan | None:
         """One pass over the set; in a lane above the ordinary one it carries out only the
@@ -436,28 +401,15 @@ class Controller:
         if exporter_set is None or isinstance(decided, str):
             self.plans.pop(key, None)  # its metric series go with it
             return None
-        result, _, klass = decided
+        result, observed = decided
         # A pass that acts says what and why; a quiet pass (waiting, steady) stays quiet.
         level = logging.INFO if result.actions else logging.DEBUG
         if log.isEnabledFor(level):
             for step in explain(result):
                 quiet = step.verb == UPDATE_STATUS
                 log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
-        exporters, secrets = self.watches[EXPORTERS], self.secrets
-        executor = Executor(
-            self.kube,
-            self.provisioner,
-            exporter_set,
-            klass,
-            lambda n: exporters.get(key[0], n),
-            now,
-            credentials=lambda e: self.credentials(e, klass or {}),
-            cached_secret=lambda n: secrets.get(key[0], n),
-            configs=self.configs,
-            observed_secret=secrets.observed_write,
-            memory=self.memory,
-            expectations=self.expectations,
-        )
+        this = Pass(exporter_set, observed.klass, now, observed.credentials)
+        executor = Executor(self.runtime, this)
         self.plans[key] = result
         if lane in LANE_STEPS:
             executor.run(a for a in result.actions if isinstance(a, LANE_STEPS[lane]))
@@ -549,12 +501,6 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
-
-
-def secrets_by_name(scope: Scope) -> bool:
-    """Whether the Secret cache reads by name: cluster-wide, where RBAC would otherwise
-    let it read every Secret in the cluster (namespaced installs watch theirs)."""
-    return scope.mode != NAMESPACED
 
 
 def _issued(exporter: Obj) -> bool:

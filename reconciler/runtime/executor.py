@@ -17,7 +17,11 @@
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
 - the Event of a created, removed or retained instance carries the planner's reason.
 
-Returns the number of API writes made, which the benchmarks and tests count.
+An executor works with two values: `Runtime`, what the runtime holds for all passes (the
+client, the provisioner, the caches it reads, expectations, the config Secret tracker,
+the pools' memory), and `Pass`, what this pass is about (the set, its class, `now`, and
+its instances' credentials as the pass observed them). It counts the API writes it
+makes, which the benchmarks and tests read.
 """
 
 from __future__ import annotations
@@ -74,40 +78,60 @@ from reconciler.rendering.render import (
     instance_context,
     render_exporter,
 )
+from reconciler.runtime.cache import Cache
 from reconciler.runtime.events import build_event
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "Pass", "Runtime"]
 
 log = logging.getLogger("reconciler.executor")  # stable: log filters select by it
 
 Obj = dict[str, Any]
 
 
-@dataclass
-class Executor:
+@dataclass(frozen=True)
+class Runtime:
+    """What a runtime holds for all its passes: the API client, the provisioner, the
+    caches' readers, the writes the caches have not shown yet, each instance's last
+    config rendering, and (in a namespaced install) the pools' memory Leases."""
+
     kube: Kube
     provisioner: Provisioner
-    exporter_set: Obj
-    klass: Obj | None
-    cached_exporter: Callable[[str], Obj | None]
-    now: datetime
-    # an Exporter's credentials, or why it has none yet (`reconciler.rendering.credentials.resolve`)
-    credentials: Callable[[Obj], Credentials | str]
-    cached_secret: Callable[[str], Obj | None]  # (name) -> the cached Secret of the set's namespace
-    configs: ConfigSync = field(default_factory=ConfigSync)  # kept across passes by the runtime
-    # the answer to each config Secret write, for a cache that does not watch Secrets
-    observed_secret: Callable[[Obj], None] = lambda _obj: None
+    exporters: Cache  # the cached Exporters
+    secrets: Cache  # the cached Secrets; told the answer of each config Secret write
+    expectations: Expectations = field(default_factory=Expectations)
+    configs: ConfigSync = field(default_factory=ConfigSync)
     # a namespaced install's pool memory (`reconciler.runtime.memory`); else the set's annotations
     memory: MemoryLeases | None = None
-    expectations: Expectations = field(default_factory=Expectations)  # likewise
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one pass is about: the set, its class, its `now`, and the credentials of its
+    instances as the pass found them (by Exporter name: the credentials, or why there
+    are none yet), worked out once, when the pass observed the pool."""
+
+    exporter_set: Obj
+    klass: Obj | None
+    now: datetime
+    credentials: Mapping[str, Credentials | str] = field(default_factory=dict)
+
+
+@dataclass
+class Executor:
+    runtime: Runtime
+    this: Pass
     writes: int = 0
 
     @property
+    def kube(self) -> Kube:
+        return self.runtime.kube
+
+    @property
     def namespace(self) -> str:
-        return str(self.exporter_set["metadata"]["namespace"])
+        return str(self.this.exporter_set["metadata"]["namespace"])
 
     def run(self, actions: Iterable[Action]) -> int:
         for action in actions:
@@ -117,7 +141,7 @@ class Executor:
     def step(self, action: Action) -> None:
         match action:
             case CreateExporter(prefix, why, step, revision):
-                rendered = render_exporter(self.exporter_set, prefix)
+                rendered = render_exporter(self.this.exporter_set, prefix)
                 annotations = rendered["metadata"].setdefault("annotations", {})
                 if step:
                     annotations[BACKOFF_STEP] = str(step)
@@ -125,26 +149,26 @@ class Executor:
                     annotations[REVISION] = revision
                 created = self._create_generated(rendered)
                 name = str(created["metadata"]["name"])
-                self.expectations.expect(self._key, EXPORTER, name)
+                self.runtime.expectations.expect(self._key, EXPORTER, name)
                 note = _because(f"created Exporter {name}", why)
                 self._event(SCALE_UP, "Create", note, created)
             case CreatePod(name):
-                exporter = self.cached_exporter(name) or self.kube.get(
+                exporter = self._cached_exporter(name) or self.kube.get(
                     EXPORTERS, self.namespace, name
                 )
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
                     self._sync_config(ctx)
-                    pod, made = self._create_or_find(PODS, self.provisioner.render_pod(ctx))
+                    pod, made = self._create_or_find(PODS, self.runtime.provisioner.render_pod(ctx))
                     if pod is not None and controller_of(pod) == ctx.exporter_uid:
-                        self.expectations.expect(self._key, POD, ctx.exporter_uid)
+                        self.runtime.expectations.expect(self._key, POD, ctx.exporter_uid)
                     if made:
                         self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
                 if self._fence_and_check(name, fence):
-                    exporter = self.cached_exporter(name) or {}
+                    exporter = self._cached_exporter(name) or {}
                     uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
                     for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
@@ -155,7 +179,7 @@ class Executor:
                 if self._fence_and_check(name, True):
                     self._detach(name)
                     note = _because(f"detached Exporter {name} from the pool for debugging", why)
-                    self._event(RETAINED, "Retain", note, self.cached_exporter(name))
+                    self._event(RETAINED, "Retain", note, self._cached_exporter(name))
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
@@ -172,26 +196,32 @@ class Executor:
                         EXPORTERSETS, self.namespace, self._name, body, sub="status"
                     )
                 )
-                version = str(self.exporter_set["metadata"].get("resourceVersion", ""))
-                self.expectations.wrote_status(self._key, version, status)
+                version = str(self.this.exporter_set["metadata"].get("resourceVersion", ""))
+                self.runtime.expectations.wrote_status(self._key, version, status)
             case RecordEvent(reason, note, warning):
-                if self.expectations.new_event(self._key, reason, note):
+                if self.runtime.expectations.new_event(self._key, reason, note):
                     self._event(reason, "Wait", note, None, warning=warning)
 
     def keep_current(self, names: Iterable[str]) -> int:
         """Bring the config Secrets of running instances up to date; writes made."""
         before = self.writes
         for name in names:
-            exporter = self.cached_exporter(name)
+            exporter = self._cached_exporter(name)
             ctx = self._context(exporter) if exporter is not None else None
             if ctx is not None:
                 self._sync_config(ctx)
         return self.writes - before
 
     # -- helpers -----------------------------------------------------------------------
+    def _cached_exporter(self, name: str) -> Obj | None:
+        return self.runtime.exporters.get(self.namespace, name)
+
+    def _cached_secret(self, name: str) -> Obj | None:
+        return self.runtime.secrets.get(self.namespace, name)
+
     @property
     def _name(self) -> str:
-        return str(self.exporter_set["metadata"]["name"])
+        return str(self.this.exporter_set["metadata"]["name"])
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -199,13 +229,13 @@ class Executor:
 
     @property
     def _set_uid(self) -> str:
-        return str(self.exporter_set["metadata"].get("uid", ""))
+        return str(self.this.exporter_set["metadata"].get("uid", ""))
 
     def _remember(self, marks: Mapping[str, str | None]) -> None:
         """Write the pool's memory: into its Lease, else into the set's annotations."""
-        memory = self.memory
+        memory = self.runtime.memory
         if memory is not None:
-            self._write(lambda: memory.remember(self.exporter_set, marks))
+            self._write(lambda: memory.remember(self.this.exporter_set, marks))
             return
         patch: Obj = {"metadata": {"annotations": dict(marks)}}
         self._write(lambda: self.kube.patch(EXPORTERSETS, self.namespace, self._name, patch))
@@ -219,11 +249,11 @@ class Executor:
     ) -> None:
         """Best effort: a pool's step is done whether or not its Event could be written."""
         event = build_event(
-            self.exporter_set,
+            self.this.exporter_set,
             reason=reason,
             action=action,
             note=note,
-            now=self.now,
+            now=self.this.now,
             related=related or None,
             warning=warning,
         )
@@ -242,10 +272,10 @@ class Executor:
             raise  # refused before it was sent
         except ApiError as exc:
             if exc.status >= 500:
-                self.expectations.doubt(self._key)
+                self.runtime.expectations.doubt(self._key)
             raise
         except Exception:
-            self.expectations.doubt(self._key)
+            self.runtime.expectations.doubt(self._key)
             raise
         return created
 
@@ -298,25 +328,29 @@ class Executor:
 
     def _context(self, exporter: Obj) -> InstanceContext | None:
         """The instance's rendering inputs, or None while it cannot be rendered."""
-        if self.klass is None:
-            return None
-        credentials = self.credentials(exporter)
-        if isinstance(credentials, str):
+        klass = self.this.klass
+        name = str((exporter.get("metadata") or {}).get("name", ""))
+        credentials = self.this.credentials.get(name)
+        if klass is None or not isinstance(credentials, Credentials):
             return None  # planned from a cache that has moved on; the next pass says why
         return instance_context(
-            self.exporter_set, self.klass, exporter, self.provisioner.default_images, credentials
+            self.this.exporter_set,
+            klass,
+            exporter,
+            self.runtime.provisioner.default_images,
+            credentials,
         )
 
     def _sync_config(self, ctx: InstanceContext) -> None:
         """Write the config Secret only when the cached one differs from the rendered one."""
-        config = exporter_config(ctx, self.provisioner.drivers(ctx))
-        current = self.cached_secret(ctx.config_secret)
-        wanted = self.configs.wanted(ctx, config, current)
+        config = exporter_config(ctx, self.runtime.provisioner.drivers(ctx))
+        current = self._cached_secret(ctx.config_secret)
+        wanted = self.runtime.configs.wanted(ctx, config, current)
         if wanted is None:
             return
         if current is None:
             try:
-                self.observed_secret(
+                self.runtime.secrets.observed_write(
                     self._write(lambda: self.kube.create(SECRETS, self.namespace, wanted))
                 )
                 return
@@ -326,11 +360,11 @@ class Executor:
             current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
             if current is None or same_secret(current, wanted):
                 if current is not None:
-                    self.observed_secret(current)
+                    self.runtime.secrets.observed_write(current)
                 return
         version = (current.get("metadata") or {}).get("resourceVersion")
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
-        self.observed_secret(
+        self.runtime.secrets.observed_write(
             self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
         )
 
@@ -374,7 +408,7 @@ class Executor:
 
     def _fence_and_check(self, name: str, fence: bool) -> bool:
         """Fence (conditionally), then True only if no Lease holds the instance."""
-        exporter = self.cached_exporter(name)
+        exporter = self._cached_exporter(name)
         if exporter is None:
             return False
         if fence:
@@ -382,7 +416,7 @@ class Executor:
             patch: Obj = {
                 "metadata": {
                     "resourceVersion": version,
-                    "annotations": {FENCED_AT: format_time(self.now)},
+                    "annotations": {FENCED_AT: format_time(self.this.now)},
                 },
                 "spec": {"enabled": False},
             }

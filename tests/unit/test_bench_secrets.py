@@ -11,7 +11,7 @@ from bench.reconciler import CountingKube
 from bench.secrets import VARIANTS, Run, report
 from reconciler.model.access import EXPORTERS, SECRETS
 from reconciler.rendering.provisioners import provisioner
-from reconciler.runtime import controller, kube
+from reconciler.runtime import caches, controller, kube
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.named import NamedCache
 from reconciler.runtime.scope import Scope
@@ -29,7 +29,7 @@ def _secrets_cache() -> object:
 def test_the_baseline_watches_every_secret_and_nothing_else_changes() -> None:
     assert isinstance(_secrets_cache(), NamedCache)
     with (
-        mock.patch.object(controller, "secrets_by_name", lambda _scope: False),
+        mock.patch.object(caches, "secrets_by_name", lambda _scope: False),
         mock.patch.object(kube, "allowed", _secret_watch._allowed),
     ):
         cache = _secrets_cache()

@@ -16,7 +16,7 @@ from reconciler.model.adapt import pool_view, remembered
 from reconciler.model.backoff import Backoff, decode, encode
 from reconciler.model.keys import BACKOFF, SURPLUS_SINCE
 from reconciler.rendering.provisioners import provisioner
-from reconciler.runtime.executor import Executor
+from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.kube import ApiError
 from reconciler.runtime.memory import MemoryLeases, lease_name
 from tests.unit.test_reconciler_support import T0
@@ -56,17 +56,24 @@ class RecordingKube:
 
 
 def executor(kube: RecordingKube, memory: MemoryLeases | None) -> Executor:
-    return Executor(
+    runtime = Runtime(
         kube,  # type: ignore[arg-type]
         provisioner("qemu.jumpstarter.dev"),
-        SET,
-        None,
-        lambda _name: None,
-        T0,
-        credentials=lambda _e: "none",
-        cached_secret=lambda _n: None,
+        exporters=Empty(),  # type: ignore[arg-type]
+        secrets=Empty(),  # type: ignore[arg-type]
         memory=memory,
     )
+    return Executor(runtime, Pass(SET, None, T0))
+
+
+class Empty:
+    """A cache that holds nothing."""
+
+    def get(self, namespace: str, name: str) -> None:
+        return None
+
+    def observed_write(self, obj: dict[str, Any]) -> None:
+        pass
 
 
 @given(

@@ -24,21 +24,34 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
 from reconciler.runtime.named import DEFAULT_RESYNC
-from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
+from scrape.http import TEXT, Reply, Route, Server, parse_address
+from scrape.http import serve as serve_routes
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
 
 if TYPE_CHECKING:
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.kube import Kube
+    from reconciler.runtime.leader import Elector
+    from reconciler.runtime.metrics import ReconcilerMetrics
     from reconciler.runtime.scope import Scope
 
-__all__ = ["DEFAULT_PROVISIONER", "WATCH_STALL_BOUND", "configure", "run"]
+__all__ = [
+    "DEFAULT_PROVISIONER",
+    "WATCH_STALL_BOUND",
+    "Reconciler",
+    "build",
+    "configure",
+    "lead",
+    "run",
+    "serve",
+]
 
 DEFAULT_PROVISIONER = "qemu.jumpstarter.dev"
 # A watch ends after at most 240 s by the server's clock and bookmarks arrive about once
@@ -223,9 +236,45 @@ def _addresses(args: argparse.Namespace) -> tuple[tuple[str, int] | None, tuple[
     return parse_address(args.metrics_bind_address), parse_address(args.health_probe_bind_address)
 
 
+@dataclass
+class Reconciler:
+    """What `run` builds from its arguments before it serves and leads."""
+
+    kube: Kube
+    controller: Controller
+    elector: Elector | None  # None: reconcile without a leader Lease
+    metrics: ReconcilerMetrics
+    metrics_address: tuple[str, int] | None
+    health_address: tuple[str, int] | None
+
+
 def run(args: argparse.Namespace) -> int:
+    """Build the reconciler, serve its probes and metrics, then reconcile while leading."""
     if not getattr(args, "logging_set", False):
         setup_logging(logging.DEBUG if args.verbose else logging.INFO)
+    built = build(args)
+    if isinstance(built, str):
+        return _fail(built)
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    servers = serve(args, built)
+    if isinstance(servers, str):
+        return _fail(servers)
+    try:
+        return lead(built, stop)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def build(args: argparse.Namespace) -> Reconciler | str:
+    """The client, controller, elector and metrics the arguments ask for, or what is
+    wrong with them."""
     from reconciler.rendering.provisioners import provisioner
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.kube import ConfigError, Kube, api_client
@@ -236,36 +285,27 @@ def run(args: argparse.Namespace) -> int:
     try:
         plugin = provisioner(args.provisioner)
     except KeyError as exc:
-        return _fail(str(exc.args[0]))
+        return str(exc.args[0])
     try:
         scope = Scope.from_args(args.namespace)
     except ValueError as exc:
-        return _fail(str(exc))
+        return str(exc)
     lease_namespace = election_namespace(args.leader_election_namespace, scope)
     try:
         metrics_address, health_address = _addresses(args)
     except ValueError as exc:
-        return _fail(str(exc))
+        return str(exc)
     try:
         image_policy = from_flags(args)
     except ValueError as exc:
-        return _fail(f"--allowed-image-prefixes: {exc}")
+        return f"--allowed-image-prefixes: {exc}"
     try:
         client = api_client(args.kubeconfig)
     except ConfigError as exc:
-        return _fail(str(exc))
+        return str(exc)
     kube = Kube(client, mode=scope.mode)
     if scope.namespaces is not None:
         kube.write_namespaces = frozenset((*scope.namespaces, lease_namespace))
-    stop = threading.Event()
-    lost = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     controller = Controller(
         kube,
         plugin,
@@ -288,7 +328,6 @@ def run(args: argparse.Namespace) -> int:
                 retry_period=args.retry_period,
             ),
         )
-
         kube.may_write = elector.may_write
     metrics = ReconcilerMetrics(
         queue=controller.queue,
@@ -300,43 +339,54 @@ def run(args: argparse.Namespace) -> int:
         lease_name=args.leader_election_id,
         image_allow_list=image_policy is not None,
     )
-    servers: list[Server] = []
     log = logging.getLogger(__name__)
     log.log(*startup_line(image_policy))
     how = "Secrets watched" if scope.namespaces is not None else "Secrets read by name"
     log.info("watching pools in %s (%s)", scope.describe(), how)
+    return Reconciler(kube, controller, elector, metrics, metrics_address, health_address)
+
+
+def serve(args: argparse.Namespace, built: Reconciler) -> list[Server] | str:
+    """Serve the probes and `/metrics` (those not disabled); or why they cannot be."""
+    log = logging.getLogger(__name__)
+    servers: list[Server] = []
     try:
-        if health_address is not None:
-            servers.append(serve(health_address, _probes(controller)))
+        if built.health_address is not None:
+            servers.append(serve_routes(built.health_address, _probes(built.controller)))
             log.info(SERVING_PROBES, servers[-1].port)
-        if metrics_address is not None:
+        if built.metrics_address is not None:
             tls = _metrics_tls(args.metrics_cert_dir) if args.metrics_secure else None
-            route = _metrics_route(metrics.exposition, kube, args.metrics_secure)
-            servers.append(serve(metrics_address, {"/metrics": route}, tls))
+            route = _metrics_route(built.metrics.exposition, built.kube, args.metrics_secure)
+            servers.append(serve_routes(built.metrics_address, {"/metrics": route}, tls))
             log.info(SERVING_METRICS, servers[-1].port)
     except (OSError, ssl.SSLError) as exc:
         for server in servers:
             server.stop()
-        return _fail(f"cannot serve probes or metrics: {exc}")
+        return f"cannot serve probes or metrics: {exc}"
+    return servers
+
+
+def lead(built: Reconciler, stop: threading.Event) -> int:
+    """Fill the caches, then reconcile while this process leads (or without election),
+    until `stop`: 0, or 1 when the leader Lease was lost."""
+    log = logging.getLogger(__name__)
+    controller, elector = built.controller, built.elector
+    lost = threading.Event()
     controller.start_caches(stop)
+    if elector is not None:
+
+        def lose() -> None:
+            lost.set()
+            stop.set()
+
+        threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
+        log.info("waiting for leadership as %s", elector.identity)
+        while not elector.leading.wait(0.2):
+            if stop.is_set():
+                return 0
     try:
-        if elector is not None:
-
-            def lose() -> None:
-                lost.set()
-                stop.set()
-
-            threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
-            log.info("waiting for leadership as %s", elector.identity)
-            while not elector.leading.wait(0.2):
-                if stop.is_set():
-                    return 0
-        try:
-            controller.run(stop)
-        finally:
-            if elector is not None and not lost.is_set():
-                elector.release()
+        controller.run(stop)
     finally:
-        for server in servers:
-            server.stop()
+        if elector is not None and not lost.is_set():
+            elector.release()
     return 1 if lost.is_set() else 0

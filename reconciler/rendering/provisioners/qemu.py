@@ -131,6 +131,7 @@ class QemuProvisioner:
             drivers.append(copy.deepcopy(TCP_DRIVER))
         return drivers
 
+    # A straight-line manifest: the instance Pod of DESIGN §7, field by field.
     def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:
         shared = {"name": _SHARED_VOLUME, "mountPath": SHARED_DIR}
         env_from = (

@@ -23,6 +23,7 @@ class ErrorType(Enum):
     DUPLICATE = ("Duplicate value", "FieldValueDuplicate")
     NOT_SUPPORTED = ("Unsupported value", "FieldValueNotSupported")
     FORBIDDEN = ("Forbidden", "FieldValueForbidden")
+    TOO_LONG = ("Too long", "FieldValueTooLong")
 
     @property
     def text(self) -> str:
@@ -95,3 +96,7 @@ class FieldError:
     @classmethod
     def forbidden(cls, field: str, detail: str) -> FieldError:
         return cls(ErrorType.FORBIDDEN, field, detail)
+
+    @classmethod
+    def too_long(cls, field: str, detail: str) -> FieldError:
+        return cls(ErrorType.TOO_LONG, field, detail)

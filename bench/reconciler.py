@@ -50,7 +50,7 @@ from reconciler.model.access import (
 )
 from reconciler.model.adapt import exporter_view, lease_view, pod_view, pool_view
 from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.model.keys import SERVED_LEASE, SET_LABEL
+from reconciler.model.keys import LEASE_PROTECTION, SERVED_LEASE, SET_LABEL
 from reconciler.model.views import ClassView, Observation
 from reconciler.rendering.provisioners import provisioner
 from reconciler.rules.planner import plan
@@ -109,9 +109,11 @@ def exporter(ns: str, set_name: str, set_uid: str, index: int, kind: str) -> dic
         "devices": [{"uuid": f"{name}-{d}", "labels": {"driver": "qemu"}} for d in range(3)],
     }
     annotations = {}
+    finalizers = []
     if kind == "busy":
         status["leaseRef"] = {"name": f"lease-{name}"}
         annotations[SERVED_LEASE] = f"lease-{name}"  # remembered on an earlier pass
+        finalizers.append(LEASE_PROTECTION)  # likewise
     return {
         "apiVersion": "jumpstarter.dev/v1alpha1",
         "kind": "Exporter",
@@ -124,6 +126,7 @@ def exporter(ns: str, set_name: str, set_uid: str, index: int, kind: str) -> dic
             "generation": 1,
             "labels": {"board": set_name, SET_LABEL: set_name},
             "annotations": annotations,
+            "finalizers": finalizers,
             "ownerReferences": [
                 {
                     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from api.imagepolicy import ImagePolicy
 from webhook.checks_images import own_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
-from webhook.crossobject import check_class_delete, check_set_against_class
+from webhook.crossobject import (
+    check_class_change,
+    check_class_delete,
+    check_set_against_class,
+    check_set_delete,
+    check_set_overlap,
+)
 from webhook.decode import AdmissionRequest
 from webhook.defaulter import SchemaSource, default_object
 from webhook.envelope import UNAVAILABLE, Outcome
@@ -78,10 +85,14 @@ class Admission:
     async def _validate(self, request: AdmissionRequest, budget: float) -> Outcome:
         kind = request.kind
         if request.operation == "DELETE":
-            if kind != "VirtualTargetClass":
+            if kind not in ("VirtualTargetClass", "ExporterSet"):
                 return Outcome()
             if self.view is None:
                 return Outcome(warnings=[CROSS_OBJECT_SKIPPED])
+            if kind == "ExporterSet":
+                namespace, name = request.namespace, request.name
+                deleted = check_set_delete(request.old_object, namespace, name, self.view, budget)
+                return await self._cross(deleted, Verdict())
             return await self._cross(
                 check_class_delete(request.namespace, request.name, self.view, budget),
                 Verdict(),
@@ -100,16 +111,30 @@ class Admission:
         )
         if self.image_policy is not None and kind in _IMAGE_KINDS:
             verdict.extend(own_image_findings(self.image_policy, request.object, old))
-        if kind != "ExporterSet":
+        if kind not in ("ExporterSet", "VirtualTargetClass"):
             return Outcome(verdict.errors, verdict.warnings)
         if self.view is None:
+            if kind == "VirtualTargetClass":
+                return Outcome(verdict.errors, verdict.warnings)
             return Outcome(verdict.errors, [*verdict.warnings, CROSS_OBJECT_SKIPPED])
-        return await self._cross(
-            check_set_against_class(
-                request.object, request.namespace, self.view, budget, self.image_policy, old
-            ),
-            verdict,
+        if kind == "VirtualTargetClass":
+            if verdict.errors:  # a class refused already is not rendered
+                return Outcome(verdict.errors, verdict.warnings)
+            changed = check_class_change(request.object, request.namespace, self.view, budget)
+            return await self._cross(changed, verdict)
+        return await self._cross(self._set_checks(request, old, budget), verdict)
+
+    async def _set_checks(
+        self, request: AdmissionRequest, old: Mapping[str, Any] | None, budget: float
+    ) -> Verdict:
+        assert request.object is not None and self.view is not None
+        verdict = await check_set_against_class(
+            request.object, request.namespace, self.view, budget, self.image_policy, old
         )
+        verdict.extend(
+            await check_set_overlap(request.object, request.namespace, self.view, budget)
+        )
+        return verdict
 
     async def _cross(self, check: Awaitable[Verdict], verdict: Verdict) -> Outcome:
         """Add a cross-object check's findings, or the reason it could not run.

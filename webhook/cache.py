@@ -19,8 +19,9 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from webhook.access import CACHED_KINDS
+from webhook.access import CACHED_KINDS, INSTANCE_KINDS
 from webhook.clusterview import ClusterUnavailable, sets_using
+from webhook.pools import SET_LABEL
 from webhook.routes import Kind
 
 __all__ = ["ClusterCache", "KindCache"]
@@ -40,6 +41,7 @@ class KindCache:
         self.kind = kind
         self.synced = threading.Event()
         self._objects: dict[tuple[str, str], Object] = {}
+        self._by_namespace: dict[str, dict[str, Object]] = {}
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Object | None:
@@ -49,6 +51,11 @@ class KindCache:
     def values(self) -> list[Object]:
         with self._lock:
             return list(self._objects.values())
+
+    def values_in(self, namespace: str) -> list[Object]:
+        """The objects of one namespace (a set's review reads its neighbours only)."""
+        with self._lock:
+            return list(self._by_namespace.get(namespace, {}).values())
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until `stop` is set; every failure leads to a fresh list."""
@@ -71,8 +78,11 @@ class KindCache:
             self.kind.group, self.kind.version, self.kind.plural, _request_timeout=30
         )
         objects = {_key(item): item for item in listing.get("items", [])}
+        by_namespace: dict[str, dict[str, Object]] = {}
+        for (namespace, name), item in objects.items():
+            by_namespace.setdefault(namespace, {})[name] = item
         with self._lock:
-            self._objects = objects
+            self._objects, self._by_namespace = objects, by_namespace
         self.synced.set()
         return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
@@ -95,11 +105,14 @@ class KindCache:
                 raise RuntimeError(f"watch error: {obj}")  # e.g. 410 Gone: relist
             if not isinstance(obj, Mapping) or kind == "BOOKMARK":
                 continue
+            namespace, name = _key(obj)
             with self._lock:
                 if kind == "DELETED":
-                    self._objects.pop(_key(obj), None)
+                    self._objects.pop((namespace, name), None)
+                    self._by_namespace.get(namespace, {}).pop(name, None)
                 else:
-                    self._objects[_key(obj)] = obj
+                    self._objects[(namespace, name)] = obj
+                    self._by_namespace.setdefault(namespace, {})[name] = obj
         raise RuntimeError("watch ended")  # the server closed it: relist, then watch again
 
 
@@ -143,7 +156,7 @@ class ClusterCache:
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
         cache = self.caches["ExporterSet"]
         if cache.synced.is_set():
-            return sets_using(cache.values(), namespace, name)
+            return sets_using(cache.values_in(namespace), namespace, name)
         kind = cache.kind
         listing = await _live(
             lambda: self.api.list_namespaced_custom_object(
@@ -154,6 +167,42 @@ class ClusterCache:
         )
         items = listing.get("items", []) if isinstance(listing, Mapping) else []
         return sets_using(items, namespace, name)
+
+    async def sets_of(self, namespace: str, budget: float) -> list[Object]:
+        cache = self.caches["ExporterSet"]
+        if cache.synced.is_set():
+            return cache.values_in(namespace)
+        return await self._list(cache.kind, namespace, budget)
+
+    async def pool_instances(
+        self, namespace: str, set_name: str, budget: float
+    ) -> tuple[list[Object], list[Object]]:
+        """Read live, both at once: asked only when a set is deleted."""
+        exporters, leases = INSTANCE_KINDS
+        selector = f"{SET_LABEL}={set_name}"
+        found = await asyncio.gather(
+            self._list(exporters, namespace, budget, selector),
+            self._list(leases, namespace, budget),
+        )
+        return found[0], found[1]
+
+    async def _list(
+        self, kind: Kind, namespace: str, budget: float, selector: str | None = None
+    ) -> list[Object]:
+        listing = await _live(
+            lambda: self.api.list_namespaced_custom_object(
+                kind.group,
+                kind.version,
+                namespace,
+                kind.plural,
+                label_selector=selector,
+                _request_timeout=budget,
+            ),
+            budget,
+            not_found={"items": []},  # a kind not served (Jumpstarter's Lease CRD absent)
+        )
+        items = listing.get("items", []) if isinstance(listing, Mapping) else []
+        return [item for item in items if isinstance(item, Mapping)]
 
 
 async def _live(call: Any, budget: float, not_found: Any) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["ClusterUnavailable", "ClusterView", "StaticView", "sets_using"]
+__all__ = ["ClusterUnavailable", "ClusterView", "StaticView", "sets_in", "sets_using"]
 
 Object = Mapping[str, Any]
 
@@ -28,6 +28,22 @@ class ClusterView(Protocol):
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
         """Names of the ExporterSets in `namespace` whose class is `name`, sorted."""
         ...
+
+    async def sets_of(self, namespace: str, budget: float) -> list[Object]:
+        """The ExporterSets of `namespace`."""
+        ...
+
+    async def pool_instances(
+        self, namespace: str, set_name: str, budget: float
+    ) -> tuple[list[Object], list[Object]]:
+        """The Exporters labelled for the set `set_name`, and Jumpstarter's Leases of the
+        namespace (none where its Lease CRD is not installed)."""
+        ...
+
+
+def sets_in(sets: Iterable[Object], namespace: str) -> list[Object]:
+    """The `sets` of `namespace`."""
+    return [s for s in sets if s.get("metadata", {}).get("namespace", "") == namespace]
 
 
 def sets_using(sets: Iterable[Object], namespace: str, name: str) -> list[str]:
@@ -62,3 +78,11 @@ class StaticView:
 
     async def sets_using_class(self, namespace: str, name: str, budget: float) -> list[str]:
         return sets_using(self._sets, namespace, name)
+
+    async def sets_of(self, namespace: str, budget: float) -> list[Object]:
+        return sets_in(self._sets, namespace)
+
+    async def pool_instances(
+        self, namespace: str, set_name: str, budget: float
+    ) -> tuple[list[Object], list[Object]]:
+        return [], []  # files hold no instances

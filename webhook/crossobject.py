@@ -1,5 +1,6 @@
-"""Checks that need other objects: an ExporterSet against its class, a class against the
-sets that use it. Only the webhook and the reconciler can make these; the CRD cannot.
+"""Checks that need other objects: an ExporterSet against its class and the other sets of
+its namespace, a class against the sets that use it, a set's deletion against its leased
+instances. Only the webhook and the reconciler can make these; the CRD cannot.
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ from api.merge import deep_merge
 from api.provisioners import DEFAULT_IMAGES
 from api.provisioners.check import check_parameters
 from webhook.checks_images import inherited_image_findings
-from webhook.clusterview import ClusterView
+from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.jsontext import compact_json
+from webhook.pools import leased_instances, overlapping, storable_errors
 from webhook.verdict import Verdict
 
-__all__ = ["check_class_delete", "check_set_against_class"]
+__all__ = [
+    "check_class_change",
+    "check_class_delete",
+    "check_set_against_class",
+    "check_set_delete",
+    "check_set_overlap",
+]
+
+_NAMED = 5  # leased instances named one by one in a deletion's warnings
 
 
 async def check_set_against_class(
@@ -67,6 +77,8 @@ async def check_set_against_class(
         )
         verdict.errors += errors
         verdict.warnings += warnings
+        if not errors:  # what an instance would be: the apiserver must be able to store it
+            verdict.errors += storable_errors(exporter_set, found)
     if image_policy is not None:
         defaults = DEFAULT_IMAGES.get(provisioner, {}) if isinstance(provisioner, str) else {}
         verdict.extend(
@@ -138,3 +150,65 @@ async def check_class_delete(
             )
         ]
     )
+
+
+async def check_set_overlap(
+    exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
+) -> Verdict:
+    """A warning for each set of the namespace whose instances a Lease for this one may
+    match too, naming the set that counts such a Lease (`reconciler.rules.claims`)."""
+    others = await view.sets_of(namespace, budget)
+    return Verdict(
+        warnings=[
+            f'selector overlaps ExporterSet "{other}": a pending Lease both match is counted '
+            f'by the older set, "{counts}"'
+            for other, counts in overlapping(exporter_set, others)
+        ]
+    )
+
+
+async def check_class_change(
+    klass: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
+) -> Verdict:
+    """A class created or changed must leave every set that uses it storable. A class
+    review needs no cluster read otherwise: while the sets cannot be read, it is admitted
+    with a warning (a pool pushed over still says so in its status: WriteRejected)."""
+    name = _mapping(klass.get("metadata")).get("name")
+    try:
+        found = await view.sets_of(namespace, budget)
+    except ClusterUnavailable as exc:
+        return Verdict(warnings=[f"sets using the class not checked: {exc}"])
+    sets = [
+        s
+        for s in found
+        if _mapping(s.get("spec")).get("virtualTargetClassName") == name
+        and not _mapping(s.get("metadata")).get("deletionTimestamp")
+    ]
+    verdict = Verdict()
+    for exporter_set in sets:
+        who = str(_mapping(exporter_set.get("metadata")).get("name", ""))
+        verdict.errors += storable_errors(exporter_set, klass, who=who)
+    return verdict
+
+
+async def check_set_delete(
+    exporter_set: Mapping[str, Any] | None,
+    namespace: str,
+    name: str,
+    view: ClusterView,
+    budget: float,
+) -> Verdict:
+    """Warnings naming the instances of a set being deleted that serve a lease: each stays
+    until its lease ends (`reconciler.rules.protection`). Never a denial."""
+    try:
+        exporters, leases = await view.pool_instances(namespace, name, budget)
+    except ClusterUnavailable as exc:
+        return Verdict(warnings=[f"leased instances not checked: {exc}"])
+    leased = leased_instances(exporter_set or {}, exporters, leases)
+    warnings = [
+        f"instance {instance} serves {what}: it stays until that ends, then goes"
+        for instance, what in leased[:_NAMED]
+    ]
+    if len(leased) > _NAMED:
+        warnings.append(f"and {len(leased) - _NAMED} more leased instance(s), each kept as well")
+    return Verdict(warnings=warnings)

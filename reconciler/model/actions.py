@@ -29,11 +29,13 @@ __all__ = [
     "DeletePod",
     "MarkServed",
     "PatchStatus",
+    "Protect",
     "RecordEvent",
     "RememberBackoff",
     "Remove",
     "Retain",
     "SetSurplusSince",
+    "Unprotect",
 ]
 
 
@@ -103,6 +105,28 @@ class MarkServed:
 
 
 @dataclass(frozen=True, slots=True)
+class Protect:
+    """Add the LEASE_PROTECTION finalizer to a busy instance (`reconciler.rules.protection`), and
+    with `served` also its SERVED_LEASE annotation (one write for both). Conditional on
+    the resourceVersion the plan saw: a changed instance is planned again."""
+
+    name: str
+    why: str = field(default="", compare=False)
+    served: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unprotect:
+    """Take the LEASE_PROTECTION finalizer off an instance no lease holds any more (or
+    one held past the bound: `warning`, and an Event says so). A deleted instance then
+    goes."""
+
+    name: str
+    why: str = field(default="", compare=False)
+    warning: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SetSurplusSince:
     """Write (or, with None, remove) SURPLUS_SINCE where the pool keeps memory: an
     annotation of the set, or its memory Lease (`reconciler.runtime.memory`)."""
@@ -143,6 +167,8 @@ Action = (
     | Remove
     | Retain
     | MarkServed
+    | Protect
+    | Unprotect
     | SetSurplusSince
     | RememberBackoff
     | PatchStatus

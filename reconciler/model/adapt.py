@@ -26,10 +26,12 @@ from reconciler.model.keys import (
     BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
+    LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     REVISION,
     SERVED_LEASE,
     SURPLUS_SINCE,
+    instance_labels,
 )
 from reconciler.model.reasons import INVALID_SPEC
 from reconciler.model.status import condition_of
@@ -40,6 +42,7 @@ from reconciler.model.views import (
     HookRecord,
     LeaseView,
     PodView,
+    PoolClaim,
     PoolView,
 )
 
@@ -52,6 +55,7 @@ __all__ = [
     "pod_owner",
     "pod_view",
     "pod_view_after",
+    "pool_claim",
     "pool_view",
     "remembered",
 ]
@@ -135,6 +139,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         selector=selector if isinstance(selector, Mapping) else None,
         status=_map(obj.get("status")),
         revision=revision(spec, _SCALING),
+        created=_time(meta.get("creationTimestamp")),
         **remembered(annotations),
     )
     return view, problem
@@ -192,6 +197,8 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         registered_at=_time(condition_of(status, "Registered").get("lastTransitionTime")),
         backoff_step=_step(annotations),
         revision=_str(annotations.get(REVISION)),
+        protected=LEASE_PROTECTION in (meta.get("finalizers") or ()),
+        deleted_at=_time(meta.get("deletionTimestamp")),
     )
 
 
@@ -273,4 +280,23 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
         selector=_map(spec.get("selector")),
         exporter=_str(_map(status.get("exporterRef")).get("name")),
         ended=status.get("ended") is True,
+    )
+
+
+def pool_claim(exporter_set: Mapping[str, Any]) -> PoolClaim:
+    """A set as the claim rule of pending Leases sees it (`reconciler.rules.claims`)."""
+    meta = _map(exporter_set.get("metadata"))
+    spec = _map(exporter_set.get("spec"))
+    labels = _map(_map(_map(spec.get("template")).get("metadata")).get("labels"))
+    name = str(meta.get("name", ""))
+    selector = spec.get("selector")
+    try:
+        created: datetime | None = parse_time(str(meta["creationTimestamp"]))
+    except (KeyError, ValueError):
+        created = None
+    return PoolClaim(
+        name,
+        created,
+        instance_labels(name, {str(k): str(v) for k, v in labels.items()}),
+        selector if isinstance(selector, Mapping) else None,
     )

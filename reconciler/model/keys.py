@@ -17,6 +17,7 @@ __all__ = [
     "FENCED_AT",
     "GROUP",
     "JUMPSTARTER_SET_GROUP",
+    "LEASE_PROTECTION",
     "LEGACY_SURPLUS_SINCE",
     "NAME_LABEL",
     "RETAINED_FROM",
@@ -67,6 +68,12 @@ BACKOFF = f"{GROUP}/backoff"
 # (`reconciler.model.adapt.revision`). A failure of an earlier revision is no reason to wait:
 # the backoff counts only failures of the current one, so a fixed pool fills at once.
 REVISION = f"{GROUP}/revision"
+# A finalizer on an Exporter while it serves a lease (as `kubernetes.io/pvc-protection` on
+# a PersistentVolumeClaim in use): deleting its set, or the Exporter itself, leaves it
+# terminating but serving until the lease ends; then the reconciler takes the finalizer
+# off and the garbage collector removes it with its Pod and Secrets
+# (`reconciler.rules.protection`).
+LEASE_PROTECTION = f"{GROUP}/lease-protection"
 
 
 def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:

@@ -30,6 +30,11 @@ RECYCLING = "Recycling"  # Progressing True: served or finished instances leave
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"  # Available True: bindingMode
 INVALID_PARAMETERS = "InvalidParameters"  # the merged parameters fail the provisioner
 INVALID_SPEC = "InvalidSpec"  # a spec value the webhook would have refused
+# Degraded True, and the Warning Event of each distinct failure: a step of the last pass
+# failed (`reconciler.runtime.failures`)
+RENDER_FAILED = "RenderFailed"  # an instance's objects could not be rendered
+WRITE_REJECTED = "WriteRejected"  # the apiserver refused a write (4xx)
+STEP_FAILURES = (RENDER_FAILED, WRITE_REJECTED)
 
 # -- Events: Jumpstarter's --------------------------------------------------------------
 SCALE_UP = "ScaleUp"  # an Exporter created
@@ -46,3 +51,7 @@ SCALING_LIMITED, SCALING_UNLIMITED = "ScalingLimited", "ScalingUnlimited"
 RETAINED = "InstanceRetained"  # reclaimPolicy Retain detached an instance
 FENCE_LIFTED = "FenceLifted"  # a Lease took an instance before its removal
 BACK_OFF = "BackOff"  # a step of the backoff of a failing pool (Warning)
+# Lease protection (`reconciler.rules.protection`), on the Exporter when its set is gone:
+INSTANCE_KEPT = "InstanceKept"  # a deleted instance stays until its lease ends
+INSTANCE_RELEASED = "InstanceReleased"  # its lease ended (or the bound ran out): it goes
+INSTANCE_LOST = "InstanceLost"  # deleted while leased, before it was protected (Warning)

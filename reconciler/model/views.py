@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.model.backoff import Backoff
@@ -24,10 +24,15 @@ __all__ = [
     "LeaseView",
     "Observation",
     "PodView",
+    "PoolClaim",
     "PoolView",
     "ReclaimPolicy",
     "RecycleStrategy",
+    "StepFailure",
 ]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class RecycleStrategy:
@@ -75,6 +80,8 @@ class ExporterView:
     registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
     revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
+    protected: bool = False  # finalizer LEASE_PROTECTION (`reconciler.rules.protection`)
+    deleted_at: datetime | None = None  # metadata.deletionTimestamp
 
     @property
     def identity(self) -> str:
@@ -154,6 +161,7 @@ class PoolView:
     backoff: Backoff | None = None  # the pool's memory of its failures (BACKOFF)
     status: Mapping[str, Any] = field(default_factory=dict)
     revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
+    created: datetime | None = None  # metadata.creationTimestamp (`reconciler.rules.claims`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +175,36 @@ class ClassView:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolClaim:
+    """A set as the claim rule of pending Leases sees it (`reconciler.rules.claims`): its
+    name, age, selector and instances' labels."""
+
+    name: str
+    created: datetime | None
+    labels: Mapping[str, str]
+    selector: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def seniority(self) -> tuple[datetime, str]:
+        """The sort key of the rule: older first, then by name."""
+        return self.created or _EPOCH, self.name
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailure:
+    """A step of the last pass that failed for a reason that will not go away by itself
+    (`reconciler.runtime.failures`): `reason` names it (RenderFailed, WriteRejected), `step` is
+    the step in the log's words with its instance, `message` the error, trimmed."""
+
+    reason: str
+    step: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything one planning pass of one set needs.
 
@@ -176,7 +214,10 @@ class Observation:
     (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
     they get no config Secret and no Pod until then. `images` is the `ImagesAllowed`
     condition when an image allow-list is in force (`reconciler.rendering.imagecheck`); while it is
-    False no instance and no Pod is created, and those that exist stay.
+    False no instance and no Pod is created, and those that exist stay. `failure` is a
+    step of this pass that failed: the status then says so (Degraded). `rivals` are the
+    other sets of the namespace, not being deleted, for the claim rule of pending Leases
+    (`reconciler.rules.claims`).
     """
 
     pool: PoolView
@@ -191,3 +232,5 @@ class Observation:
     # Exporters created (their names) and instances whose Pod was created (identities).
     expected_exporters: frozenset[str] = frozenset()
     expected_pods: frozenset[str] = frozenset()
+    failure: StepFailure | None = None
+    rivals: tuple[PoolClaim, ...] = ()

@@ -34,6 +34,7 @@ __all__ = [
     "Image",
     "InstanceContext",
     "config_secret",
+    "config_text",
     "controller_ref",
     "export_map",
     "exporter_config",
@@ -242,11 +243,16 @@ def render_config_secret(ctx: InstanceContext, drivers: Sequence[Mapping[str, An
     return config_secret(ctx, exporter_config(ctx, drivers))
 
 
+def config_text(config: Mapping[str, Any]) -> str:
+    """`config.yaml` as the config Secret holds it."""
+    return yaml.dump(dict(config), Dumper=_DUMPER, sort_keys=False, width=1 << 16)
+
+
 def config_secret(ctx: InstanceContext, config: Mapping[str, Any]) -> Obj:
     """The config Secret `exporter-config-<exporter>`, key `config.yaml` holding `config`,
     owned by the Exporter. `data` is written base64 as the apiserver stores it, so the
     reconciler can compare what it would write with what its cache holds, byte for byte."""
-    text = yaml.dump(dict(config), Dumper=_DUMPER, sort_keys=False, width=1 << 16)
+    text = config_text(config)
     return {
         "apiVersion": SECRETS.api_version,
         "kind": SECRETS.kind,

@@ -8,7 +8,8 @@ Steps of one verb with the same reason and due time are grouped on one line:
     waiting: VirtualTargetClass "qemu-x86" not found in namespace "lab"
 
 `VERBS` lists every verb, in the order a pass takes its steps; `WAITING` is the verb of
-what a pass holds back without a step (a problem that stops scaling, the ceiling). A
+what a pass holds back without a step (a problem that stops scaling, the ceiling), and
+`FAILED` of the step the last pass failed at (as the set's Degraded condition says). A
 step held back until a cooldown ends keeps its own verb and gets `at`. No I/O.
 """
 
@@ -26,22 +27,37 @@ from reconciler.model.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.model.timefmt import format_time
 from reconciler.rules.planner import Plan
 from reconciler.rules.steps import Wait
 
-__all__ = ["UPDATE_STATUS", "VERBS", "WAITING", "Step", "describe", "explain", "held", "steps"]
+__all__ = [
+    "FAILED",
+    "UPDATE_STATUS",
+    "VERBS",
+    "WAITING",
+    "Step",
+    "describe",
+    "explain",
+    "held",
+    "steps",
+]
 
 UPDATE_STATUS = "update status"
 WAITING = "waiting"
+FAILED = "failed"
 VERBS = (
+    "protect",
     "mark served",
+    "unprotect",
     "note backoff",
     "forget backoff",
     "remove",
@@ -54,6 +70,7 @@ VERBS = (
     "record event",
     UPDATE_STATUS,
     WAITING,
+    FAILED,
 )
 _LISTED = 6  # names spelled out on one line before the rest is only counted
 
@@ -109,6 +126,10 @@ def describe(action: Action) -> tuple[str, str, str]:
             return "retain", name, why
         case MarkServed(name, lease):
             return "mark served", name, f"leased by {lease}"
+        case Protect(name, why, served):
+            return "protect", name, f"{why}; marked as having served it" if served else why
+        case Unprotect(name, why):
+            return "unprotect", name, why
         case SetSurplusSince(since, why):
             return ("note surplus" if since is not None else "forget surplus"), "", why
         case RememberBackoff(backoff, why):
@@ -140,7 +161,7 @@ def held(waits: Iterable[Wait]) -> list[Step]:
     items: list[tuple[str, str, str, datetime | None]] = []
     for wait in waits:
         if wait.action is None:
-            items.append((WAITING, "", wait.reason, None))
+            items.append((FAILED if wait.failed else WAITING, "", wait.reason, wait.at))
         else:
             verb, name, _ = describe(wait.action)
             items.append((verb, name, wait.reason, wait.at))

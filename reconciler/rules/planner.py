@@ -38,6 +38,7 @@ from reconciler.rules.stages.departures import departures
 from reconciler.rules.stages.failures import failures
 from reconciler.rules.stages.marks import served_marks
 from reconciler.rules.stages.notes import notes
+from reconciler.rules.stages.release import release
 from reconciler.rules.stages.scale_down import scale_down
 from reconciler.rules.stages.scale_up import scale_up
 from reconciler.rules.stages.size import size
@@ -75,17 +76,27 @@ def plan(obs: Observation, now: datetime) -> Plan:
     counted = census(obs)
     failing = failures(obs, counted)
     sized = size(obs, counted)
-    marked = served_marks(counted)
+    marked = served_marks(obs, now, counted)
     leaving = departures(obs, now, counted, failing)
     kept = upkeep(obs, counted)
     growth = scale_up(obs, now, counted, failing, sized, kept.withheld)
     shrink = scale_down(obs, now, counted, sized)
+    released = release(obs, now, marked.verdicts, leaving, shrink.steps)
     scaling = shrink.note if shrink.note[0] else growth.note
     told = notes(obs, failing, sized, kept, scaling, growth.at_ceiling)
     written = status(obs, now, counted, sized, told)
     if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
         leaving = replace(leaving, requeue=None)
-    steps = join(marked, leaving, kept.steps, growth.steps, shrink.steps, told.steps, written.steps)
+    steps = join(
+        marked.steps,
+        leaving,
+        kept.steps,
+        growth.steps,
+        shrink.steps,
+        released,
+        told.steps,
+        written.steps,
+    )
     return Plan(
         (*growth.creates, *steps.actions),
         written.status,

@@ -21,6 +21,7 @@ class Wait:
     reason: str
     action: Action | None = None
     at: datetime | None = None
+    failed: bool = False  # what the last pass failed at (the status says), not a wait
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from reconciler.model.adapt import (
     pod_view,
     pod_view_after,
 )
-from reconciler.model.keys import NAME_LABEL
+from reconciler.model.keys import NAME_LABEL, SET_LABEL
 from reconciler.rendering.credentials import (
     credential_secret_name,
     keep_certificates,
@@ -50,7 +50,9 @@ Obj = dict[str, Any]
 # What each cache derives from an object and keeps of it (`Informer`'s keyword arguments).
 SHAPES: dict[Resource, dict[str, Any]] = {
     EXPORTERS: {
-        "transform": keep_only("spec.enabled", "status.credential", "status.endpoint"),
+        "transform": keep_only(
+            "spec.enabled", "status.credential", "status.endpoint", "status.leaseRef"
+        ),
         "derive": exporter_view,
     },
     SECRETS: {"transform": keep_credentials},
@@ -115,6 +117,12 @@ def _index(watches: dict[Resource, Informer]) -> None:
         ],
     )
     exporters.add_index("owner", lambda o: [controller_of(o)] if controller_of(o) else [])
+    exporters.add_index(
+        "set",
+        lambda o: [(meta_of(o).get("namespace"), n)]
+        if (n := (meta_of(o).get("labels") or {}).get(SET_LABEL))
+        else [],
+    )
     exporters.add_index(
         "credential",
         lambda o: [(meta_of(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],

@@ -4,7 +4,8 @@ One `sync` is one pass over one ExporterSet: read its objects from the caches (t
 indexes, so a pass costs the size of the pool, not of the cluster), build the
 observation, call the pure planner, let the executor make the writes, and requeue at
 the next cooldown deadline the planner reports. Failures back off per key. Each pass
-that acts logs its plan in the planner's words (`reconciler.rules.explain`).
+that acts logs the steps it carried out in the planner's words (`reconciler.rules.explain`); a
+step that fails for good still gets its pass's status written (`reconciler.runtime.failures`).
 
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the reading and planning half of `sync`.
@@ -36,23 +37,32 @@ from api.provisioners.check import check_parameters
 from reconciler.model.access import (
     CLASSES,
     CONFIGMAPS,
+    EVENTS,
     EXPORTERS,
     EXPORTERSETS,
     JUMPSTARTER_LEASES,
     PODS,
 )
-from reconciler.model.actions import CreateExporter, CreatePod
+from reconciler.model.actions import Action, CreateExporter, CreatePod, PatchStatus, RecordEvent
 from reconciler.model.adapt import (
     class_view,
     controller_of,
+    exporter_view,
     lease_view,
+    pool_claim,
     pool_view,
     remembered,
 )
 from reconciler.model.jumpstarter import config_secret_name
-from reconciler.model.keys import NAME_LABEL, SET_LABEL, instance_labels
-from reconciler.model.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
-from reconciler.model.views import Observation, PoolView
+from reconciler.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL, instance_labels
+from reconciler.model.reasons import (
+    CLASS_NOT_FOUND,
+    INSTANCE_KEPT,
+    INSTANCE_LOST,
+    INSTANCE_RELEASED,
+    INVALID_PARAMETERS,
+)
+from reconciler.model.views import Observation, PoolClaim, PoolView
 from reconciler.rendering.configsync import ConfigSync
 from reconciler.rendering.credentials import (
     ca_source,
@@ -62,13 +72,17 @@ from reconciler.rendering.credentials import (
 from reconciler.rendering.imagecheck import images_condition
 from reconciler.rendering.provisioners.base import Provisioner
 from reconciler.rendering.render import Credentials, merged_parameters
-from reconciler.rules.explain import UPDATE_STATUS, explain
+from reconciler.rules.explain import UPDATE_STATUS, held, steps
 from reconciler.rules.planner import Plan, plan
+from reconciler.rules.protection import busy_lease, leased_names, verdict
+from reconciler.rules.steps import Wait
 from reconciler.runtime.cache import ObjKey, key_of
 from reconciler.runtime.caches import build_caches
-from reconciler.runtime.executor import Executor, Pass, Runtime
+from reconciler.runtime.events import build_event
+from reconciler.runtime.executor import Executor, Pass, Runtime, without_protection
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
-from reconciler.runtime.kube import ApiError, Kube
+from reconciler.runtime.failures import StepFailed
+from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
 from reconciler.runtime.named import DEFAULT_RESYNC, NamedCache
@@ -145,6 +159,12 @@ class Controller:
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
+        # Lease protection of instances their set no longer controls (`_leftovers`): the
+        # uids whose stay was announced, and per set the instances deleted while leased
+        # before they were protected, with the lease, for an Event each.
+        self._announced: set[str] = set()
+        self._lost: dict[ObjKey, list[tuple[Obj, str]]] = {}
+        self._lost_lock = threading.Lock()
         self._caches_started = False
         caches = build_caches(kube, scope, secret_resync)
         self.watches, self.secrets = caches.watches, caches.secrets
@@ -176,13 +196,17 @@ class Controller:
         self.watches[CONFIGMAPS].add_handler(self._on_configmap)
 
     # -- event routing -------------------------------------------------------------------
-    def _on_set(self, kind: str, new: Obj, _old: Obj | None) -> None:
+    def _on_set(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.plans.pop(_key(new), None)  # its metric series go with it
             if self.memory is not None:
                 self.memory.forget(str(_meta(new).get("uid", "")))
             self.expectations.forget(_key(new))
         self.queue.add(_key(new))
+        if old is None or kind == "DELETED" or _claim_changed(old, new):
+            # Which set counts a pending Lease that several match may have changed.
+            for other in self.watches[EXPORTERSETS].by_index("namespace", _key(new)[0]):
+                self.queue.add(_key(other))
 
     def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
         """Read by name the two Secrets of a pool's instance: the credential Secret its
@@ -205,12 +229,37 @@ class Controller:
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
             self.configs.forget(*key_of(new))
+            self._note_if_lost(new)
         # Credentials just issued: the instance's Pod is what a lease may be waiting for.
         lane = Lane.PODS if _issued(new) and (old is None or not _issued(old)) else Lane.ORDINARY
         for obj in (new, old):
             if obj is not None:
-                for key in _owner_set(obj):
+                for key in _pool_keys(obj):
                     self.queue.add(key, lane)
+
+    def _note_if_lost(self, exporter: Obj) -> None:
+        """A pool's Exporter deleted while a lease held it, without the protection (it
+        was deleted before the pool could add it): an Event will say so (`_leftovers`)."""
+        meta = _meta(exporter)
+        set_name = (meta.get("labels") or {}).get(SET_LABEL)
+        if not set_name or LEASE_PROTECTION in (meta.get("finalizers") or ()):
+            return
+        namespace, name = key_of(exporter)
+        lease = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name") or next(
+            (
+                view.name
+                for view in self.watches[JUMPSTARTER_LEASES].derived_by_index(
+                    "namespace", namespace
+                )
+                if view.exporter == name and not view.ended
+            ),
+            "",
+        )
+        if lease:
+            with self._lost_lock:
+                self._lost.setdefault((namespace, set_name), []).append(
+                    (exporter, f"lease {lease}")
+                )
 
     def _on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
         for obj in (new, old):
@@ -230,7 +279,7 @@ class Controller:
         exporters = self.watches[EXPORTERS]
         for view in views:
             exporter = exporters.get(namespace, view.exporter) if view.exporter else None
-            for key in _owner_set(exporter) if exporter is not None else ():
+            for key in _pool_keys(exporter) if exporter is not None else ():
                 self.queue.add(key, Lane.REFILL)
         for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
             name = _meta(exporter_set).get("name", "")
@@ -314,6 +363,7 @@ class Controller:
             )
             if self.image_policy is not None
             else None,
+            rivals=self._rivals(namespace, name),
         )
         return Observed(observation, klass, credentials)
 
@@ -351,6 +401,14 @@ class Controller:
                 problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
         return pool, problem
 
+    def _rivals(self, namespace: str, name: str) -> tuple[PoolClaim, ...]:
+        """The other sets of the namespace, not being deleted, for the claim rule."""
+        return tuple(
+            pool_claim(other)
+            for other in self.watches[EXPORTERSETS].by_index("namespace", namespace)
+            if _meta(other).get("name") != name and not _meta(other).get("deletionTimestamp")
+        )
+
     def _expect_live(self, key: ObjKey, uid: str) -> None:
         """Read the set's Exporters live (a quorum list) and expect those the cache has
         not shown yet (`reconciler.runtime.expectations`: a create without an answer, a process
@@ -383,7 +441,8 @@ class Controller:
         """The plan for one set at `now`, with what it was made from; or, when the set
         gets no plan from this process, why."""
         if _meta(exporter_set).get("deletionTimestamp"):
-            return "being deleted; its instances go with it"  # (garbage collection)
+            # (garbage collection; a leased instance is held by its lease protection)
+            return "being deleted; its instances go with it, a leased one when its lease ends"
         observed = self.observe(exporter_set)
         if observed is None:
             class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
@@ -394,30 +453,140 @@ class Controller:
 
     def sync(self, key: ObjKey, lane: Lane = Lane.ORDINARY) -> Plan | None:
         """One pass over the set; in a lane above the ordinary one it carries out only the
-        steps that lane is for (the rest of the pass is left to an ordinary one)."""
+        steps that lane is for (the rest of the pass is left to an ordinary one). It logs
+        the steps it carried out, and what it holds back (an ordinary pass).
+
+        A step that fails for good (`reconciler.runtime.failures`) ends the pass's work, but not
+        its report: the pass is planned again with the failure, and that plan's status
+        (Degraded, naming the step, its instance and the error) and Events are written;
+        then StepFailed goes to the worker, which retries under the queue's backoff. A
+        retry that fails the same way plans the same status: nothing more is written."""
         exporter_set = self.watches[EXPORTERSETS].get(*key)
         now = self.clock()
+        self._leftovers(key, exporter_set, now)
         decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(decided, str):
             self.plans.pop(key, None)  # its metric series go with it
             return None
         result, observed = decided
-        # A pass that acts says what and why; a quiet pass (waiting, steady) stays quiet.
-        level = logging.INFO if result.actions else logging.DEBUG
-        if log.isEnabledFor(level):
-            for step in explain(result):
-                quiet = step.verb == UPDATE_STATUS
-                log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
         this = Pass(exporter_set, observed.klass, now, observed.credentials)
         executor = Executor(self.runtime, this)
         self.plans[key] = result
-        if lane in LANE_STEPS:
-            executor.run(a for a in result.actions if isinstance(a, LANE_STEPS[lane]))
-        else:
-            executor.run(result.actions)
-            executor.keep_current(result.keep_current)
-        self.writes += executor.writes
+        ordinary = lane not in LANE_STEPS
+        work = [a for a in result.actions if not isinstance(a, _REPORT)]
+        try:
+            try:
+                if ordinary:
+                    executor.run(work)
+                    executor.keep_current(result.keep_current)
+                    executor.run(a for a in result.actions if isinstance(a, _REPORT))
+                else:
+                    executor.run(a for a in work if isinstance(a, LANE_STEPS[lane]))
+            finally:
+                self.writes += executor.writes
+                _log_pass(key, executor.done, result.waits if ordinary else ())
+        except StepFailed as failed:
+            self._report(key, observed.observation, failed, executor, now)
+            raise
         return result
+
+    def _report(
+        self,
+        key: ObjKey,
+        observation: Observation,
+        failed: StepFailed,
+        executor: Executor,
+        now: datetime,
+    ) -> None:
+        """Write the status and Events of the pass planned again with its failed step."""
+        log.warning("%s/%s: %s failed: %s", *key, failed.failure.step, failed.failure.message)
+        result = plan(replace(observation, failure=failed.failure), now)
+        self.plans[key] = result
+        executor.done.clear()
+        try:
+            executor.run(a for a in result.actions if isinstance(a, _REPORT))
+        finally:
+            self.writes += executor.writes
+            _log_pass(key, executor.done, ())
+
+    def _leftovers(self, key: ObjKey, exporter_set: Obj | None, now: datetime) -> None:
+        """The lease protection of the instances labelled for the set that it does not
+        control any more (`reconciler.rules.protection`): it was deleted (they are deleted with
+        it, or orphaned), is being deleted, or was made again under the same name. Each is
+        released once no lease holds it, or at the bound; while a deleted one is held an
+        Event says once that it stays, and the set's key is requeued for the bound.
+        Instances deleted while leased before they were protected get an Event each
+        (`_lost`)."""
+        namespace = key[0]
+        with self._lost_lock:
+            lost = self._lost.pop(key, [])
+        live = None if exporter_set is None else _meta(exporter_set)
+        owner = "" if live is None or live.get("deletionTimestamp") else live.get("uid", "")
+        leftovers = [
+            obj
+            for obj in self.watches[EXPORTERS].by_index("set", key)
+            if LEASE_PROTECTION in (_meta(obj).get("finalizers") or ())
+            and (not owner or controller_of(obj) != owner)
+        ]
+        if not leftovers and not lost:
+            return
+        leases = self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
+        leased_by = leased_names(leases)
+        for exporter, lease in lost:
+            note = (
+                f"Exporter {_meta(exporter).get('name')} was deleted while {lease} held it, "
+                "before the pool protected it"
+            )
+            self._write_event(exporter, INSTANCE_LOST, "Delete", note, now, warning=True)
+        soonest: datetime | None = None
+        for obj in leftovers:
+            view = exporter_view(obj)
+            found = verdict(view, leased_by, busy_lease(view, leased_by), now)
+            name, uid = view.name, view.uid
+            if found.release:
+                patch = without_protection(obj)
+                try:
+                    self.kube.patch(EXPORTERS, namespace, name, patch)
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        raise
+                    continue  # gone, or changed: its event brings the set back
+                self.writes += 1
+                self._announced.discard(uid)
+                note = f"released Exporter {name} of ExporterSet {key[1]}: {found.why}"
+                log.info("%s/%s: %s", *key, note)
+                self._write_event(obj, INSTANCE_RELEASED, "Release", note, now, found.warning)
+            elif found.until is not None:  # deleted, held for its lease: say so once
+                if uid not in self._announced:
+                    self._announced.add(uid)
+                    note = f"Exporter {name} of ExporterSet {key[1]} is being deleted: {found.why}"
+                    log.info("%s/%s: %s", *key, note)
+                    self._write_event(obj, INSTANCE_KEPT, "Keep", note, now, warning=False)
+                if soonest is None or found.until < soonest:
+                    soonest = found.until
+        if soonest is not None:
+            self.queue.add_after(key, max(0.0, (soonest - now).total_seconds()) + 0.5)
+
+    def _write_event(
+        self, regarding: Obj, reason: str, action: str, note: str, now: datetime, warning: bool
+    ) -> None:
+        """Best effort, as every Event: about an Exporter whose set may be gone."""
+        event = build_event(
+            {**regarding, "apiVersion": EXPORTERS.api_version, "kind": EXPORTERS.kind},
+            reason=reason,
+            action=action,
+            note=note,
+            now=now,
+            warning=warning,
+        )
+        namespace = _meta(regarding).get("namespace", "")
+        try:
+            self.kube.create(EVENTS, namespace, event)
+            self.writes += 1
+        except NotLeading:
+            raise
+        except Exception as exc:  # an event must never fail a reconcile
+            log.warning("%s: event %s not written: %s", namespace, reason, exc)
 
     # -- running -------------------------------------------------------------------------
     def snapshot(self) -> None:
@@ -503,10 +672,45 @@ class Controller:
             thread.join()
 
 
+def _claim_changed(old: Obj, new: Obj) -> bool:
+    """What the claim rule reads of a set changed (its labels, selector, deletion)."""
+    return pool_claim(old) != pool_claim(new) or bool(_meta(old).get("deletionTimestamp")) != bool(
+        _meta(new).get("deletionTimestamp")
+    )
+
+
+def _pool_keys(exporter: Obj) -> set[ObjKey]:
+    """The sets an Exporter concerns: its controller set, and the one its set label names
+    (the same while the set controls it; after a deletion or an orphaning only the label
+    is left, and its lease protection is still looked after: `Controller._leftovers`)."""
+    keys = set(_owner_set(exporter))
+    name = (_meta(exporter).get("labels") or {}).get(SET_LABEL)
+    if name:
+        keys.add((_meta(exporter).get("namespace", ""), name))
+    return keys
+
+
 def _issued(exporter: Obj) -> bool:
     """Jumpstarter's controller has issued the Exporter's credentials (in its status)."""
     status = exporter.get("status") or {}
     return bool(credential_secret_name(exporter) and status.get("endpoint"))
+
+
+# The steps that report on a pass rather than change the pool: the status and Events. An
+# ordinary pass writes them after its work, so a status never claims work that failed.
+_REPORT = (PatchStatus, RecordEvent)
+
+
+def _log_pass(key: ObjKey, done: Iterable[Action], waits: Iterable[Wait]) -> None:
+    """The steps a pass carried out and what it held back, in the planner's words: a
+    pass that acted at INFO (its status write at DEBUG), a quiet one at DEBUG."""
+    done = list(done)
+    level = logging.INFO if done else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    for step in steps(done) + held(waits):
+        quiet = step.verb == UPDATE_STATUS
+        log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)
 
 
 def _key(obj: Obj) -> ObjKey:

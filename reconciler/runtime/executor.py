@@ -15,7 +15,12 @@
   before the cache shows it do not repeat it;
 - an instance's config Secret is rendered and compared with the cached one, and written
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
-- the Event of a created, removed or retained instance carries the planner's reason.
+- the Event of a created, removed or retained instance carries the planner's reason;
+- an instance's lease protection (`reconciler.rules.protection`) is added and taken off with
+  conditional patches, in the same write as the fence or the detach where there is one;
+- a step that fails for good (`reconciler.runtime.failures`: rendering raised, a 4xx answer)
+  raises `StepFailed`, saying which step on which instance; `done` lists the steps
+  carried out before it.
 
 An executor works with two values: `Runtime`, what the runtime holds for all passes (the
 client, the provisioner, the caches it reads, expectations, the config Secret tracker,
@@ -47,11 +52,13 @@ from reconciler.model.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.model.adapt import controller_of, lease_view, pod_exited
 from reconciler.model.backoff import encode
@@ -59,6 +66,7 @@ from reconciler.model.keys import (
     BACKOFF,
     BACKOFF_STEP,
     FENCED_AT,
+    LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
     RETAINED_FROM,
@@ -67,7 +75,13 @@ from reconciler.model.keys import (
     SET_LABEL,
     SURPLUS_SINCE,
 )
-from reconciler.model.reasons import FENCE_LIFTED, POD_CREATED, RETAINED, SCALE_UP
+from reconciler.model.reasons import (
+    FENCE_LIFTED,
+    INSTANCE_RELEASED,
+    POD_CREATED,
+    RETAINED,
+    SCALE_UP,
+)
 from reconciler.model.timefmt import format_time
 from reconciler.rendering.configsync import ConfigSync, same_secret
 from reconciler.rendering.provisioners.base import Provisioner
@@ -78,13 +92,15 @@ from reconciler.rendering.render import (
     instance_context,
     render_exporter,
 )
+from reconciler.rules.explain import describe
 from reconciler.runtime.cache import Cache
 from reconciler.runtime.events import build_event
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.failures import RenderError, StepFailed, classify
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
 
-__all__ = ["Executor", "Pass", "Runtime"]
+__all__ = ["Executor", "Pass", "Runtime", "without_protection"]
 
 log = logging.getLogger("reconciler.executor")  # stable: log filters select by it
 
@@ -124,6 +140,7 @@ class Executor:
     runtime: Runtime
     this: Pass
     writes: int = 0
+    done: list[Action] = field(default_factory=list)  # the steps carried out, in order
 
     @property
     def kube(self) -> Kube:
@@ -134,36 +151,29 @@ class Executor:
         return str(self.this.exporter_set["metadata"]["namespace"])
 
     def run(self, actions: Iterable[Action]) -> int:
+        """Carry out the steps in order; StepFailed at the first that fails for good
+        (anything else that goes wrong propagates as it is)."""
         for action in actions:
-            self.step(action)
+            try:
+                self.step(action)
+            except NotLeading:
+                raise
+            except Exception as exc:
+                verb, name, _ = describe(action)
+                generated = action.name if isinstance(action, CreateExporter) else ""
+                failure = classify(f"{verb} {name}", exc, generated)
+                if failure is None:
+                    raise
+                raise StepFailed(failure) from exc
+            self.done.append(action)
         return self.writes
 
     def step(self, action: Action) -> None:
         match action:
             case CreateExporter(prefix, why, step, revision):
-                rendered = render_exporter(self.this.exporter_set, prefix)
-                annotations = rendered["metadata"].setdefault("annotations", {})
-                if step:
-                    annotations[BACKOFF_STEP] = str(step)
-                if revision:
-                    annotations[REVISION] = revision
-                created = self._create_generated(rendered)
-                name = str(created["metadata"]["name"])
-                self.runtime.expectations.expect(self._key, EXPORTER, name)
-                note = _because(f"created Exporter {name}", why)
-                self._event(SCALE_UP, "Create", note, created)
+                self._create_exporter(prefix, why, step, revision)
             case CreatePod(name):
-                exporter = self._cached_exporter(name) or self.kube.get(
-                    EXPORTERS, self.namespace, name
-                )
-                ctx = self._context(exporter) if exporter is not None else None
-                if ctx is not None:
-                    self._sync_config(ctx)
-                    pod, made = self._create_or_find(PODS, self.runtime.provisioner.render_pod(ctx))
-                    if pod is not None and controller_of(pod) == ctx.exporter_uid:
-                        self.runtime.expectations.expect(self._key, POD, ctx.exporter_uid)
-                    if made:
-                        self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
+                self._create_pod(name)
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
@@ -183,6 +193,10 @@ class Executor:
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
+            case Protect(name, _, lease):
+                self._protect(name, lease)
+            case Unprotect(name, why, warning):
+                self._unprotect(name, why, warning)
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 # Jumpstarter's key; the one earlier versions wrote goes with any write.
@@ -202,14 +216,73 @@ class Executor:
                 if self.runtime.expectations.new_event(self._key, reason, note):
                     self._event(reason, "Wait", note, None, warning=warning)
 
+    def _create_exporter(self, prefix: str, why: str, step: int, revision: str) -> None:
+        rendered = _rendered(render_exporter, self.this.exporter_set, prefix)
+        annotations = rendered["metadata"].setdefault("annotations", {})
+        if step:
+            annotations[BACKOFF_STEP] = str(step)
+        if revision:
+            annotations[REVISION] = revision
+        created = self._create_generated(rendered)
+        name = str(created["metadata"]["name"])
+        self.runtime.expectations.expect(self._key, EXPORTER, name)
+        note = _because(f"created Exporter {name}", why)
+        self._event(SCALE_UP, "Create", note, created)
+
+    def _create_pod(self, name: str) -> None:
+        """The instance's config Secret brought up to date, then its Pod."""
+        exporter = self._cached_exporter(name) or self.kube.get(EXPORTERS, self.namespace, name)
+        ctx = self._context(exporter) if exporter is not None else None
+        if ctx is None:
+            return
+        self._sync_config(ctx)
+        rendered = _rendered(self.runtime.provisioner.render_pod, ctx)
+        pod, made = self._create_or_find(PODS, rendered)
+        if pod is not None and controller_of(pod) == ctx.exporter_uid:
+            self.runtime.expectations.expect(self._key, POD, ctx.exporter_uid)
+        if made:
+            self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
+
+    def _protect(self, name: str, lease: str) -> None:
+        exporter = self._cached_exporter(name)
+        if exporter is None:
+            return
+        meta = exporter.get("metadata") or {}
+        change: Obj = {
+            "resourceVersion": meta.get("resourceVersion"),
+            "finalizers": [*(meta.get("finalizers") or []), LEASE_PROTECTION],
+        }
+        if lease:
+            change["annotations"] = {SERVED_LEASE: lease}
+        self._patch_if_unchanged(name, {"metadata": change})
+
+    def _unprotect(self, name: str, why: str, warning: bool) -> None:
+        exporter = self._cached_exporter(name)
+        released = exporter is not None and self._patch_if_unchanged(
+            name, without_protection(exporter)
+        )
+        deleted = exporter is not None and (exporter.get("metadata") or {}).get("deletionTimestamp")
+        if released and (warning or deleted):  # it goes now: say why
+            note = f"released Exporter {name}: {why}"
+            self._event(INSTANCE_RELEASED, "Release", note, exporter, warning=warning)
+
     def keep_current(self, names: Iterable[str]) -> int:
-        """Bring the config Secrets of running instances up to date; writes made."""
+        """Bring the config Secrets of running instances up to date; writes made.
+        StepFailed (step "update config <name>") at the first that fails for good."""
         before = self.writes
         for name in names:
             exporter = self._cached_exporter(name)
-            ctx = self._context(exporter) if exporter is not None else None
-            if ctx is not None:
-                self._sync_config(ctx)
+            try:
+                ctx = self._context(exporter) if exporter is not None else None
+                if ctx is not None:
+                    self._sync_config(ctx)
+            except NotLeading:
+                raise
+            except Exception as exc:
+                failure = classify(f"update config {name}", exc)
+                if failure is None:
+                    raise
+                raise StepFailed(failure) from exc
         return self.writes - before
 
     # -- helpers -----------------------------------------------------------------------
@@ -333,19 +406,25 @@ class Executor:
         credentials = self.this.credentials.get(name)
         if klass is None or not isinstance(credentials, Credentials):
             return None  # planned from a cache that has moved on; the next pass says why
-        return instance_context(
+        context: InstanceContext = _rendered(
+            instance_context,
             self.this.exporter_set,
             klass,
             exporter,
             self.runtime.provisioner.default_images,
             credentials,
         )
+        return context
 
     def _sync_config(self, ctx: InstanceContext) -> None:
         """Write the config Secret only when the cached one differs from the rendered one."""
-        config = exporter_config(ctx, self.runtime.provisioner.drivers(ctx))
         current = self._cached_secret(ctx.config_secret)
-        wanted = self.runtime.configs.wanted(ctx, config, current)
+
+        def render() -> Obj | None:
+            config = exporter_config(ctx, self.runtime.provisioner.drivers(ctx))
+            return self.runtime.configs.wanted(ctx, config, current)
+
+        wanted = _rendered(render)
         if wanted is None:
             return
         if current is None:
@@ -411,21 +490,21 @@ class Executor:
         exporter = self._cached_exporter(name)
         if exporter is None:
             return False
+        protected = LEASE_PROTECTION in _finalizers(exporter)
         if fence:
-            version = (exporter.get("metadata") or {}).get("resourceVersion")
-            patch: Obj = {
-                "metadata": {
-                    "resourceVersion": version,
-                    "annotations": {FENCED_AT: format_time(self.this.now)},
-                },
-                "spec": {"enabled": False},
-            }
-            try:
-                self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
-            except ApiError as exc:
-                if exc.status in (404, 409):  # gone, or changed since the plan: re-plan
-                    return False
-                raise
+            # The lease protection goes with the fence (a Lease that took the instance
+            # first gets it back at the next pass).
+            patch = without_protection(exporter) if protected else _version(exporter)
+            patch["metadata"]["annotations"] = {FENCED_AT: format_time(self.this.now)}
+            patch["spec"] = {"enabled": False}
+            if not self._patch_if_unchanged(name, patch):
+                return False  # gone, or changed since the plan: re-plan
+        if (
+            not fence
+            and protected
+            and not self._patch_if_unchanged(name, without_protection(exporter))
+        ):
+            return False
         if self._held_by_lease(name):
             log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
             unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
@@ -459,7 +538,47 @@ class Executor:
             if r.get("uid") != self._set_uid
         ]
         patch = {**relabel, "metadata": {**relabel["metadata"], "ownerReferences": refs}}
+        if LEASE_PROTECTION in _finalizers(exporter):  # nothing of the pool looks after it now
+            patch["metadata"]["finalizers"] = without_protection(exporter)["metadata"]["finalizers"]
         self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+
+    def _patch_if_unchanged(self, name: str, patch: Obj) -> bool:
+        """A patch conditional on the resourceVersion it carries; False when the Exporter
+        is gone or changed since the plan (the next pass plans again)."""
+        try:
+            self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, patch))
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+
+def _finalizers(obj: Obj) -> list[str]:
+    return list((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+def _version(obj: Obj) -> Obj:
+    """The start of a merge patch conditional on the resourceVersion `obj` was seen at."""
+    return {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}}
+
+
+def without_protection(exporter: Obj) -> Obj:
+    """A merge patch taking LEASE_PROTECTION off the Exporter, conditional on the
+    resourceVersion it was seen at (a merge patch replaces the whole list)."""
+    patch = _version(exporter)
+    patch["metadata"]["finalizers"] = [f for f in _finalizers(exporter) if f != LEASE_PROTECTION]
+    return patch
+
+
+def _rendered(render: Callable[..., Any], *args: Any) -> Any:
+    """Whatever rendering raises becomes RenderError (a failure the status reports)."""
+    try:
+        return render(*args)
+    except NotLeading:
+        raise
+    except Exception as exc:
+        raise RenderError(str(exc)) from exc
 
 
 def _because(done: str, why: str) -> str:

@@ -22,10 +22,12 @@ from reconciler.model.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.model.keys import instance_labels
 from reconciler.model.views import (
@@ -59,6 +61,7 @@ class Instance:
     lease: str = ""
     records_hooks: bool = False
     hooks: HookRecord | None = None
+    protected: bool = False  # the lease-protection finalizer
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -73,6 +76,7 @@ class Instance:
             hooks=self.hooks,
             served_lease=self.served,
             fenced=self.fenced,
+            protected=self.protected,
         )
 
 
@@ -165,6 +169,13 @@ class World:
             case MarkServed(name, lease):
                 if name in self.instances:
                     self.instances[name].served = lease
+            case Protect(name, _, served):
+                if name in self.instances:
+                    self.instances[name].protected = True
+                    self.instances[name].served = served or self.instances[name].served
+            case Unprotect(name):
+                if name in self.instances:
+                    self.instances[name].protected = False
             case SetSurplusSince(since):
                 self.pool = replace(self.pool, surplus_since=since)
             case RememberBackoff(backoff):

@@ -18,7 +18,13 @@ import pytest
 
 from tests.e2e.objects import install_lease_crd, playing_credentials
 from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import reconciler_args
+from virtualtarget.stack import (
+    WebhookServer,
+    reconciler_args,
+    register_webhooks,
+    running_webhook,
+    unregister_webhooks,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,6 +56,18 @@ def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     install_lease_crd(control_plane)
     with playing_credentials(control_plane, namespace, 0.2):
         yield namespace
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookServer]:
+    """The webhook served on loopback and registered from the rendered deploy manifests,
+    for the tests of one module (taken off the apiserver after them)."""
+    with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as server:
+        register_webhooks(control_plane, server)
+        yield server
+        unregister_webhooks(control_plane)
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ warning is pinned here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.e2e.examples import (
@@ -22,22 +20,9 @@ from tests.e2e.objects import exporter_set, get_json, try_apply, virtual_target_
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane
 from virtualtarget.stack import (
     WebhookServer,
-    register_webhooks,
-    running_webhook,
-    unregister_webhooks,
 )
 
 EXAMPLES = REPO_ROOT / "examples"
-
-
-@pytest.fixture(scope="module")
-def webhook(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WebhookServer]:
-    with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as server:
-        register_webhooks(control_plane, server)
-        yield server
-        unregister_webhooks(control_plane)
 
 
 def _example(path: Path, namespace: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import threading
 import time
@@ -367,6 +368,19 @@ def running_pool(
     finally:
         stop.set()
         history.stop()
+
+
+@contextlib.contextmanager
+def fresh_pool(
+    cluster: Any, controller: RunningController, workdir: Path, prefix: str
+) -> Iterator[Pool]:
+    """`running_pool` in a namespace of its own (`prefix-<random>`), deleted afterwards."""
+    namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
+    try:
+        with running_pool(cluster, namespace, controller, workdir) as running:
+            yield running
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def container_pid(pod: Obj, container: str) -> int:

@@ -34,6 +34,7 @@ from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
 from tests.node.instance_images import build_instance_images
 from tests.node.pool_support import (
     Pool,
+    fresh_pool,
     instance_namespace,
     kill_container,
     running_pool,
@@ -132,12 +133,8 @@ def pool(
     broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    namespace = instance_namespace(node_cluster, f"pool-{secrets.token_hex(3)}")
-    try:
-        with running_pool(node_cluster, namespace, controller, tmp_path) as running:
-            yield running
-    finally:
-        node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with fresh_pool(node_cluster, controller, tmp_path, "pool") as running:
+        yield running
 
 
 # -- helpers ----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def _files() -> list[Path]:
     ).stdout.split()
     return [
         ROOT / name
-        for name in listed
+        for name in sorted(set(listed))
         if name.split("/")[0] in CHECKED and not name.startswith(GENERATED)
     ]
 

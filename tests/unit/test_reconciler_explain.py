@@ -10,11 +10,13 @@ from reconciler.model.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     RememberBackoff,
     Remove,
     Retain,
     SetSurplusSince,
+    Unprotect,
 )
 from reconciler.model.backoff import Backoff
 from reconciler.model.views import LeaseView, Observation, PodView
@@ -147,6 +149,8 @@ def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
         Remove("a", True),
         Retain("a"),
         MarkServed("a", "l1"),
+        Protect("a", "serves lease l1"),
+        Unprotect("a", "no lease holds it any more"),
         SetSurplusSince(T0),
         SetSurplusSince(None),
         RememberBackoff(Backoff(1, T0, "a", "exited")),
@@ -154,7 +158,7 @@ def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
         PatchStatus({}),
         RecordEvent("R", "note"),
     ]
-    assert {describe(a)[0] for a in every} | {"waiting"} == set(VERBS)
+    assert {describe(a)[0] for a in every} | {"waiting", "failed"} == set(VERBS)
     names = tuple(f"pool-{i}" for i in range(9))
     assert str(Step("create", names, "x")) == (
         "create 9 (pool-0, pool-1, pool-2, pool-3, pool-4, ... 4 more): x"

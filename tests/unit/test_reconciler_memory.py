@@ -19,7 +19,7 @@ from reconciler.rendering.provisioners import provisioner
 from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.kube import ApiError
 from reconciler.runtime.memory import MemoryLeases, lease_name
-from tests.unit.test_reconciler_support import T0
+from tests.unit.test_reconciler_support import T0, Held
 
 SET: dict[str, Any] = {
     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
@@ -59,21 +59,11 @@ def executor(kube: RecordingKube, memory: MemoryLeases | None) -> Executor:
     runtime = Runtime(
         kube,  # type: ignore[arg-type]
         provisioner("qemu.jumpstarter.dev"),
-        exporters=Empty(),  # type: ignore[arg-type]
-        secrets=Empty(),  # type: ignore[arg-type]
+        exporters=Held(),  # type: ignore[arg-type]
+        secrets=Held(),  # type: ignore[arg-type]
         memory=memory,
     )
     return Executor(runtime, Pass(SET, None, T0))
-
-
-class Empty:
-    """A cache that holds nothing."""
-
-    def get(self, namespace: str, name: str) -> None:
-        return None
-
-    def observed_write(self, obj: dict[str, Any]) -> None:
-        pass
 
 
 @given(

@@ -12,6 +12,7 @@ from reconciler.model.actions import (
     DeletePod,
     MarkServed,
     PatchStatus,
+    Protect,
     RecordEvent,
     Remove,
     Retain,
@@ -175,10 +176,16 @@ def test_retain_detaches_a_released_instance_whatever_the_strategy() -> None:
 
 
 def test_served_leases_are_remembered_while_busy() -> None:
+    # With the lease protection, in one write.
     result = run([ready("pool-0", lease_ref="l7")], min_available=0)
-    assert of(result, MarkServed) == [MarkServed("pool-0", "l7")]
+    assert of(result, Protect) == [Protect("pool-0", served="l7")]
+    assert not of(result, MarkServed)
+    protected = run([ready("pool-0", lease_ref="l7", protected=True)], min_available=0)
+    assert of(protected, MarkServed) == [MarkServed("pool-0", "l7")]
+    assert not of(protected, Protect)
     in_place = run([ready("pool-0", lease_ref="l7")], min_available=0, recycle="InPlaceReuse")
     assert not of(in_place, MarkServed)
+    assert of(in_place, Protect) == [Protect("pool-0")]
 
 
 def test_fenced_instance_is_deleted_once_not_busy() -> None:

@@ -1,4 +1,4 @@
-"""Stage 1, census: every owned instance in its bucket (`reconciler.rules.buckets`), with
+"""Planner stage, census: every owned instance in its bucket (`reconciler.rules.buckets`), with
 its Pods.
 
 Identity: an instance's Pods are those whose controller owner's uid is its Exporter's
@@ -39,7 +39,7 @@ class Census:
     count: Mapping[Bucket, int]  # the expected creates counted as provisioning
     pods_of: Mapping[str, list[PodView]]  # by the identity of the Exporter owning them
     orphans: tuple[PodView, ...]  # Pods of no instance of the pool
-    leased_by: Mapping[str, str]  # exporter name -> the Lease (not ended) naming it
+    leased_by: dict[str, str]  # exporter name -> the Lease (not ended) naming it
     expected: tuple[str, ...]  # created by this process, not in the cache yet
     retain: bool  # reclaimPolicy Retain
     release_served: bool  # served instances leave the pool (Retain or ExitAndReplace)

@@ -1,4 +1,4 @@
-"""Stage 5, departures: instances leaving on their own account. A problem that stops
+"""Planner stage, departures: instances leaving on their own account. A problem that stops
 scaling (`Observation.problem`) stops them too: no fence, no delete.
 
 - Recycling: ExitAndReplace removes an instance once it has served a lease and is no

@@ -1,4 +1,4 @@
-"""Stage 2, failures and backoff: the backoff in force, and the probes it lets boot.
+"""Planner stage, failures and backoff: the backoff in force, and the probes it lets boot.
 
 An instance that failed (`reconciler.rules.backoff`: its Pod ended before the exporter
 registered, or the exporter exited non-zero) is replaced under the pool's backoff,

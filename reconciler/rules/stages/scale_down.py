@@ -1,4 +1,4 @@
-"""Stage 8, scale down: remove a surplus once it has lasted `scaleDownCooldown`.
+"""Planner stage, scale down: remove a surplus once it has lasted `scaleDownCooldown`.
 
 The surplus is capacity - desired, limited to instances that are not busy. The first pass
 that sees a surplus records the moment in the pool's memory (SURPLUS_SINCE, an

@@ -1,4 +1,4 @@
-"""Stage 7, scale up: create the instances the pool lacks, as many as the ceiling allows.
+"""Planner stage, scale up: create the instances the pool lacks, as many as the ceiling allows.
 
     creates = min(desired - capacity, M - owned)      (M = maxReplicas; none: no limit)
 

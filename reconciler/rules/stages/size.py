@@ -1,4 +1,4 @@
-"""Stage 3, size: how many instances the pool wants (DESIGN §4).
+"""Planner stage, size: how many instances the pool wants (DESIGN §4).
 
 With W = minAvailableReplicas (the warm buffer; 0 under WaitForFirstConsumer, which
 keeps none and scales on pending Leases), Q = Leases that have not ended, have no
@@ -11,7 +11,9 @@ M = maxReplicas (0 = no ceiling):
 
 A Lease an owned Exporter already names in its leaseRef is served, not pending, even while
 the Lease's own exporterRef has not reached this cache (two watches, either may lead):
-counted as both busy and pending, it made the pool create one instance too many. The
+counted as both busy and pending, it made the pool create one instance too many. A Lease
+more than one set could serve is counted by its claimant alone, the oldest
+(`reconciler.rules.claims`). The
 ceiling counts every owned object, draining and terminating included, and the creates
 the cache has not shown yet. No I/O.
 """
@@ -20,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.labels import selector_matches
 from reconciler.model.keys import instance_labels
-from reconciler.model.views import BindingMode, Observation
+from reconciler.model.views import BindingMode, Observation, PoolClaim
 from reconciler.rules.buckets import Bucket
+from reconciler.rules.claims import counts_lease
 from reconciler.rules.stages.census import Census
 
 __all__ = ["Size", "size"]
@@ -48,7 +50,7 @@ class Size:
 
 def size(obs: Observation, counted: Census) -> Size:
     pool, klass, count = obs.pool, obs.klass, counted.count
-    labels = instance_labels(pool.name, pool.template_labels)
+    me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
     serving = {e.lease_ref for e in obs.exporters if e.lease_ref}
     pending = sum(
         1
@@ -56,7 +58,7 @@ def size(obs: Observation, counted: Census) -> Size:
         if not lease.ended
         and not lease.exporter
         and lease.name not in serving
-        and selector_matches(lease.selector, labels)
+        and counts_lease(lease.selector, me, obs.rivals)
     )
     wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
     warm = 0 if wffc else pool.min_available

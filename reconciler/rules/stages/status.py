@@ -1,4 +1,4 @@
-"""Stage 10, status: the set's counters and four conditions, computed from what the
+"""Planner stage, status: the set's counters and four conditions, computed from what the
 earlier stages found, and written only when they differ from the observed status (with
 the Events of the conditions that changed, `reconciler.rules.transitions`).
 

@@ -1,4 +1,4 @@
-"""Stage 6, upkeep: the workload of the instances that stay (busy, available,
+"""Planner stage, upkeep: the workload of the instances that stay (busy, available,
 provisioning). A problem that stops scaling stops it too.
 
 Rendering: an instance's config Secret and Pod exist only once Jumpstarter's controller

@@ -1,5 +1,5 @@
 """A change of the set's template, images or class ends the backoff: failures of an
-earlier revision are no reason to wait (`reconciler.rules.planner`, REVISION)."""
+earlier revision are no reason to wait (`reconciler.rules.stages.failures`, REVISION)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import chain
 
 from reconciler.model.actions import Action
 
@@ -24,7 +25,7 @@ class Wait:
     failed: bool = False  # what the last pass failed at (the status says), not a wait
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Steps:
     """A stage's part of a plan: steps in order, waits in order, and the time after which
     the pass should run again (None: nothing of the stage's is due later)."""
@@ -45,8 +46,5 @@ def join(*parts: Steps) -> Steps:
     requeue = None
     for part in parts:
         requeue = sooner(requeue, part.requeue)
-    return Steps(
-        tuple(a for part in parts for a in part.actions),
-        tuple(w for part in parts for w in part.waits),
-        requeue,
-    )
+    actions = tuple(chain.from_iterable(part.actions for part in parts))
+    return Steps(actions, tuple(chain.from_iterable(part.waits for part in parts)), requeue)

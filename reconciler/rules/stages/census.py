@@ -33,7 +33,7 @@ from reconciler.rules.buckets import Bucket, classify
 __all__ = ["Census", "census"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Census:
     members: Mapping[Bucket, list[ExporterView]]
     count: Mapping[Bucket, int]  # the expected creates counted as provisioning

@@ -29,7 +29,7 @@ from reconciler.rules.stages.census import Census
 __all__ = ["Failing", "failures"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failing:
     backoff: Backoff | None  # in force: the memory merged with what failed instances say
     remembered: Backoff | None  # the pool's memory, unless a change or a registration ended it

@@ -25,7 +25,7 @@ from reconciler.rules.steps import Steps
 __all__ = ["Marks", "served_marks"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Marks:
     steps: Steps
     verdicts: Mapping[str, Verdict]  # each instance's protection, by name

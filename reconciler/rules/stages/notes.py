@@ -41,7 +41,7 @@ from reconciler.rules.steps import Steps, Wait
 __all__ = ["Notes", "notes"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Notes:
     steps: Steps
     scale: tuple[str, str]  # (reason, message) of Progressing, ("", "") when settled

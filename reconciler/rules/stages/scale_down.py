@@ -30,7 +30,7 @@ from reconciler.rules.steps import Steps, Wait
 __all__ = ["Shrink", "scale_down"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Shrink:
     steps: Steps = field(default_factory=Steps)
     note: tuple[str, str] = ("", "")  # (reason, message) for Progressing

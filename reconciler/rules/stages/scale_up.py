@@ -36,7 +36,7 @@ from reconciler.rules.steps import Steps, Wait
 __all__ = ["Growth", "scale_up"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Growth:
     creates: tuple[CreateExporter, ...] = ()
     steps: Steps = field(default_factory=Steps)  # what holds creates back

@@ -31,7 +31,7 @@ from reconciler.rules.stages.census import Census
 __all__ = ["Size", "size"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Size:
     pending: int  # Q
     warm: int  # W in force

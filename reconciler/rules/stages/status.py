@@ -60,7 +60,7 @@ from reconciler.rules.transitions import transition_events
 __all__ = ["Status", "status"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Status:
     status: Mapping[str, object]
     steps: Steps  # the write and its Events, when the status changed

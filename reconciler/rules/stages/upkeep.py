@@ -38,7 +38,7 @@ _STAYING = (Bucket.BUSY, Bucket.AVAILABLE, Bucket.PROVISIONING)
 AWAITING_REQUEUE = timedelta(seconds=10)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Upkeep:
     steps: Steps = field(default_factory=Steps)
     awaiting: tuple[str, ...] = ()  # instances waiting for credentials, by name

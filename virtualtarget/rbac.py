@@ -2,8 +2,9 @@
 components' API access tables.
 
 Each component lists every API call it makes once, in its `access` module
-(`webhook.access.ACCESS`, `reconciler.model.access.ACCESS`, entries of `api.access.Permission`).
-This module turns those tables into RBAC, so RBAC grants exactly what the code uses:
+(`webhook.access.ACCESS`, `reconciler.model.access.ACCESS`, entries of
+`api.access.Permission`). This module turns those tables into RBAC, so RBAC grants exactly
+what the code uses:
 
 - `deploy/base/rbac/`: the cluster-wide install, a ClusterRole per component (and, for
   calls confined to the component's own namespace, a Role) with their bindings;

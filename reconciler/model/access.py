@@ -1,10 +1,10 @@
 """Every Kubernetes API call the reconciler makes, in one table.
 
-`ACCESS` is read three ways: the deploy RBAC is generated from it (for each install
-scope, `reconciler.runtime.scope`), the runtime builds its list-and-watch caches from the
-resources in `WATCHED`, and `reconciler.runtime.kube` refuses (before sending) any call whose
-verb the table does not grant in the scope it runs in, so the table cannot drift from
-the code. No I/O.
+`ACCESS` is read three ways: the deploy RBAC is generated from it (for each install scope,
+`reconciler.runtime.scope`), the runtime builds its list-and-watch caches from the
+resources in `WATCHED`, and `reconciler.runtime.kube` refuses (before sending) any call
+whose verb the table does not grant in the scope it runs in, so the table cannot drift
+from the code. No I/O.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ ACCESS: tuple[Permission, ...] = (
     # resourceNames). RBAC cannot restrict a list or watch by label, so `list` and `watch`
     # come only from the Roles of a namespaced install (a rotated token reaches the config
     # Secret at once); a cluster-wide install reads both kinds by name, again every resync
-    # period (`reconciler.runtime.named`). Either cache keeps only the `token` and `config.yaml`
-    # keys of a Secret.
+    # period (`reconciler.runtime.named`). Either cache keeps only the `token` and
+    # `config.yaml` keys of a Secret.
     Permission(SECRETS.group, "secrets", ("get", "create", "update")),
     Permission(SECRETS.group, "secrets", ("list", "watch"), modes=(NAMESPACED,)),
     # the CA bundle of the config: the class's caBundleConfigMapRef or the one a

@@ -1,10 +1,9 @@
 """The steps a plan asks the runtime to take, as plain frozen values.
 
 Each step is idempotent when replayed ("already exists" and "not found" are success,
-deletes carry uids), and a create, whose name the apiserver generates, is remembered
-until the cache shows it (`reconciler.runtime.expectations`), so a crash between two steps, or
-a plan made from a cache that lags behind the last writes, never leaves duplicates.
-No I/O.
+deletes carry uids), and a create, whose name the apiserver generates, is remembered until
+the cache shows it (`reconciler.runtime.expectations`), so a crash between two steps, or a
+plan made from a cache that lags behind the last writes, never leaves duplicates. No I/O.
 
 The steps that change the pool carry `why`, a short reason in the planner's words
 ("warm buffer 2, available 0"): the reconciler logs it and puts it in its Events, and
@@ -106,9 +105,10 @@ class MarkServed:
 
 @dataclass(frozen=True, slots=True)
 class Protect:
-    """Add the LEASE_PROTECTION finalizer to a busy instance (`reconciler.rules.protection`), and
-    with `served` also its SERVED_LEASE annotation (one write for both). Conditional on
-    the resourceVersion the plan saw: a changed instance is planned again."""
+    """Add the LEASE_PROTECTION finalizer to a busy instance
+    (`reconciler.rules.protection`), and with `served` also its SERVED_LEASE annotation
+    (one write for both). Conditional on the resourceVersion the plan saw: a changed
+    instance is planned again."""
 
     name: str
     why: str = field(default="", compare=False)

@@ -61,12 +61,13 @@ RETAINED_FROM = f"{GROUP}/retained-from"
 BACKOFF_STEP = f"{GROUP}/backoff-step"
 # On the ExporterSet (or, in a namespaced install, on its memory Lease): the backoff of a
 # failing pool, as JSON: failures in a row, when the last ended, which instance and its
-# last words, the revision they were rendered from (`reconciler.rules.backoff`). Memory, like
-# SURPLUS_SINCE: it outlives the failed instances, a restart and a change of leader.
+# last words, the revision they were rendered from (`reconciler.rules.backoff`). Memory,
+# like SURPLUS_SINCE: it outlives the failed instances, a restart and a change of leader.
 BACKOFF = f"{GROUP}/backoff"
 # On an Exporter: the revision of the set's spec and class it was rendered from
-# (`reconciler.model.adapt.revision`). A failure of an earlier revision is no reason to wait:
-# the backoff counts only failures of the current one, so a fixed pool fills at once.
+# (`reconciler.model.adapt.revision`). A failure of an earlier revision is no reason to
+# wait: the backoff counts only failures of the current one, so a fixed pool fills at
+# once.
 REVISION = f"{GROUP}/revision"
 # A finalizer on an Exporter while it serves a lease (as `kubernetes.io/pvc-protection` on
 # a PersistentVolumeClaim in use): deleting its set, or the Exporter itself, leaves it

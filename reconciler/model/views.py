@@ -1,7 +1,7 @@
 """What the planner sees: small frozen views of the objects of one pool.
 
-The planner does not read generated models or raw API dicts; `reconciler.model.adapt` builds
-these views from raw objects (applying the documented schema defaults), and the
+The planner does not read generated models or raw API dicts; `reconciler.model.adapt`
+builds these views from raw objects (applying the documented schema defaults), and the
 simulation builds them directly. Keeping them small keeps the planner fast at 10,000
 exporters and independent of the generated models' nested class names. No I/O.
 """
@@ -209,14 +209,14 @@ class Observation:
     """Everything one planning pass of one set needs.
 
     `problem` is a (reason, message) pair when the set cannot be scaled (class missing,
-    class of another provisioner, invalid merged parameters);
-    `awaiting` names the owned instances that cannot be rendered yet, with the reason
-    (Jumpstarter's controller has not issued their credentials, a CA bundle is missing):
-    they get no config Secret and no Pod until then. `images` is the `ImagesAllowed`
-    condition when an image allow-list is in force (`reconciler.rendering.imagecheck`); while it is
-    False no instance and no Pod is created, and those that exist stay. `failure` is a
-    step of this pass that failed: the status then says so (Degraded). `rivals` are the
-    other sets of the namespace, not being deleted, for the claim rule of pending Leases
+    class of another provisioner, invalid merged parameters); `awaiting` names the owned
+    instances that cannot be rendered yet, with the reason (Jumpstarter's controller has
+    not issued their credentials, a CA bundle is missing): they get no config Secret and
+    no Pod until then. `images` is the `ImagesAllowed` condition when an image allow-list
+    is in force (`reconciler.rendering.imagecheck`); while it is False no instance and no
+    Pod is created, and those that exist stay. `failure` is a step of this pass that
+    failed: the status then says so (Degraded). `rivals` are the other sets of the
+    namespace, not being deleted, for the claim rule of pending Leases
     (`reconciler.rules.claims`).
     """
 

@@ -4,8 +4,8 @@ Rules, first match wins:
 
 - terminating: `metadata.deletionTimestamp` set;
 - failed: not busy, every Pod of the instance ended (or its exporter exited) and one of
-  them failed (`reconciler.rules.backoff.failed`: ended before the exporter registered, or a
-  non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
+  them failed (`reconciler.rules.backoff.failed`: ended before the exporter registered, or
+  a non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
 - terminating: under ExitAndReplace, not busy and every Pod of the instance finished
   (Succeeded or Failed, or its exporter exited);
 - draining: `spec.enabled == false`;

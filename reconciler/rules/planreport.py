@@ -3,8 +3,8 @@ as text or as JSON. Pure (the CLI reads the cluster and prints).
 
 The JSON shape (`-o json`) is `JSON_SHAPE`, which `virtualtarget plan --help` prints:
 stable, keys may be added, none renamed or removed. `verb` is one of
-`reconciler.rules.explain.VERBS`; `at` is set on a step held back until then (a scale-down in
-its cooldown); `names` is empty for pool-wide steps and waits.
+`reconciler.rules.explain.VERBS`; `at` is set on a step held back until then (a scale-down
+in its cooldown); `names` is empty for pool-wide steps and waits.
 """
 
 from __future__ import annotations

@@ -4,15 +4,22 @@ One `sync` is one pass over one ExporterSet: read its objects from the caches (t
 indexes, so a pass costs the size of the pool, not of the cluster), build the
 observation, call the pure planner, let the executor make the writes, and requeue at
 the next cooldown deadline the planner reports. Failures back off per key. Each pass
-that acts logs the steps it carried out in the planner's words (`reconciler.rules.explain`); a
-step that fails for good still gets its pass's status written (`reconciler.runtime.failures`).
+that acts logs the steps it carried out in the planner's words
+(`reconciler.rules.explain`); a step that fails for good still gets its pass's status
+written (`reconciler.runtime.failures`).
+
+The caches are made and indexed once (`reconciler.runtime.caches`); what every pass
+works with is one `Runtime` value, what one pass is about one `Pass`
+(`reconciler.runtime.executor`): the credentials of a pool's instances are worked out
+once per pass, when it observes the pool.
 
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the reading and planning half of `sync`.
 
-Scope (`reconciler.runtime.scope`): the caches cover one namespace, a list, or the cluster; in a
-cluster-wide install Secrets are read by name (`reconciler.runtime.named`), and in a namespaced
-one the pool's memory (cooldown, backoff) is a Lease beside each set (`reconciler.runtime.memory`).
+Scope (`reconciler.runtime.scope`): the caches cover one namespace, a list, or the
+cluster; in a cluster-wide install Secrets are read by name (`reconciler.runtime.named`),
+and in a namespaced one the pool's memory (cooldown, backoff) is a Lease beside each set
+(`reconciler.runtime.memory`).
 
 Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -411,8 +418,8 @@ class Controller:
 
     def _expect_live(self, key: ObjKey, uid: str) -> None:
         """Read the set's Exporters live (a quorum list) and expect those the cache has
-        not shown yet (`reconciler.runtime.expectations`: a create without an answer, a process
-        that starts leading)."""
+        not shown yet (`reconciler.runtime.expectations`: a create without an answer, a
+        process that starts leading)."""
         namespace, name = key
         live, _ = self.kube.list(EXPORTERS, namespace, f"{SET_LABEL}={name}")
         cache = self.watches[EXPORTERS]
@@ -456,11 +463,12 @@ class Controller:
         steps that lane is for (the rest of the pass is left to an ordinary one). It logs
         the steps it carried out, and what it holds back (an ordinary pass).
 
-        A step that fails for good (`reconciler.runtime.failures`) ends the pass's work, but not
-        its report: the pass is planned again with the failure, and that plan's status
-        (Degraded, naming the step, its instance and the error) and Events are written;
-        then StepFailed goes to the worker, which retries under the queue's backoff. A
-        retry that fails the same way plans the same status: nothing more is written."""
+        A step that fails for good (`reconciler.runtime.failures`) ends the pass's work,
+        but not its report: the pass is planned again with the failure, and that plan's
+        status (Degraded, naming the step, its instance and the error) and Events are
+        written; then StepFailed goes to the worker, which retries under the queue's
+        backoff. A retry that fails the same way plans the same status: nothing more is
+        written."""
         exporter_set = self.watches[EXPORTERSETS].get(*key)
         now = self.clock()
         self._leftovers(key, exporter_set, now)

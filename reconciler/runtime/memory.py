@@ -3,12 +3,12 @@ its backoff, kept in a coordination.k8s.io Lease beside its ExporterSet.
 
 A cluster-wide install writes this memory into annotations of the set (SURPLUS_SINCE,
 BACKOFF). The Role that Jumpstarter's operator gives an exporter-set controller has no
-update or patch on exportersets (only on their status, whose schema has no field for
-it), but all verbs on coordination Leases in its namespace; a namespaced install of this
-product is granted the same (`reconciler.model.access`). So there the memory is a Lease named
-after the set (`lease_name`), owned by it (garbage collected with it), holding the same
-annotation keys. It is named for the first thing it held, the cooldown's moment, and keeps
-that name so an upgrade keeps a running cooldown. The set's own annotations are read
+update or patch on exportersets (only on their status, whose schema has no field for it),
+but all verbs on coordination Leases in its namespace; a namespaced install of this
+product is granted the same (`reconciler.model.access`). So there the memory is a Lease
+named after the set (`lease_name`), owned by it (garbage collected with it), holding the
+same annotation keys. It is named for the first thing it held, the cooldown's moment, and
+keeps that name so an upgrade keeps a running cooldown. The set's own annotations are read
 while no such Lease exists, and the Lease starts with what they hold, so a takeover from
 Jumpstarter's controller keeps the cooldown that is running.
 

@@ -10,8 +10,8 @@ name on its own schedule so the reads spread over the period. A change seen on a
 the config Secret within `resync` seconds (plus a pass). The reconciler's own writes
 are stored at once (`observed_write`), as a watch would bring them back.
 
-It offers the part of `reconciler.runtime.cache.Informer` the controller uses (get, handlers,
-apply, run, synced, counters), so the controller treats both alike.
+It offers the part of `reconciler.runtime.cache.Informer` the controller uses (get,
+handlers, apply, run, synced, counters), so the controller treats both alike.
 """
 
 from __future__ import annotations

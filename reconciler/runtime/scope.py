@@ -9,10 +9,10 @@ namespace, and which of the access table's entries apply (`reconciler.model.acce
   no `list` or `watch` on Secrets: the two kinds of Secret the reconciler needs (the
   config Secrets it writes, the credential Secrets Exporters name) are read by name and
   read again every `secret_resync` seconds (`reconciler.runtime.named`).
-- `namespaced` (one namespace or a list): a Role per namespace; Secrets are watched
-  there, and the pool's memory (cooldown, backoff) is a coordination Lease beside the
-  set (`reconciler.runtime.memory`), as the Role of Jumpstarter's operator allows no write to an
-  ExporterSet but its status.
+- `namespaced` (one namespace or a list): a Role per namespace; Secrets are watched there,
+  and the pool's memory (cooldown, backoff) is a coordination Lease beside the set
+  (`reconciler.runtime.memory`), as the Role of Jumpstarter's operator allows no write to
+  an ExporterSet but its status.
 
 `NAMESPACE` in the environment (as Jumpstarter's operator sets it) selects the
 one-namespace mode when no namespace is given on the command line. No I/O.

@@ -1,10 +1,10 @@
 """A model of the cluster around one pool, for the simulation and the property tests.
 
 It plays every other actor the planner depends on: the runtime (applying a plan's steps
-with the same idempotence and live checks), the kubelet (Pods boot, finish), the
-exporter process (registers, goes online, exits after a lease under ExitAndReplace) and
-the Jumpstarter lease controller (assigns pending Leases to eligible exporters only).
-The planner under test is always the real `reconciler.rules.planner.plan`. No I/O, no clock:
+with the same idempotence and live checks), the kubelet (Pods boot, finish), the exporter
+process (registers, goes online, exits after a lease under ExitAndReplace) and the
+Jumpstarter lease controller (assigns pending Leases to eligible exporters only). The
+planner under test is always the real `reconciler.rules.planner.plan`. No I/O, no clock:
 time is whatever `now` the caller passes.
 """
 

@@ -2,10 +2,10 @@
 
 A provisioner turns one instance (its Exporter and an `InstanceContext`) into what runs
 it, and states the facts that belong to it: its name (the value of a class's
-`provisioner`) and its default images. The parts every provisioner shares (the
-Exporter, the config Secret around the drivers) are `reconciler.rendering.render`'s; parameters
-are checked by `api.provisioners.check`. Pure: rendering returns dicts, it never calls
-the API.
+`provisioner`) and its default images. The parts every provisioner shares (the Exporter,
+the config Secret around the drivers) are `reconciler.rendering.render`'s; parameters are
+checked by `api.provisioners.check`. Pure: rendering returns dicts, it never calls the
+API.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Planner stage, census: every owned instance in its bucket (`reconciler.rules.buckets`), with
-its Pods.
+"""Planner stage, census: every owned instance in its bucket (`reconciler.rules.buckets`),
+with its Pods.
 
 Identity: an instance's Pods are those whose controller owner's uid is its Exporter's
 (`ExporterView.identity`); a Pod of an earlier Exporter of the same name is nobody's (an

@@ -76,8 +76,9 @@ e2e: $(STAMP) control-plane
 node: $(STAMP) control-plane
 	$(PY) -m pytest -m node
 
-## The product image on a local debootstrap base (no registry needed), as a docker-archive
-## for `ctr -n k8s.io images import` (see virtualtarget/images.py; base once: ~130 s).
+## The product image and the QEMU exporter image (images/qemu-exporter) on a local
+## debootstrap base (no registry needed), as docker-archives for `ctr -n k8s.io images
+## import` (see virtualtarget/images.py; base once: ~130 s).
 image: $(STAMP)
 	$(PY) -m virtualtarget.images
 

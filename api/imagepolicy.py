@@ -12,7 +12,8 @@ resolves it (no registry host means `docker.io`, and a one-part Docker Hub name 
 and `quay.io/jumpstarter-dev/virtual/qemu-runtime`, not `quay.io/jumpstarter-dev-mirror/x`.
 Every prefix starts with a registry host. With `require_digest`, a reference must also be
 pinned as `@sha256:<64 hex digits>`. The default images of the provisioners this project
-knows always pass. No list and no digest requirement: no policy, every image passes.
+knows, and the instance images it ships (`api.provisioners.SHIPPED_IMAGES`), always pass.
+No list and no digest requirement: no policy, every image passes.
 No I/O.
 """
 
@@ -27,7 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from api.images import image_reference_errors
-from api.provisioners import DEFAULT_IMAGES
+from api.provisioners import DEFAULT_IMAGES, SHIPPED_IMAGES
 
 __all__ = [
     "ALLOW_LIST",
@@ -53,7 +54,8 @@ NO_ALLOW_LIST = (
 
 
 def _always() -> frozenset[str]:
-    return frozenset(ref for images in DEFAULT_IMAGES.values() for ref in images.values())
+    defaults = [ref for images in DEFAULT_IMAGES.values() for ref in images.values()]
+    return frozenset([*defaults, *SHIPPED_IMAGES])
 
 
 def _is_host(segment: str) -> bool:
@@ -158,7 +160,9 @@ class ImagePolicy:
         """One line for the start-up log."""
         listed = ", ".join(self.prefixes) if self.prefixes else "any repository"
         digest = ", digest required" if self.require_digest else ""
-        return f"image allow-list: {listed}{digest} (and the provisioners' default images)"
+        return (
+            f"image allow-list: {listed}{digest} (and the provisioners' default and shipped images)"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ from unittest import mock
 import yaml
 from fastapi import FastAPI, Request, Response
 
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTIONS = (1, 10, 50)
 SECONDS = 1
@@ -64,7 +66,7 @@ def _review(defaulted: bool) -> dict[str, Any]:
                 ]
             },
         },
-        "images": {"exporter": {"image": "quay.io/jumpstarter-dev/jumpstarter:0.9.0"}},
+        "images": {"exporter": {"image": QEMU_EXPORTER_IMAGE}},
         "parameters": {"resources": {"memory": "4Gi"}},
     }
     if defaulted:

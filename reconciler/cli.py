@@ -30,6 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
+from api.provisioners.qemu import Layout
 from reconciler.runtime.named import DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address
 from scrape.http import serve as serve_routes
@@ -65,6 +66,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--provisioner",
         default=DEFAULT_PROVISIONER,
         help="handle only sets whose class names this provisioner (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--qemu-layout",
+        choices=[layout.value for layout in Layout],
+        default=Layout.EXPORTER.value,
+        help="where QEMU runs in the Pods of pools whose parameters name no `layout`: "
+        "exporter (Jumpstarter 0.9.0's driver, in the exporter's container) or sidecar "
+        "(Jumpstarter main's runtime sidecar; exporter-set-controller's default) "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--namespace",
@@ -283,7 +293,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
     from reconciler.runtime.scope import Scope
 
     try:
-        plugin = provisioner(args.provisioner)
+        plugin = provisioner(args.provisioner, qemu_layout=args.qemu_layout)
     except KeyError as exc:
         return str(exc.args[0])
     try:

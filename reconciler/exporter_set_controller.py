@@ -14,7 +14,10 @@ that program does (Go's flag syntax: `--flag=value`, `--flag value`, a bool flag
   controller and Jumpstarter's for the same provisioner never lead at once (both take
   the same coordination Lease);
 - the cluster: `--kubeconfig`, else `$KUBECONFIG`, else the in-cluster configuration,
-  else `~/.kube/config`, as controller-runtime looks for it.
+  else `~/.kube/config`, as controller-runtime looks for it;
+- the QEMU layout Jumpstarter main renders (`--qemu-layout=sidecar`): the operator that
+  runs this command exists only with Jumpstarter main, so a class written for it renders
+  as it does there unless its parameters name another `layout`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from api.provisioners.qemu import Layout
 from reconciler import cli
 from reconciler.runtime.scope import NAMESPACE_ENV
 
@@ -123,6 +127,7 @@ def reconcile_args(
         f"--namespace={namespace}",
         f"--leader-election-namespace={namespace}",
         f"--leader-election-id={ELECTION_ID_PREFIX}{ours.provisioner}",
+        f"--qemu-layout={Layout.SIDECAR.value}",
     ]
     if not ours.leader_elect:
         translated.append("--no-leader-election")

@@ -16,8 +16,12 @@ mounted for the one RUN that installs, they never become part of a layer.
 For tests, `unpacked()` unpacks an archive (skopeo, umoci) and runs commands in it with
 runc as the kubelet would: the image's user, a read-only root filesystem, no network.
 
-    python -m virtualtarget.images             # the product image (`make image`)
-    python -m virtualtarget.images --base-only # only the local base
+    python -m virtualtarget.images                # both images (`make image`)
+    python -m virtualtarget.images --product-only # the product image
+    python -m virtualtarget.images --base-only    # only the local base
+
+The QEMU exporter image (`images/qemu-exporter`, `build_qemu_exporter`) is the exporter
+image of QEMU pools: Jumpstarter's `jmp run` and QEMU driver with Debian's QEMU.
 
 Everything lives under one cache folder (`.cache/images/`, `--cache`); a finished
 buildah command leaves nothing mounted or running, and a failed or timed-out one (or a
@@ -47,17 +51,21 @@ from typing import Any
 
 import yaml
 
+from api.jumpstarter import JUMPSTARTER_RELEASE
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from virtualtarget.deploy_render import DEPLOY, REPO
 from virtualtarget.nodehost import unmount_under
 
 __all__ = [
     "BASE_PACKAGES",
     "CACHE",
+    "QEMU_EXPORTER_CONTEXT",
     "Buildah",
     "ImageError",
     "Unpacked",
     "archive_config",
     "build_product",
+    "build_qemu_exporter",
     "ensure_base",
     "main",
     "pip_secrets",
@@ -66,6 +74,7 @@ __all__ = [
 ]
 
 CACHE = REPO / ".cache" / "images"
+QEMU_EXPORTER_CONTEXT = REPO / "images" / "qemu-exporter"
 SUITE = "bookworm"
 # What the Dockerfile's build stage needs of a base: python3 with venv and pip, and the
 # CA certificates pip checks the index with.
@@ -311,6 +320,38 @@ def build_product(
     )
 
 
+def build_qemu_exporter(
+    archive: Path | None = None, *, layer_cache: bool = True, cache: Path = CACHE
+) -> Path:
+    """The QEMU exporter image (`images/qemu-exporter`), on the local base. With the layer
+    cache, an archive built from the same inputs (the context's files, the base, the
+    release) is kept as it is: `make image` and the node tier both ask for it, and
+    writing its 700 MB again would take most of a rebuild's time."""
+    base = ensure_base(cache)
+    archive = archive or cache / "qemu-exporter.tar"
+    inputs = hashlib.sha256(f"{base} {JUMPSTARTER_RELEASE}".encode())
+    for path in sorted(QEMU_EXPORTER_CONTEXT.rglob("*")):
+        if path.is_file():
+            inputs.update(path.relative_to(QEMU_EXPORTER_CONTEXT).as_posix().encode())
+            inputs.update(path.read_bytes())
+    stamp = archive.with_name(archive.name + ".inputs")
+    current = archive.is_file() and stamp.is_file() and stamp.read_text() == inputs.hexdigest()
+    if layer_cache and current:
+        print(f"images: {QEMU_EXPORTER_IMAGE} in {archive} is current")
+        return archive
+    stamp.unlink(missing_ok=True)
+    build(
+        QEMU_EXPORTER_CONTEXT,
+        archive,
+        QEMU_EXPORTER_IMAGE,
+        build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE},
+        layer_cache=layer_cache,
+        cache=cache,
+    )
+    stamp.write_text(inputs.hexdigest())
+    return archive
+
+
 # --- running an image -----------------------------------------------------------------
 
 
@@ -456,18 +497,24 @@ def unpacked(archive: Path, work: Path) -> Iterator[Unpacked]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m virtualtarget.images", description=__doc__)
     parser.add_argument("--cache", type=Path, default=CACHE, help="the cache folder")
-    parser.add_argument("--out", type=Path, help="the archive (default: CACHE/virtualtarget.tar)")
+    parser.add_argument(
+        "--out", type=Path, help="the product image's archive (default: CACHE/virtualtarget.tar)"
+    )
     parser.add_argument("--base-only", action="store_true", help="only make the local base")
+    parser.add_argument("--product-only", action="store_true", help="not the QEMU exporter image")
     args = parser.parse_args(argv)
     try:
         if args.base_only:
             print(ensure_base(args.cache))
             return 0
-        archive = build_product(args.out, cache=args.cache)
+        archives = [build_product(args.out, cache=args.cache)]
+        if not args.product_only:
+            archives.append(build_qemu_exporter(cache=args.cache))
     except ImageError as error:
         print(f"images: {error}", file=sys.stderr)
         return 1
-    print(f"images: import into a node's containerd with\n  ctr -n k8s.io images import {archive}")
+    imports = "".join(f"\n  ctr -n k8s.io images import {a}" for a in archives)
+    print(f"images: import into a node's containerd with{imports}")
     return 0
 
 

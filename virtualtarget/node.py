@@ -52,6 +52,7 @@ from virtualtarget.controlplane import (
     free_port,
     require_binaries,
 )
+from virtualtarget.guest import DEBIAN_PACKAGES as GUEST_PACKAGES
 from virtualtarget.nodehost import (
     NETWORK,
     TEMP_PREFIX,
@@ -80,17 +81,23 @@ __all__ = [
 ]
 
 NODE_BINARIES = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-# The Debian packages the node needs (`.ci/run` installs these when missing), and the
-# programs from them the harness runs; gcc and libc6-dev build the pause binary.
-DEBIAN_PACKAGES = (
-    "containerd",
-    "runc",
-    "containernetworking-plugins",
-    "iptables",
-    "umoci",
-    "busybox-static",
-    "gcc",
-    "libc6-dev",
+# The Debian packages the node tier needs (`.ci/run` installs these when missing), and the
+# programs from them the harness runs; gcc and libc6-dev build the pause binary; the
+# marker guest the tier boots is built with the guest's (`virtualtarget.guest`).
+DEBIAN_PACKAGES = tuple(
+    dict.fromkeys(
+        (
+            "containerd",
+            "runc",
+            "containernetworking-plugins",
+            "iptables",
+            "umoci",
+            "busybox-static",
+            "gcc",
+            "libc6-dev",
+            *GUEST_PACKAGES,
+        )
+    )
 )
 HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "gcc", "strip", "iptables")
 CNI_BIN = Path("/usr/lib/cni")

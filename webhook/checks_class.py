@@ -1,6 +1,7 @@
 """VirtualTargetClass checks the CRD's CEL cannot express: provisioner name, references,
-toleration effects, nodeSelector label syntax, resource quantities, images, and the
-provisioner's parameters (the class's own; a set's are checked merged over them).
+toleration effects, nodeSelector label syntax, resource quantities, images, the
+provisioner's parameters (the class's own; a set's are checked merged over them), and a
+runtime image its QEMU layout does not run (a warning).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from api.fielderrors import FieldError, join_path
 from api.labels import dns_subdomain_errors, labels_errors, qualified_name_errors
 from api.provisioners.check import check_parameters
+from api.provisioners.qemu_layout import class_layout_warnings
 from webhook.checks_common import child, images_errors, resources_errors
 from webhook.verdict import Verdict
 
@@ -32,6 +34,7 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
         found = check_parameters(provisioner, parameters)
         verdict.errors += found.errors
         verdict.warnings += found.warnings
+    verdict.warnings += class_layout_warnings(spec)
     verdict.errors += _reference_errors(
         spec.get("caBundleConfigMapRef"), "spec.caBundleConfigMapRef"
     )

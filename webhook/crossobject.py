@@ -13,6 +13,7 @@ from api.imagepolicy import ImagePolicy
 from api.merge import deep_merge
 from api.provisioners import DEFAULT_IMAGES
 from api.provisioners.check import check_parameters
+from api.provisioners.qemu_layout import set_layout_findings
 from webhook.checks_images import inherited_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.jsontext import compact_json
@@ -39,9 +40,10 @@ async def check_set_against_class(
     old: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """The set's class exists, agrees with the warm buffer, and accepts the merged
-    parameters; the set's own unknown parameter keys are warnings. With an image
-    allow-list, the images the set leaves to its class must be on it (`old`: the set
-    before an UPDATE)."""
+    parameters, and its images can run the QEMU layout they name
+    (`api.provisioners.qemu_layout`); the set's own unknown parameter keys are warnings.
+    With an image allow-list, the images the set leaves to its class must be on it
+    (`old`: the set before an UPDATE)."""
     set_spec = _mapping(exporter_set.get("spec"))
     name = set_spec.get("virtualTargetClassName")
     if not isinstance(name, str) or not name:
@@ -77,6 +79,12 @@ async def check_set_against_class(
         )
         verdict.errors += errors
         verdict.warnings += warnings
+        merged = deep_merge(
+            _mapping(class_spec.get("parameters")), _mapping(set_spec.get("parameters"))
+        )
+        layout_errors, layout_warnings = set_layout_findings(set_spec, class_spec, merged)
+        verdict.errors += layout_errors
+        verdict.warnings += layout_warnings
         if not errors:  # what an instance would be: the apiserver must be able to store it
             verdict.errors += storable_errors(exporter_set, found)
     if image_policy is not None:

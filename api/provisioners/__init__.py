@@ -4,8 +4,9 @@
 class or set names another (the image allow-list always admits these);
 `PARAMETER_MODELS` maps a VirtualTargetClass `provisioner` to the Pydantic model its
 `parameters` (a class's own, and the set's deep-merged over them) must satisfy;
-`api.provisioners.check` applies it. Provisioners not listed are validated by their own
-controllers. No I/O.
+`api.provisioners.check` applies it; `SHIPPED_IMAGES` are the instance images this
+project ships itself (the image allow-list admits these too). Provisioners not listed
+are validated by their own controllers. No I/O.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pydantic import BaseModel
 
 from api.provisioners.qemu import DEFAULT_IMAGES as QEMU_IMAGES
 from api.provisioners.qemu import PROVISIONER as QEMU
-from api.provisioners.qemu import QemuParameters
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, QemuParameters
 
-__all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS"]
+__all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS", "SHIPPED_IMAGES"]
 
 PARAMETER_MODELS: dict[str, type[BaseModel]] = {QEMU: QemuParameters}
 DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES}
+SHIPPED_IMAGES: tuple[str, ...] = (QEMU_EXPORTER_IMAGE,)

@@ -11,6 +11,11 @@ unchanged. All optional:
 - `resources.cpu`: virtual CPUs, an integer 1-64; `resources.memory`: guest RAM,
   128Mi-256Gi; `resources.storage`: root disk, 1Gi-2Ti. Sizes are Kubernetes quantities
   and must be whole KiB, so that QEMU's own size spelling can say them exactly.
+- `layout`: where QEMU runs in an instance Pod (`Layout`); this project's key, not
+  Jumpstarter's: `exporter` (in the exporter's own container, as release 0.9.0's QEMU
+  driver runs it) or `sidecar` (in a runtime sidecar reached through the driver's
+  `launcher_socket`, as Jumpstarter main renders it). Unset, the reconciler's entry point
+  chooses (`reconciler.rendering.provisioners.qemu`).
 
 Jumpstarter's provisioner passes keys it does not know through, so an unknown key is not
 an error here either: `api.provisioners.check` reports it as a warning (the models allow
@@ -32,7 +37,9 @@ from api.quantity import format_bytes, parse_quantity
 __all__ = [
     "DEFAULT_IMAGES",
     "PROVISIONER",
+    "QEMU_EXPORTER_IMAGE",
     "Architecture",
+    "Layout",
     "QemuFirmware",
     "QemuParameters",
     "QemuResources",
@@ -46,6 +53,11 @@ DEFAULT_IMAGES = {
     "runtime": f"{JUMPSTARTER_REPOSITORIES}virtual/qemu-runtime:{JUMPSTARTER_RELEASE}",
 }
 
+# The exporter image this project ships for the `exporter` layout (images/qemu-exporter):
+# Jumpstarter's release with `jmp run`, its QEMU driver, and QEMU with SeaBIOS.
+# Jumpstarter's published exporter image carries no QEMU.
+QEMU_EXPORTER_IMAGE = f"ghcr.io/jumpstarter-dev/virtualtarget-qemu-exporter:{JUMPSTARTER_RELEASE}"
+
 _MEMORY_RANGE = (parse_quantity("128Mi"), parse_quantity("256Gi"))
 _STORAGE_RANGE = (parse_quantity("1Gi"), parse_quantity("2Ti"))
 _KIB = 1024
@@ -54,6 +66,16 @@ _KIB = 1024
 class Architecture(str, Enum):
     X86_64 = "x86_64"
     AARCH64 = "aarch64"
+
+
+class Layout(str, Enum):
+    """Where QEMU runs in an instance Pod."""
+
+    # In the exporter's container: the QEMU driver runs qemu-system-<arch> itself
+    # (Jumpstarter 0.9.0, the release).
+    EXPORTER = "exporter"
+    # In a runtime sidecar the driver reaches through `launcher_socket` (Jumpstarter main).
+    SIDECAR = "sidecar"
 
 
 def _bytes_within(value: Any, bounds: tuple[Decimal, Decimal]) -> str:
@@ -132,3 +154,4 @@ class QemuParameters(BaseModel):
     ) = Field(default=None, alias="machineType")
     firmware: QemuFirmware | None = None
     resources: QemuResources | None = None
+    layout: Layout | None = None

@@ -106,7 +106,7 @@ def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(
     assert result.returncode == 0
     assert result.stderr == (
         "Warning: spec.parameters.colour: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources)\n"
+        "(known: arch, machineType, firmware, resources, layout)\n"
     )
 
     bad = {"resources": {"cpu": 0}, "firmware": {"digest": "sha256:not-hex"}}

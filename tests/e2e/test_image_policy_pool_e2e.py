@@ -56,6 +56,10 @@ def uids(plane: ControlPlane, kind: str, ns: str) -> dict[str, str]:
     return {o["metadata"]["name"]: o["metadata"]["uid"] for o in of_pool(plane, kind, ns)}
 
 
+# The layout whose Pods run the runtime image (a sidecar), so the class's image is used.
+SIDECAR = {"layout": "sidecar"}
+
+
 def runtime_images(plane: ControlPlane, ns: str) -> dict[str, str]:
     return {
         p["metadata"]["name"]: next(
@@ -78,7 +82,7 @@ def test_turning_a_list_on_leaves_a_running_pool_and_reports_it(
 ) -> None:
     plane, ns = control_plane, namespace
     local = ["--namespace", ns, "--no-leader-election"]
-    apply(plane, virtual_target_class("lab", ns, images=images(runtime=OTHER)))
+    apply(plane, virtual_target_class("lab", ns, images=images(runtime=OTHER), parameters=SIDECAR))
     apply(plane, exporter_set("pool", ns, class_name="lab", with_template=True, minReplicas=2))
     with running_reconciler(plane, tmp_path, name="before", extra=local):
         wait_for("two Pods", lambda: len(runtime_images(plane, ns)) == 2)
@@ -122,7 +126,10 @@ def test_turning_a_list_on_leaves_a_running_pool_and_reports_it(
             assert uids(plane, "pods", ns) == pods
 
             # The class moves to an allowed image: the pool grows, from it only.
-            apply(plane, virtual_target_class("lab", ns, images=images(runtime=ALLOWED)))
+            apply(
+                plane,
+                virtual_target_class("lab", ns, images=images(runtime=ALLOWED), parameters=SIDECAR),
+            )
             grown = wait_for("a third Pod", lambda: len(runtime_images(plane, ns)) == 3)
             assert grown
             now = runtime_images(plane, ns)

@@ -1,8 +1,9 @@
 """The Pod Security level instance namespaces need, asked of kube-apiserver's own Pod
-Security admission: the Pod the reconciler renders (the runtime sidecar given /dev/kvm
-through a device plugin's resource, as a class would ask for it) is admitted where the
-namespace enforces `baseline`, and refused under `restricted`, for the runtime sidecar's
-root user alone. kubectl's text is pinned.
+Security admission, for the Pod the reconciler renders with /dev/kvm given through a
+device plugin's resource, as a class would ask for it. The default layout (QEMU in the
+exporter's container) is admitted under `restricted`; Jumpstarter main's `sidecar` layout
+is admitted where the namespace enforces `baseline`, and refused under `restricted` for
+the runtime sidecar's root user alone. kubectl's text is pinned.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ KVM = "devices.kubevirt.io/kvm"
 EXPORTER = f"{generate_name('pool')}x7k2q"
 
 
-def rendered_pod(ns: str) -> dict[str, object]:
+def rendered_pod(ns: str, layout: str) -> dict[str, object]:
     klass = virtual_target_class(
-        "kvm", ns, scheduling={"resources": {"limits": {KVM: "1", "memory": "2Gi"}}}
+        "kvm",
+        ns,
+        scheduling={"resources": {"limits": {KVM: "1", "memory": "2Gi"}}},
+        parameters={"layout": layout},
     )
     pool = exporter_set("pool", ns, class_name="kvm", with_template=True)
     exporter = render_exporter(pool, generate_name("pool"))
@@ -35,22 +39,25 @@ def rendered_pod(ns: str) -> dict[str, object]:
     return QemuProvisioner().render_pod(ctx)
 
 
-def create_under(plane: ControlPlane, level: str) -> tuple[int, str]:
+def create_under(plane: ControlPlane, level: str, layout: str) -> tuple[int, str]:
     ns = f"psa-{level}-{secrets.token_hex(3)}"
     plane.kubectl("create", "namespace", ns)
     plane.kubectl("label", "namespace", ns, f"pod-security.kubernetes.io/enforce={level}")
-    done = plane.kubectl(
-        "create", "--dry-run=server", "-f", "-", input=json.dumps(rendered_pod(ns)), check=False
-    )
+    pod = json.dumps(rendered_pod(ns, layout))
+    done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=pod, check=False)
     return done.returncode, done.stderr
 
 
-def test_instance_pods_meet_baseline(control_plane: ControlPlane) -> None:
-    assert create_under(control_plane, "baseline") == (0, "")
+def test_the_default_layouts_pods_meet_restricted(control_plane: ControlPlane) -> None:
+    assert create_under(control_plane, "restricted", "exporter") == (0, "")
+
+
+def test_sidecar_layout_pods_meet_baseline(control_plane: ControlPlane) -> None:
+    assert create_under(control_plane, "baseline", "sidecar") == (0, "")
 
 
 def test_restricted_refuses_only_the_runtime_sidecars_root(control_plane: ControlPlane) -> None:
-    code, stderr = create_under(control_plane, "restricted")
+    code, stderr = create_under(control_plane, "restricted", "sidecar")
     assert code == 1
     runtime = 'container "target-runtime"'
     assert stderr == (

@@ -154,10 +154,7 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
     assert first.startswith("pool-") and second.startswith("pool-")  # generated names
     assert wait_for("their pods", lambda: pods(plane, ns) == [first, second])
     pod = get_json(plane, "pod", first, "-n", ns)
-    assert [c["name"] for c in pod["spec"]["initContainers"]] == [
-        "copy-jumpstarter-exec",
-        "target-runtime",
-    ]
+    assert "initContainers" not in pod["spec"]  # the default layout: QEMU in the exporter
     assert [c["name"] for c in pod["spec"]["containers"]] == ["exporter"]
     assert pod["spec"]["restartPolicy"] == "Never"
     config = get_json(plane, "secret", f"exporter-config-{first}", "-n", ns)

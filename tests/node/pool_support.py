@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from reconciler.model.jumpstarter import config_secret_name
 from reconciler.model.keys import SET_LABEL
 from tests.controller_double import DRIVERS, RunningController
@@ -40,9 +41,9 @@ __all__ = [
     "running_pool",
 ]
 
-# The Pod Security level a rendered instance Pod meets (README, "Pod Security level of
-# instance namespaces"; tests/e2e/test_pod_security_e2e.py asks kube-apiserver): the
-# runtime sidecar's root is what `restricted` refuses.
+# The Pod Security level every layout's instance Pods meet (tests/e2e/test_pod_security_e2e.py
+# asks kube-apiserver): the `sidecar` layout's runtime runs as root, which `restricted`
+# refuses; the default layout's Pods, which run here, meet `restricted` too.
 INSTANCE_POD_SECURITY = "baseline"
 
 Obj = dict[str, Any]
@@ -341,8 +342,10 @@ def running_pool(
     *,
     name: str = "pool",
     reconciler_args: tuple[str, ...] = (),
+    parameters: Obj | None = None,
 ) -> Iterator[Pool]:
-    """The class `node`, the credential stand-in, the reconciler and a History for
+    """The class `node` (its exporter image the QEMU exporter image this project ships,
+    and `parameters`), the credential stand-in, the reconciler and a History for
     `namespace`; the set itself is the test's to apply (`Pool.apply`)."""
     api = cluster.plane.api_client()
     stop = threading.Event()
@@ -354,7 +357,9 @@ def running_pool(
         interval=0.2,
     )
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-    apply(cluster, virtual_target_class("node", namespace))
+    images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
+    klass = virtual_target_class("node", namespace, images=images, parameters=parameters or {})
+    apply(cluster, klass)
     history = History(api, namespace).start()
     try:
         with running_reconciler(
@@ -372,14 +377,27 @@ def running_pool(
 
 @contextlib.contextmanager
 def fresh_pool(
-    cluster: Any, controller: RunningController, workdir: Path, prefix: str
+    cluster: Any,
+    controller: RunningController,
+    workdir: Path,
+    prefix: str,
+    *,
+    leases: bool = False,
+    **pool_args: Any,
 ) -> Iterator[Pool]:
-    """`running_pool` in a namespace of its own (`prefix-<random>`), deleted afterwards."""
+    """`running_pool` in a namespace of its own (`prefix-<random>`), deleted afterwards;
+    with `leases`, the double's lease controller serves that namespace meanwhile."""
     namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
+    book = controller.double.leases if leases else None
+    if leases:
+        assert book is not None, "the double has no cluster to keep leases in"
+        book.serve(namespace)
     try:
-        with running_pool(cluster, namespace, controller, workdir) as running:
+        with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
             yield running
     finally:
+        if book is not None:
+            book.forget(namespace)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
@@ -391,6 +409,7 @@ def container_pid(pod: Obj, container: str) -> int:
     container_id = found["containerID"].split("://", 1)[1]
     pod_dir = "pod" + pod["metadata"]["uid"]
     parents: dict[int, int] = {}
+    started: dict[int, int] = {}  # clock ticks after boot
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -400,12 +419,16 @@ def container_pid(pod: Obj, container: str) -> int:
         except OSError:
             continue
         if pod_dir in cgroups and container_id in cgroups:
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    # The container's first process: the one whose parent is outside the container.
+            fields = stat.rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            started[int(entry.name)] = int(fields[19])
+    # The container's first process: its parent is outside the container. So is that of a
+    # process `kubectl exec` or an exec probe (every 2 s) started meanwhile: the first
+    # process is the oldest of them.
     tops = [pid for pid, parent in parents.items() if parent not in parents]
-    if len(tops) != 1:
+    if not tops:
         raise AssertionError(f"{container} of Pod {pod['metadata']['name']}: processes {parents}")
-    return tops[0]
+    return min(tops, key=lambda pid: (started[pid], pid))
 
 
 def kill_container(pod: Obj, container: str, sig: signal.Signals) -> None:

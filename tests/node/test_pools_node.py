@@ -1,11 +1,14 @@
 """Pools whose instance Pods really run, on the single-node cluster.
 
-The instance images are the test stand-ins of `tests/node/images` (the real `jmp run` and
-drivers of Jumpstarter's release; a placeholder exec helper; a runtime that sleeps), under
-the provisioner's default names. Each exporter registers from inside its Pod with the
-ControllerService double on the node IP, which marks the Exporter Registered and Online as
-Jumpstarter's controller does. Releases are played as Jumpstarter's controller shows them
-(`status.leaseRef` set, then cleared); failures are real process exits on the node.
+Every instance runs the QEMU exporter image this project ships (`images/qemu-exporter`:
+Jumpstarter's release `jmp run` and drivers, with QEMU), named by the pools' class, in the
+default layout (QEMU in the exporter's container). Each exporter registers from inside
+its Pod with the double of Jumpstarter's controller on the node IP, which marks the
+Exporter Registered and Online as Jumpstarter's controller does. Releases are played as
+Jumpstarter's controller shows them (`status.leaseRef` set, then cleared), except in the
+guest test, where a real Jumpstarter client leases an instance through the double's lease
+controller, flashes the marker guest (`virtualtarget/guest.py`), boots it under TCG and
+releases it; failures are real process exits on the node.
 
 Every test prints its figure; the waits are bounded polls, never timing assertions.
 """
@@ -26,12 +29,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.jumpstarter import TOKEN_KEY
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from reconciler.model.jumpstarter import QEMU_DRIVER, TOKEN_KEY
 from reconciler.model.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
 from tests.controller_double import RunningController, serve_controller
 from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
-from tests.node.instance_images import build_instance_images
+from tests.node.guest_support import run_client, write_client_config
 from tests.node.pool_support import (
     Pool,
     fresh_pool,
@@ -39,8 +43,11 @@ from tests.node.pool_support import (
     kill_container,
     running_pool,
 )
+from tests.node.support import record_figure
+from virtualtarget.guest import MARKER, build_marker_guest
+from virtualtarget.images import build_qemu_exporter
 
-# The first test's setup builds the two instance images on a fresh clone (about 3 minutes
+# The first test's setup builds the QEMU exporter image on a fresh clone (about 3 minutes
 # on 2 cores) and starts the cluster, past the suite's default 300 s per test.
 pytestmark = pytest.mark.timeout(900)
 
@@ -53,14 +60,15 @@ DRIVER_NAMES = ["power", "serial", "tcp"]
 
 @pytest.fixture(scope="session")
 def instance_archives() -> Mapping[str, Path]:
-    """Both stand-ins built (once a session; the layer cache keeps a rebuild short)."""
-    return build_instance_images()
+    """The QEMU exporter image built (once a session; the layer cache keeps a rebuild
+    short), by the builder `make image` runs."""
+    return {QEMU_EXPORTER_IMAGE: build_qemu_exporter()}
 
 
 @pytest.fixture(scope="module")
 def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
-    """Both stand-ins imported into this module's node, and the product's CRDs (with this
-    project's copy of Jumpstarter's Exporter CRD) installed."""
+    """The QEMU exporter image imported into this module's node, and the product's CRDs
+    (with this project's copy of Jumpstarter's Exporter CRD) installed."""
     node_cluster.plane.install_crds()
     install_lease_crd(node_cluster)  # Jumpstarter's, which a Jumpstarter install brings
     started = time.monotonic()
@@ -218,6 +226,124 @@ def test_the_pool_fills_and_every_exporter_registers_from_inside_its_pod(pool: P
     assert_tidy(pool, 2)
 
 
+# -- a real client leases an instance, boots a guest on it, and its successor the same ----
+
+# The template of Jumpstarter's own QEMU pools: one QEMU driver; its size from the class.
+GUEST_DRIVERS = [{"name": "qemu", "type": QEMU_DRIVER, "config": {"hostname": "guest"}}]
+# The guest: one vCPU, 256 MiB (the class's parameters); the Pod requests them.
+GUEST_PARAMETERS = {"resources": {"cpu": 1, "memory": "256Mi"}}
+GUEST_REQUESTS = {"cpu": "1", "memory": "512Mi"}  # the guest's memory and QEMU's, jmp's
+BOOTS = 2  # per lease: power on to the marker, off, on to the marker again
+
+
+@pytest.fixture(scope="session")
+def marker_guest() -> Path:
+    """The marker guest's disk (built once per cache folder)."""
+    return build_marker_guest()
+
+
+@pytest.fixture
+def guest_pool(
+    node_cluster: Any,
+    instance_images: None,
+    controller: RunningController,
+    broken_pools: dict[int, Pool],
+    tmp_path: Path,
+) -> Iterator[Pool]:
+    """A pool of one QEMU instance whose namespace the double's lease controller serves."""
+    with fresh_pool(
+        node_cluster,
+        controller,
+        tmp_path,
+        "guest",
+        leases=True,
+        name="guest",
+        parameters=GUEST_PARAMETERS,
+    ) as running:
+        yield running
+
+
+def _online_since(pool: Pool, uid: str) -> float | None:
+    """When the watch first showed the Exporter `uid` Online (time.monotonic())."""
+    for event in list(pool.history.exporters):
+        conditions = (event.obj.get("status") or {}).get("conditions") or []
+        if event.uid == uid and any(
+            c["type"] == "Online" and c["status"] == "True" for c in conditions
+        ):
+            return event.at
+    return None
+
+
+def _has_kvm(pool: Pool, pod: str) -> str:
+    check = "import os; print(os.path.exists('/dev/kvm'))"
+    done = pool.cluster.kubectl(
+        "exec", "-n", pool.namespace, pod, "-c", "exporter", "--", "python3", "-c", check
+    )
+    return done.stdout.strip()
+
+
+def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_same(
+    guest_pool: Pool, marker_guest: Path, tmp_path: Path
+) -> None:
+    """Jumpstarter's e2e on the released exporter: a real 0.9.0 client leases the pool's
+    instance by its labels, flashes the marker guest, powers it on and reads the console
+    to the marker, power-cycles and reads it again, and releases; under ExitAndReplace
+    the released instance is replaced and its successor leased and booted the same way."""
+    pool = guest_pool
+    pool.apply(drivers=GUEST_DRIVERS, minAvailableReplicas=1, maxReplicas=1)
+    pool.wait_warm(1, timeout=180)
+    leases = pool.controller.double.leases
+    assert leases is not None
+    config = write_client_config(
+        tmp_path / "client.yaml",
+        pool.namespace,
+        "tester",
+        pool.controller.endpoint,
+        leases.add_client(pool.namespace, "tester"),
+        pool.controller.certificates.ca_pem,
+    )
+    for turn in (1, 2):
+        (instance,) = pool.exporters()  # the pool's ceiling is one instance
+        name, uid = instance["metadata"]["name"], _uid(instance)
+        pod = get_json(pool.cluster, "pod", name, "-n", pool.namespace)
+        (container,) = pod["spec"]["containers"]  # QEMU runs in the exporter's container
+        assert container["resources"] == {"requests": GUEST_REQUESTS}
+        # TCG: the Pod is given no /dev/kvm (here it is a PVM device, which freezes a guest).
+        assert _has_kvm(pool, name) == "False"
+        run = run_client(config, "pool=guest", marker_guest, BOOTS, tmp_path)
+        assert run.code == 0, run.output
+        acquired = run.first("lease acquired")
+        assert acquired["exporter"] == name, run.output
+        markers = [e["line"] for e in run.events if e["event"] == "marker"]
+        assert len(markers) == BOOTS and all(m.startswith(MARKER) for m in markers), run.output
+        times = leases.times[(pool.namespace, acquired["lease"])]
+        assert times.assigned is not None and times.released is not None
+        assert times.exporter == name
+
+        def successor(old: str = uid) -> Obj | None:
+            found = [e for e in pool.exporters() if _uid(e) != old]
+            gone = not any(_uid(e) == old for e in pool.exporters())
+            return found[0] if found and gone and _online_since(pool, _uid(found[0])) else None
+
+        new = pool.wait("the successor Online", successor, timeout=180)
+        online = _online_since(pool, _uid(new))
+        assert online is not None
+        assert _uid(new) not in pool.history.deleted(pool.history.exporters)
+        boots = ", ".join(
+            f"{run.at('marker', n) - run.at('power on', n):.1f} s" for n in range(BOOTS)
+        )
+        flash = run.at("flashed") - run.at("flash started")
+        record_figure(
+            f"guest {turn} ({name}): lease request -> assigned "
+            f"{times.assigned - times.requested:.2f} s; flash "
+            f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s;"
+            f" power-on -> marker {boots}; release -> successor Online "
+            f"{online - times.released:.1f} s"
+        )
+    pool.wait_warm(1, timeout=180)
+    assert_tidy(pool, 1)
+
+
 # -- lifecycle ---------------------------------------------------------------------------
 
 
@@ -371,7 +497,7 @@ def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> N
 def _probes_within(window: float) -> int:
     """How many probe instances the pool's backoff allows in `window` seconds, were every
     instance to fail at once: the n with delay(0) + ... + delay(n - 1) <= window."""
-    from reconciler.model.backoff import delay
+    from reconciler.rules.backoff import delay
 
     count, spent = 0, 0.0
     while spent + delay(count).total_seconds() <= window:

@@ -4,9 +4,11 @@ A property over random templates (labels, annotations, drivers, and keys the sch
 not have), parameters, images, and class scheduling: the rendered Pod carries what the
 author chose only at the documented places (images and pull policies, template labels and
 annotations; drivers and parameters go to the config Secret, not the Pod), and the class's
-scheduling only at its own (nodeSelector, tolerations, the runtime's resources). Never a
-ServiceAccount token or name, privileged, hostPath, hostNetwork/hostPID/hostIPC or an added
-capability; root only in the runtime sidecar, as DESIGN §7 says (for /dev/kvm).
+scheduling only at its own (nodeSelector, tolerations, the resources of the container that
+runs QEMU: the exporter in the `exporter` layout, the runtime sidecar in `sidecar`). Never
+a ServiceAccount token or name, privileged, hostPath, hostNetwork/hostPID/hostIPC or an
+added capability; root only in the `sidecar` layout's runtime, as Jumpstarter main renders
+it (for /dev/kvm). Both layouts, named by the class's `layout` parameter.
 """
 
 from __future__ import annotations
@@ -119,6 +121,9 @@ _SCHEDULING = st.fixed_dictionaries(
 )
 
 
+LAYOUTS = ("exporter", "sidecar")
+
+
 @st.composite
 def authored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     """A set and its class, with what their authors may write and what they may try."""
@@ -135,7 +140,11 @@ def authored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         recycleStrategy=draw(st.sampled_from(["ExitAndReplace", "InPlaceReuse"])),
         **draw(_SMUGGLED),
     )
-    klass = a_class(images=draw(_IMAGES), scheduling=draw(_SCHEDULING))
+    klass = a_class(
+        images=draw(_IMAGES),
+        scheduling=draw(_SCHEDULING),
+        parameters={"layout": draw(st.sampled_from(LAYOUTS))},
+    )
     if draw(st.booleans()):
         klass["spec"]["credentialsSecretRef"] = {"name": draw(_WORD)}
     return exporter_set, klass
@@ -159,7 +168,7 @@ def walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]
+    return [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
 
 
 def masked(pod: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +184,9 @@ def masked(pod: dict[str, Any]) -> dict[str, Any]:
     return pod
 
 
-SKELETON = masked(render(a_set(), a_class()))
+SKELETONS = {
+    layout: masked(render(a_set(), a_class(parameters={"layout": layout}))) for layout in LAYOUTS
+}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -187,8 +198,9 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     pod = render(exporter_set, klass)
     spec = pod["spec"]
 
-    # Everything but the documented places is the same for every input.
-    assert masked(pod) == SKELETON
+    # Everything but the documented places is the same for every input of a layout.
+    layout = klass["spec"]["parameters"]["layout"]
+    assert masked(pod) == SKELETONS[layout]
     # The documented places carry exactly their inputs.
     template = exporter_set["spec"]["template"]["metadata"]
     assert pod["metadata"]["labels"] == {
@@ -207,7 +219,8 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
         assert container["image"] == next(c["image"] for c in chosen if c.get("image"))
         policy = next((c["imagePullPolicy"] for c in chosen if c.get("imagePullPolicy")), None)
         assert container.get("imagePullPolicy") == policy
-        if container["name"] == RUNTIME:
+        runs_qemu = RUNTIME if layout == "sidecar" else "exporter"
+        if container["name"] == runs_qemu:
             assert container.get("resources", {}) == scheduling.get("resources", {})
         else:
             assert "resources" not in container

@@ -1,12 +1,14 @@
 """What the reconciler renders for an instance, checked against the real Jumpstarter packages
 (release `JUMPSTARTER_RELEASE`, pinned as test dependencies): the config Secret's
 ExporterConfig loads with Jumpstarter's own model, every driver of its export tree
-instantiates with its real class (and every `ref` resolves), and the Pod runs `jmp run`
-with the options and paths that command reads.
+instantiates with its real class, untouched (and every `ref` resolves), and the Pod runs
+`jmp run` with the options and paths that command reads.
 
-Two named exceptions, both facts of release 0.9.0, each asserted so that a release that
-changes them fails here: its `Qemu` driver predates the runtime sidecar and refuses
-`launcher_socket`, and its ExporterConfig model does not read `exitOnLeaseEnd`.
+The default layout (`exporter`) is what release 0.9.0 runs. Jumpstarter main's `sidecar`
+layout is rendered as main renders it; that its QEMU entries need an exporter built from
+main (0.9.0's driver refuses `launcher_socket`) is asserted as a fact, so a release that
+reads the key is noticed. One key of ours the 0.9.0 model does not read, `exitOnLeaseEnd`,
+is asserted as such.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from jumpstarter.driver import Driver
 from jumpstarter_driver_network.driver import TcpNetwork
 from jumpstarter_driver_qemu.driver import Qemu
 
-from api.provisioners.qemu import qemu_size
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, Layout, qemu_size
 from api.quantity import parse_quantity
 from reconciler.model.jumpstarter import (
     CONFIG_DIR,
@@ -46,7 +48,12 @@ from reconciler.model.jumpstarter import (
 )
 from reconciler.model.keys import NAME_LABEL, SET_LABEL
 from reconciler.model.views import RecycleStrategy
-from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, FIRMWARE, QemuProvisioner
+from reconciler.rendering.provisioners.qemu import (
+    DEFAULT_IMAGES,
+    FIRMWARE,
+    TMP_DIR,
+    QemuProvisioner,
+)
 from reconciler.rendering.render import (
     Credentials,
     instance_context,
@@ -70,6 +77,18 @@ def _load(name: str) -> dict[str, Any]:
 
 EXAMPLE_SET = _load("exporterset-qemu.yaml")
 EXAMPLE_CLASS = _load("virtualtargetclass-qemu.yaml")
+
+
+def _with_layout(klass: dict[str, Any], layout: str | None) -> dict[str, Any]:
+    changed = copy.deepcopy(klass)
+    if layout is None:
+        changed["spec"]["parameters"].pop("layout", None)
+    else:
+        changed["spec"]["parameters"]["layout"] = layout
+    return changed
+
+
+SIDECAR_CLASS = _with_layout(EXAMPLE_CLASS, "sidecar")
 
 
 def _exporter(exporter_set: dict[str, Any], name: str = "fedora-x86-0") -> dict[str, Any]:
@@ -100,17 +119,9 @@ def load_with_jumpstarter(config: dict[str, Any]) -> ExporterConfigV1Alpha1:
 
 
 def instantiate_export(export: dict[str, Any]) -> Driver:
-    """The export tree as `jmp run` builds it (a Composite root), every `ref` resolved.
-
-    Release 0.9.0's Qemu refuses `launcher_socket`, so it is taken out of QEMU entries
-    first (and `test_qemu_0_9_0_refuses_only_launcher_socket` keeps that the only thing
-    taken out)."""
-    tree = copy.deepcopy(export)
-    for entry in tree.values():
-        if entry.get("type") == QEMU_DRIVER:
-            assert entry["config"].pop("launcher_socket") == LAUNCHER_SOCKET
+    """The export tree as `jmp run` builds it (a Composite root), every `ref` resolved."""
     root = ExporterConfigV1Alpha1DriverInstance.model_validate(
-        {"type": "jumpstarter_driver_composite.driver.Composite", "children": tree}
+        {"type": "jumpstarter_driver_composite.driver.Composite", "children": export}
     ).instantiate()
     root.enumerate()  # resolves each Proxy (`ref`) against the tree, or raises
     return root
@@ -134,25 +145,57 @@ def test_example_config_loads_and_every_driver_instantiates() -> None:
 
 
 def test_qemu_entry_gets_the_pool_settings_where_its_config_is_silent() -> None:
-    qemu = rendered_config(EXAMPLE_SET, EXAMPLE_CLASS)["export"]["qemu"]["config"]
-    assert qemu == {
+    """The default layout: what 0.9.0's driver reads, and nothing it refuses; QEMU's own
+    firmware (SeaBIOS) boots the guest, so no firmware path is rendered."""
+    qemu = rendered_config(EXAMPLE_SET, EXAMPLE_CLASS)["export"]["qemu"]
+    config = qemu["config"]
+    assert config == {
         "hostname": "fedora",  # the template's own
-        "launcher_socket": LAUNCHER_SOCKET,
         "arch": "x86_64",
         "smp": 2,
         "mem": "8G",  # the set's 8Gi over the class's 4Gi
         "disk_size": "16G",
-        "default_partitions": FIRMWARE["x86_64"],
         "hostfwd": {"ssh": {"hostaddr": "127.0.0.1", "hostport": 2222, "guestport": 22}},
     }
-    driver = Qemu(**{k: v for k, v in qemu.items() if k != "launcher_socket"})
+    driver = Qemu(**config)  # the entry as rendered
     assert driver._parse_size(driver.mem) == parse_quantity("8Gi")
     assert driver._parse_size(str(driver.disk_size)) == parse_quantity("16Gi")
-    assert {str(k): str(v) for k, v in driver.default_partitions.items()} == FIRMWARE["x86_64"]
+    assert driver.default_partitions == {}
     driver.close()
 
 
-def test_the_drivers_own_config_wins_and_launcher_socket_is_always_set() -> None:
+def test_each_entry_point_defaults_to_the_layout_of_the_jumpstarter_beside_it() -> None:
+    """`virtualtarget reconcile`: the release's; `exporter-set-controller`, which only
+    Jumpstarter main's operator runs: main's."""
+    import argparse
+
+    from reconciler import cli
+    from reconciler.exporter_set_controller import reconcile_args
+    from reconciler.rendering.provisioners import provisioner
+
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    assert parser.parse_args([]).qemu_layout == "exporter"
+    _, operator = reconcile_args(["--provisioner=qemu.jumpstarter.dev"], "lab")
+    assert operator.qemu_layout == "sidecar"
+    plugin = provisioner(operator.provisioner, qemu_layout=operator.qemu_layout)
+    assert isinstance(plugin, QemuProvisioner) and plugin.default_layout is Layout.SIDECAR
+
+
+def test_an_unset_layout_is_the_entry_points_default() -> None:
+    klass = _with_layout(EXAMPLE_CLASS, None)
+    default = rendered_config(EXAMPLE_SET, klass)["export"]["qemu"]["config"]
+    assert "launcher_socket" not in default
+    ctx = _context(EXAMPLE_SET, klass)
+    under_operator = QemuProvisioner(Layout.SIDECAR).drivers(ctx)
+    assert under_operator[0]["config"]["launcher_socket"] == LAUNCHER_SOCKET
+    assert "initContainers" in QemuProvisioner(Layout.SIDECAR).render_pod(ctx)["spec"]
+    # A pool that names its layout gets it whatever the entry point's default.
+    named = _context(EXAMPLE_SET, EXAMPLE_CLASS)  # layout: exporter
+    assert "launcher_socket" not in QemuProvisioner(Layout.SIDECAR).drivers(named)[0]["config"]
+
+
+def _own_qemu_config(layout: str) -> dict[str, Any]:
     exporter_set = copy.deepcopy(EXAMPLE_SET)
     own = {
         "arch": "aarch64",
@@ -161,14 +204,24 @@ def test_the_drivers_own_config_wins_and_launcher_socket_is_always_set() -> None
         "hostfwd": {"web": {"hostport": 8080, "guestport": 80}},
     }
     exporter_set["spec"]["template"]["spec"]["drivers"][0]["config"] = own
-    qemu = rendered_config(exporter_set, EXAMPLE_CLASS)["export"]["qemu"]["config"]
-    assert (qemu["arch"], qemu["mem"], qemu["launcher_socket"]) == (
+    klass = _with_layout(EXAMPLE_CLASS, layout)
+    config: dict[str, Any] = rendered_config(exporter_set, klass)["export"]["qemu"]["config"]
+    return config
+
+
+def test_the_drivers_own_config_wins_and_the_layout_owns_launcher_socket() -> None:
+    exporter = _own_qemu_config("exporter")
+    assert (exporter["arch"], exporter["mem"]) == ("aarch64", "1G")
+    assert "launcher_socket" not in exporter and "default_partitions" not in exporter
+    assert set(exporter["hostfwd"]) == {"web", "ssh"}
+    sidecar = _own_qemu_config("sidecar")
+    assert (sidecar["arch"], sidecar["mem"], sidecar["launcher_socket"]) == (
         "aarch64",
         "1G",
         LAUNCHER_SOCKET,
     )
-    assert qemu["default_partitions"] == FIRMWARE["aarch64"]  # follows the driver's arch
-    assert set(qemu["hostfwd"]) == {"web", "ssh"}
+    assert sidecar["default_partitions"] == FIRMWARE["aarch64"]  # follows the driver's arch
+    assert set(sidecar["hostfwd"]) == {"web", "ssh"}
 
 
 def test_tcp_is_added_only_when_the_template_has_no_tcp_network_driver() -> None:
@@ -181,8 +234,12 @@ def test_tcp_is_added_only_when_the_template_has_no_tcp_network_driver() -> None
     assert "tcp" not in export and export["ssh"]["config"]["host"] == "10.0.0.1"
 
 
-def test_qemu_0_9_0_refuses_only_launcher_socket() -> None:
-    config = rendered_config(EXAMPLE_SET, EXAMPLE_CLASS)["export"]["qemu"]["config"]
+def test_the_sidecar_layout_is_mains_and_needs_an_exporter_built_from_main() -> None:
+    """As Jumpstarter main renders it: `launcher_socket` and main's firmware paths. Release
+    0.9.0's driver refuses that one key (admission refuses such a pool on a 0.9.0 image)."""
+    config = rendered_config(EXAMPLE_SET, SIDECAR_CLASS)["export"]["qemu"]["config"]
+    assert config["launcher_socket"] == LAUNCHER_SOCKET
+    assert config["default_partitions"] == FIRMWARE["x86_64"]
     fields = {f.name for f in dataclasses.fields(Qemu)}
     assert set(config) - fields == {"launcher_socket"}
     with pytest.raises(TypeError, match="launcher_socket"):
@@ -215,16 +272,116 @@ def test_config_secret_is_owned_by_the_exporter_and_labelled_for_the_set() -> No
     assert set(secret["data"]) == {CONFIG_KEY}
 
 
-def test_pod_runs_jmp_run_with_the_mounted_config_beside_the_runtime_sidecar() -> None:
+def _container_mounts(container: dict[str, Any]) -> dict[str, Any]:
+    return {m["name"]: m for m in container["volumeMounts"]}
+
+
+def _check_pod_common(pod: dict[str, Any], klass: dict[str, Any]) -> dict[str, Any]:
+    """What both layouts share: `jmp run` as the exporter image's user on the mounted
+    config, the class's scheduling, the Pod's name, owner and labels."""
+    spec = pod["spec"]
+    (exporter,) = spec["containers"]
+    assert exporter["name"] == "exporter"
+    assert exporter["command"] == ["jmp", "run", "--exporter-config", CONFIG_FILE]
+    assert exporter["securityContext"]["runAsUser"] == EXPORTER_UID
+    assert exporter["securityContext"]["runAsNonRoot"] is True
+    assert _container_mounts(exporter)["exporter-config"] == {
+        "name": "exporter-config",
+        "mountPath": CONFIG_DIR,
+        "readOnly": True,
+    }
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["exporter-config"]["secret"] == {"secretName": "exporter-config-fedora-x86-0"}
+    assert spec["restartPolicy"] == "Never"
+    assert spec["nodeSelector"] == klass["spec"]["scheduling"]["nodeSelector"]
+    assert spec["tolerations"] == klass["spec"]["scheduling"]["tolerations"]
+    meta = pod["metadata"]
+    assert meta["name"] == "fedora-x86-0" and meta["ownerReferences"][0]["kind"] == "Exporter"
+    assert meta["annotations"] == {"jumpstarter.dev/owner-team": "ci"}
+    assert meta["labels"]["jumpstarter.dev/pool"] == "fedora-x86"
+    assert meta["labels"][NAME_LABEL] == "fedora-x86" and SET_LABEL not in meta["labels"]
+    return exporter
+
+
+def test_the_default_pod_runs_qemu_in_the_exporters_container_sized_for_the_guest() -> None:
     klass = copy.deepcopy(EXAMPLE_CLASS)
     klass["spec"]["credentialsSecretRef"] = {"name": "creds"}
+    pod = PLUGIN.render_pod(_context(EXAMPLE_SET, klass))
+    spec = pod["spec"]
+    exporter = _check_pod_common(pod, klass)
+    assert "initContainers" not in spec  # no sidecar, no exec helper
+    assert exporter["image"] == QEMU_EXPORTER_IMAGE
+    # The guest: 2 vCPUs, 8Gi (the set's); the class's KVM device limit kept as given.
+    assert exporter["resources"] == {
+        "limits": {"devices.kubevirt.io/kvm": 1},
+        "requests": {"cpu": "2", "memory": "8448Mi"},
+    }
+    # The driver's temporary directory: the guest's disk (16Gi) and its sockets.
+    assert exporter["env"] == [{"name": "TMPDIR", "value": TMP_DIR}]
+    assert _container_mounts(exporter)["tmp"] == {"name": "tmp", "mountPath": TMP_DIR}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "17Gi"}}
+    assert set(volumes) == {"tmp", "exporter-config"}
+    assert exporter["envFrom"] == [{"secretRef": {"name": "creds"}}]
+    assert exporter["securityContext"] == {
+        "runAsUser": EXPORTER_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_guest_sized_requests_fill_only_what_the_class_leaves_unsaid() -> None:
+    from api.provisioners.qemu import QemuResources
+    from reconciler.rendering.provisioners.qemu import guest_resources
+
+    guest = QemuResources(cpu=1, memory="256Mi")
+    assert guest_resources(guest) == {"requests": {"cpu": "1", "memory": "512Mi"}}
+    given = {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}
+    assert guest_resources(guest, given) == given  # a request or limit named: kept as is
+    assert guest_resources(None, given) == given
+    assert guest_resources(None) == {}
+
+
+def test_the_drivers_sockets_fit_a_unix_socket_path_in_the_pods_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The driver keeps QMP, serial and VNC in a `TemporaryDirectory()` under TMPDIR, and
+    `jmp run` its session sockets (`TemporarySocket`): each path must stay under the
+    108 bytes of a unix socket address. Measured with the Pod's TMPDIR's length."""
+    import tempfile
+
+    from jumpstarter.common import TemporarySocket
+
+    here = tmp_path / "t"
+    here.mkdir()
+    assert len(str(here)) >= len(TMP_DIR)
+    monkeypatch.setenv("TMPDIR", str(here))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    qemu = rendered_config(EXAMPLE_SET, EXAMPLE_CLASS)["export"]["qemu"]["config"]
+    driver = Qemu(**qemu)
+    with TemporarySocket() as session:
+        paths = [driver._qmp, driver._vnc, driver._pty, str(session)]
+    driver.close()
+    for path in paths:
+        in_pod = TMP_DIR + path.removeprefix(str(here))
+        assert path.startswith(str(here)) and len(in_pod.encode()) < 108, in_pod
+
+
+def test_the_sidecar_pod_runs_jmp_run_beside_the_runtime_sidecar_as_main_does() -> None:
+    klass = copy.deepcopy(SIDECAR_CLASS)
+    klass["spec"]["credentialsSecretRef"] = {"name": "creds"}
+    klass["spec"]["scheduling"]["resources"] = {"requests": {"cpu": "2"}}
     exporter_set = copy.deepcopy(EXAMPLE_SET)
     exporter_set["spec"]["images"] = {"runtime": {"image": "example.com/set-runtime:1"}}
     pod = PLUGIN.render_pod(_context(exporter_set, klass))
     spec = pod["spec"]
+    exporter = _check_pod_common(pod, klass)
     init = {c["name"]: c for c in spec["initContainers"]}
     assert list(init) == ["copy-jumpstarter-exec", "target-runtime"]
-    assert init["copy-jumpstarter-exec"]["image"] == "quay.io/jumpstarter-dev/jumpstarter:0.9.0"
+    assert init["copy-jumpstarter-exec"]["image"] == QEMU_EXPORTER_IMAGE  # the class's
     assert init["copy-jumpstarter-exec"]["command"] == [
         "cp",
         "/jumpstarter/bin/jumpstarter-exec",
@@ -235,40 +392,21 @@ def test_pod_runs_jmp_run_with_the_mounted_config_beside_the_runtime_sidecar() -
     assert runtime["image"] == "example.com/set-runtime:1"  # set over class
     assert runtime["securityContext"]["runAsUser"] == 0
     assert runtime["resources"] == klass["spec"]["scheduling"]["resources"]
+    assert "resources" not in exporter
     assert runtime["env"] == [
         {
             "name": "JUMPSTARTER_EXEC_LOG_FIELDS",
             "value": "component=exporter,exporter=fedora-x86-0,namespace=default",
         }
     ]
-    (exporter,) = spec["containers"]
-    assert exporter["name"] == "exporter"
-    assert exporter["image"] == EXAMPLE_CLASS["spec"]["images"]["exporter"]["image"]
-    assert exporter["command"] == ["jmp", "run", "--exporter-config", CONFIG_FILE]
-    assert exporter["securityContext"]["runAsUser"] == EXPORTER_UID
-    assert exporter["securityContext"]["runAsNonRoot"] is True
+    assert exporter["image"] == QEMU_EXPORTER_IMAGE
     assert exporter["env"] == [{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}]
-    mounts = {m["name"]: m for m in exporter["volumeMounts"]}
-    assert mounts["exporter-config"] == {
-        "name": "exporter-config",
-        "mountPath": CONFIG_DIR,
-        "readOnly": True,
-    }
     shared = {"name": "shared", "mountPath": "/shared"}
     for container in (init["copy-jumpstarter-exec"], runtime, exporter):
         assert shared in container["volumeMounts"]
     assert runtime["envFrom"] == exporter["envFrom"] == [{"secretRef": {"name": "creds"}}]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["shared"] == {"name": "shared", "emptyDir": {"sizeLimit": "100Mi"}}
-    assert volumes["exporter-config"]["secret"] == {"secretName": "exporter-config-fedora-x86-0"}
-    assert spec["restartPolicy"] == "Never"
-    assert spec["nodeSelector"] == EXAMPLE_CLASS["spec"]["scheduling"]["nodeSelector"]
-    assert spec["tolerations"] == EXAMPLE_CLASS["spec"]["scheduling"]["tolerations"]
-    meta = pod["metadata"]
-    assert meta["name"] == "fedora-x86-0" and meta["ownerReferences"][0]["kind"] == "Exporter"
-    assert meta["annotations"] == {"jumpstarter.dev/owner-team": "ci"}
-    assert meta["labels"]["jumpstarter.dev/pool"] == "fedora-x86"
-    assert meta["labels"][NAME_LABEL] == "fedora-x86" and SET_LABEL not in meta["labels"]
 
 
 def test_pod_uses_the_paths_and_options_jumpstarter_reads() -> None:
@@ -310,6 +448,7 @@ PARAMETERS = st.fixed_dictionaries(
     {},
     optional={
         "arch": st.sampled_from(["x86_64", "aarch64"]),
+        "layout": st.just("exporter"),  # the default, named
         "machineType": st.sampled_from(["q35", "virt", "pc-q35-9.2"]),
         "firmware": st.fixed_dictionaries(
             {"url": st.just("quay.io/example/firmware:1")},
@@ -337,6 +476,7 @@ QEMU_OWN = st.fixed_dictionaries(
         "smp": st.integers(min_value=1, max_value=8),
         "mem": st.sampled_from(["512M", "2G"]),
         "hostname": st.just("guest"),
+        "launcher_socket": st.just("/shared/launcher.sock"),  # a template written for main
     },
 )
 

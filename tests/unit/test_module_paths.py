@@ -1,9 +1,9 @@
 """Every module path the documentation and the docstrings name exists.
 
 A reference in backquotes, `reconciler.rules.planner.plan` or `reconciler/model/keys.py`,
-of one of the product's packages, must resolve to a module (and the attribute it names)
-or a file of this tree; so must each module `.importlinter` names. A module that moved
-leaves no reference behind pointing at where it was.
+of one of the product's packages, must resolve to a module (and the attribute it names) or
+a Python file or folder of this tree; so must each module `.importlinter` names. A module
+that moved leaves no reference behind pointing at where it was.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ def test_every_named_module_path_exists() -> None:
             if match.group(1) not in API_GROUPS and not _resolves(match.group(1)):
                 missing.append(f"{path.relative_to(ROOT)}: {match.group(1)}")
         for match in SLASHED.finditer(text):
+            leaf = match.group(1).rstrip("/").rsplit("/", 1)[-1]
+            if "." in leaf and not leaf.endswith(".py"):
+                continue  # another program's file (Jumpstarter's `api/v1alpha1/...go`)
             if not (ROOT / match.group(1)).exists():
                 missing.append(f"{path.relative_to(ROOT)}: {match.group(1)}")
     assert not missing, "\n".join(missing)

@@ -92,7 +92,7 @@ def test_unknown_keys_of_the_set_are_warnings_naming_the_known_keys() -> None:
     assert outcome.allowed
     assert outcome.warnings == [
         "spec.parameters.typo: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources)",
+        "(known: arch, machineType, firmware, resources, layout)",
         "spec.parameters.resources.gpus: unknown parameter, passed through "
         "(known: cpu, memory, storage)",
     ]
@@ -117,14 +117,14 @@ def test_a_class_is_checked_with_its_own_parameters() -> None:
     ]
     assert outcome.warnings == [
         "spec.parameters.colour: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources)"
+        "(known: arch, machineType, firmware, resources, layout)"
     ]
 
 
 def test_long_unknown_paths_are_cut_to_the_warning_limit() -> None:
     warnings = check_parameters("qemu.jumpstarter.dev", {"x" * 300: 1}).warnings
     assert len(warnings[0]) == 120 and "…" in warnings[0]
-    assert warnings[0].endswith("(known: arch, machineType, firmware, resources)")
+    assert warnings[0].endswith("(known: arch, machineType, firmware, resources, layout)")
 
 
 def test_parameter_verdicts_follow_the_class_version_and_the_set_parameters() -> None:

@@ -88,7 +88,7 @@ def test_unknown_parameters_are_printed_as_warnings_and_admitted(
     assert main(["validate", "-q", "-f", str(manifest)]) == 0
     assert capsys.readouterr().err.splitlines() == [
         f"{manifest}: VirtualTargetClass/qemu-x86: warning: spec.parameters.colour: unknown "
-        "parameter, passed through (known: arch, machineType, firmware, resources)",
+        "parameter, passed through (known: arch, machineType, firmware, resources, layout)",
         f"{manifest}: ExporterSet/fedora-x86: warning: spec.parameters.resources.gpus: unknown "
         "parameter, passed through (known: cpu, memory, storage)",
     ]

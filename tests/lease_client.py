@@ -1,0 +1,87 @@
+"""A Jumpstarter client session, run as its own process by the tests: Jumpstarter 0.9.0's
+Python client (`ClientConfigV1Alpha1.lease`, the API `jmp shell` uses) leases an exporter
+by its labels from the controller the config names, and calls its QEMU driver.
+
+    python -m tests.lease_client --config client.yaml --selector pool=guest \\
+        --flash disk.img --boots 2 --marker JMP-MARKER-READY
+
+With the lease: flash the image (streamed from here), then `--boots` times power on, read
+the console until the marker, power off; then release the lease (leaving the block, as
+`jmp shell` does). Each step prints one JSON line, `{"event": ..., "at": <time.time()>,
+...}`, for the test to time; a failure prints the error and exits 1. The console's output
+goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def say(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, "at": time.time(), **fields}), flush=True)
+
+
+def boot(qemu: Any, marker: str, timeout: float) -> str:
+    """Power on, read the console until the marker, power off: the marker's line."""
+    say("power on")
+    qemu.power.on()
+    say("powered on")
+    try:
+        # The pty drops what nobody reads: attach after power-on; the guest repeats it.
+        with qemu.console.pexpect() as console:
+            console.logfile_read = sys.stderr.buffer
+            console.expect_exact(marker, timeout=timeout)
+            console.expect_exact("\n", timeout=timeout)
+            line = f"{marker} {console.before.decode(errors='replace').strip()}"
+        say("marker", line=line)
+        return line
+    finally:
+        qemu.power.off()
+        say("powered off")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.lease_client", description=__doc__)
+    parser.add_argument("--config", type=Path, required=True, help="a ClientConfig file")
+    parser.add_argument("--selector", required=True, help="the exporter's labels, k=v,...")
+    parser.add_argument("--driver", default="qemu", help="the QEMU driver's name in the export")
+    parser.add_argument("--flash", type=Path, help="a disk image to flash first")
+    parser.add_argument("--boots", type=int, default=1)
+    parser.add_argument("--marker", default="JMP-MARKER-READY")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds per boot")
+    args = parser.parse_args(argv)
+
+    from jumpstarter.config.client import ClientConfigV1Alpha1
+
+    config = ClientConfigV1Alpha1.from_file(args.config)
+    say("lease requested", selector=args.selector)
+    try:
+        with config.lease(selector=args.selector, duration=timedelta(minutes=30)) as lease:
+            say("lease acquired", lease=lease.name, exporter=lease.exporter_name)
+            with lease.connect() as client:
+                qemu = getattr(client, args.driver)
+                if args.flash:
+                    say("flash started", size=args.flash.stat().st_size)
+                    qemu.flasher.flash(str(args.flash))
+                    say("flashed")
+                for _ in range(args.boots):
+                    boot(qemu, args.marker, args.timeout)
+            say("releasing", lease=lease.name)
+    except Exception as error:  # the test reads the reason from our output
+        say("failed", error=f"{type(error).__name__}: {error}")
+        return 1
+    say("released")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

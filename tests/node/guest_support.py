@@ -1,0 +1,97 @@
+"""A real Jumpstarter client session against a pool instance on the node: the client's
+config, its run (`tests/lease_client.py` in its own process), and what it printed.
+
+The client is Jumpstarter 0.9.0's; the controller it talks to is the double
+(`tests/controller_double.py`) on the node IP, whose lease controller serves the pool's
+namespace; the exporter is the instance's own `jmp run` in its Pod, with the QEMU driver
+of the image this project ships.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from virtualtarget.controlplane import REPO_ROOT
+
+__all__ = ["ClientRun", "run_client", "write_client_config"]
+
+CLIENT_TIMEOUT_S = 600.0
+
+
+def write_client_config(
+    path: Path, namespace: str, name: str, endpoint: str, token: str, ca_pem: bytes
+) -> Path:
+    """A Jumpstarter ClientConfig (what `jmp login` writes) for the controller at
+    `endpoint`, trusting `ca_pem`, allowed to load Jumpstarter's driver clients."""
+    config = {
+        "apiVersion": "jumpstarter.dev/v1alpha1",
+        "kind": "ClientConfig",
+        "metadata": {"namespace": namespace, "name": name},
+        "endpoint": endpoint,
+        "token": token,
+        "tls": {"ca": base64.b64encode(ca_pem).decode()},
+        "drivers": {"allow": ["jumpstarter_driver_*"]},
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class ClientRun:
+    """What one client session printed: its events in order, and its other output."""
+
+    code: int
+    events: list[dict[str, Any]]
+    output: str
+
+    def at(self, event: str, index: int = 0) -> float:
+        """When the `index`th `event` happened (time.time())."""
+        found = [e["at"] for e in self.events if e["event"] == event]
+        assert len(found) > index, f"no {event!r} #{index} in:\n{self.output}"
+        return float(found[index])
+
+    def first(self, event: str) -> dict[str, Any]:
+        return next(e for e in self.events if e["event"] == event)
+
+    def count(self, event: str) -> int:
+        return sum(1 for e in self.events if e["event"] == event)
+
+
+def run_client(config: Path, selector: str, image: Path, boots: int, workdir: Path) -> ClientRun:
+    """Lease by `selector`, flash `image`, boot `boots` times to the marker, release."""
+    command = [
+        sys.executable,
+        "-m",
+        "tests.lease_client",
+        "--config",
+        str(config),
+        "--selector",
+        selector,
+        "--flash",
+        str(image),
+        "--boots",
+        str(boots),
+    ]
+    done = subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        env={**os.environ, "HOME": str(workdir), "NONINTERACTIVE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+    events = []
+    for line in done.stdout.splitlines():
+        if line.startswith('{"event"'):
+            events.append(json.loads(line))
+    output = f"stdout:\n{done.stdout}\nstderr (the console, the client's log):\n{done.stderr}"
+    return ClientRun(done.returncode, events, output)

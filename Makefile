@@ -28,14 +28,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-## Regenerate api/ models, crds/ and docs/ from schemas/ (byte for byte reproducible),
-## and deploy/base/rbac/ from the components' access tables.
+## Regenerate api/ models, crds/ and the API reference in docs/reference/ from schemas/
+## (byte for byte reproducible), and deploy/base/rbac/ from the components' access tables.
 crds: $(STAMP)
 	$(VT) crds
 	$(PY) -m virtualtarget.rbac
 
+## The documentation site (mkdocs.yml) into .site/, strictly: a broken link or anchor, or
+## a page missing from the navigation, fails. Nothing is fetched.
 docs: $(STAMP)
-	$(VT) crds --only docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 ## kube-apiserver, etcd and kubectl, built from Go modules into $(BIN) (first build: minutes).
 control-plane: $(CP_BINARIES) $(NODE_BINARIES)
@@ -48,8 +50,8 @@ CP_LOG      := $(BIN)/build.log
 # go build -v names each package as it compiles: every 200th is shown as progress, the
 # whole output goes to $(CP_LOG), and a failure shows its last lines and the command.
 $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
-	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see README)"; exit 1; }
-	@echo "control-plane: building kube-apiserver, etcd, kubectl, kubelet, kube-controller-manager, kube-scheduler and kube-proxy from Go modules into $(BIN)/ (first build: about 15 minutes on 2 cores)"
+	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see docs/development.md)"; exit 1; }
+	@echo "control-plane: building kube-apiserver, etcd, kubectl, kubelet, kube-controller-manager, kube-scheduler and kube-proxy from Go modules into $(BIN)/ (first build: tens of minutes; docs/measurements.md)"
 	@mkdir -p $(BIN)
 	@cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ $(CP_PACKAGES) > $(abspath $(CP_LOG)) 2>&1 & \
 	pid=$$!; i=0; while kill -0 $$pid 2>/dev/null; do sleep 2; i=$$((i + 1)); \
@@ -72,13 +74,13 @@ unit: $(STAMP)
 e2e: $(STAMP) control-plane
 	$(PY) -m pytest -m e2e
 
-## The node tier alone: a real single-node cluster on this machine (root; see README).
+## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
 node: $(STAMP) control-plane
 	$(PY) -m pytest -m node
 
 ## The product image and the QEMU exporter image (images/qemu-exporter) on a local
 ## debootstrap base (no registry needed), as docker-archives for `ctr -n k8s.io images
-## import` (see virtualtarget/images.py; base once: ~130 s).
+## import` (see virtualtarget/images.py; the base is built once per cache folder).
 image: $(STAMP)
 	$(PY) -m virtualtarget.images
 
@@ -86,8 +88,8 @@ image: $(STAMP)
 lock: $(STAMP)
 	$(PY) -m virtualtarget.lock
 
-## ruff, mypy (strict), the import contracts, generated api/models/, crds/, docs/ and
-## requirements.lock up to date.
+## ruff, mypy (strict), the import contracts, generated api/models/, crds/, docs/reference/
+## and requirements.lock up to date, and the documentation site's strict build.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -96,6 +98,7 @@ check: $(STAMP)
 	$(VT) crds --check
 	$(PY) -m virtualtarget.rbac --check
 	$(PY) -m virtualtarget.lock --check
+	$(MAKE) --no-print-directory docs
 
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane

@@ -51,7 +51,7 @@ from reconciler.model.access import (
 )
 from reconciler.model.adapt import exporter_view, lease_view, pod_view, pool_view
 from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.model.keys import LEASE_PROTECTION, SERVED_LEASE, SET_LABEL
+from reconciler.model.keys import LEASE_PROTECTION, NAME_LABEL, SERVED_LEASE, SET_LABEL
 from reconciler.model.views import ClassView, Observation
 from reconciler.rendering.provisioners import provisioner
 from reconciler.rules.planner import plan
@@ -155,7 +155,7 @@ def pod(ns: str, set_name: str, exporter_obj: dict[str, Any]) -> dict[str, Any]:
             "namespace": ns,
             "uid": f"pod-{ns}-{name}",
             "resourceVersion": "1",
-            "labels": {"board": set_name, SET_LABEL: set_name},
+            "labels": {"board": set_name, SET_LABEL: set_name, NAME_LABEL: set_name},
             "ownerReferences": [
                 {
                     "apiVersion": "jumpstarter.dev/v1alpha1",

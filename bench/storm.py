@@ -256,7 +256,7 @@ def measure(
     plane.kubectl("create", "namespace", namespace)
     stop = threading.Event()
     kubelet, counter = FailingKubelet(plane, namespace), CreationCounter(plane, namespace)
-    standin = CredentialStandIn(plane.api_client(), namespace=namespace, interval=0.2)
+    standin = CredentialStandIn(plane.api_client(), namespace=namespace)
     with tempfile.TemporaryDirectory() as work:
         try:
             kubelet.start(stop)

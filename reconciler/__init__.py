@@ -9,7 +9,7 @@ Five rooms, imported in one direction only (`.importlinter`, contract `reconcile
 - `model/`: the planner's views and steps, status shapes, label and annotation keys,
   reasons, time format, schema defaults, raw objects to views, Jumpstarter's contract,
   and the access table every API call is checked against (the source of the RBAC);
-- `rules/`: the pool rules of DESIGN §4: `planner.plan` and its stages, buckets, backoff,
+- `rules/`: the pool rules of docs/design.md §4: `planner.plan` and its stages, buckets, backoff,
   conditions, transitions, and a plan in words (`explain`, `planreport`); pure, no I/O;
 - `rendering/`: an instance's Exporter, config Secret and workload (`provisioners/`), its
   credentials, the config Secret comparison and the image check; pure, no I/O;

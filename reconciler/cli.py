@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
 from api.provisioners.qemu import Layout
-from reconciler.runtime.named import DEFAULT_RESYNC
+from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC
 from scrape.http import TEXT, Reply, Route, Server, parse_address
 from scrape.http import serve as serve_routes
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
@@ -61,6 +61,16 @@ WATCH_STALL_BOUND = 300.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """`virtualtarget reconcile`'s flags, in the order `--help` lists them."""
+    _pool_flags(parser)
+    _election_flags(parser)
+    _serving_flags(parser)
+    add_flags(parser)
+    parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def _pool_flags(parser: argparse.ArgumentParser) -> None:
+    """The cluster, the pools handled, how their Secrets are read, the workers."""
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     parser.add_argument(
         "--provisioner",
@@ -88,14 +98,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_RESYNC,
         metavar="SECONDS",
-        help="watching every namespace, read each needed Secret by name again this often "
-        "(the bound on a rotated token reaching its config Secret; default: %(default)s)",
+        help="watching every namespace, the Secrets read by name are also read again in a "
+        "slow safety resync, none more often than this (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--secret-resync-budget",
+        type=_positive,
+        default=DEFAULT_BUDGET,
+        metavar="READS_PER_SECOND",
+        help="the safety resync's reads a second over all those Secrets together: each is "
+        "read again every max(--secret-resync, Secrets / budget) seconds "
+        "(default: %(default)s)",
     )
     # A pass mostly waits on the apiserver (its writes), so passes overlap well: with 100
     # pools leased at once, 4 workers refilled in 0.5 s at the median where 2 took 1 s.
     parser.add_argument(
         "--workers", type=int, default=4, help="sets reconciled in parallel (default: 4)"
     )
+
+
+def _election_flags(parser: argparse.ArgumentParser) -> None:
+    """Leader election: one replica reconciles, the others stand by with warm caches."""
     parser.add_argument(
         "--no-leader-election", action="store_true", help="reconcile without a leader Lease"
     )
@@ -108,6 +131,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+
+
+def _serving_flags(parser: argparse.ArgumentParser) -> None:
+    """Where `/metrics` and the probes are served."""
     parser.add_argument(
         "--metrics-bind-address",
         default=":8443",
@@ -132,8 +159,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="[HOST]:PORT",
         help="serve /healthz and /readyz here, plain HTTP (default: %(default)s; 0 disables)",
     )
-    add_flags(parser)
-    parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {value}")
+    return number
 
 
 def _fail(message: str) -> int:
@@ -323,6 +355,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
         image_policy=image_policy,
         scope=scope,
         secret_resync=args.secret_resync,
+        secret_budget=args.secret_resync_budget,
     )
     elector = None
     if not args.no_leader_election:

@@ -1,10 +1,11 @@
 """The commands and files of a documentation page, for the tests that run them as written.
 
-A page marks what a test takes by the info string of a fenced block (GitHub shows the
-first word as the language and nothing of the rest):
+A page marks what a test takes by the info string of a fenced block (GitHub and the
+site show the first word as the language and nothing of the rest):
 
     ```sh run=NAME          commands a reader runs, in order; a test runs them verbatim
     ```yaml file=PATH       a file a reader writes at PATH (from the repository's top)
+    ```text output=NAME     what the command before it prints (tests/tutorialpage.py)
 
 A command is one line, or lines joined by a trailing backslash; blank lines and lines
 starting with `#` are not commands. `Session` runs commands as a reader's shell would:

@@ -3,7 +3,8 @@
 Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet with
 containerd, the CNI bridge and kube-proxy (`virtualtarget.node`), prints the kubeconfig
 and what to try, and on Ctrl-C (or SIGTERM) stops everything and undoes every change it
-made to the machine. Needs root and Debian's container packages (see the README).
+made to the machine. Needs root and Debian's container packages (docs/development.md,
+"The node cluster").
 """
 
 from __future__ import annotations

@@ -110,6 +110,17 @@ rules:
     verbs: [create, update, patch, delete, deletecollection]
   - level: None
 """
+# Every request of every client (reads and watches too), one event each when it ends; the
+# apiserver's own loopback client is left out.
+AUDIT_REQUESTS_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: None
+    users: ["system:apiserver"]
+  - level: Metadata
+"""
 
 
 @dataclass
@@ -121,6 +132,7 @@ class ControlPlane:
     token: str
     binaries: dict[str, Path]
     audit: bool = False
+    audit_reads: bool = False  # with `audit`: every request, not only the writes
     etcd_port: int = 0
     # Where kube-apiserver listens and what it advertises (a node's IP for the node tier).
     address: str = "127.0.0.1"
@@ -216,7 +228,7 @@ class ControlPlane:
         flags: dict[str, str | None] = {}
         if self.audit:
             policy = self.workdir / "audit-policy.yaml"
-            policy.write_text(AUDIT_POLICY)
+            policy.write_text(AUDIT_REQUESTS_POLICY if self.audit_reads else AUDIT_POLICY)
             flags |= {
                 "audit-policy-file": str(policy),
                 "audit-log-path": str(self.audit_log),
@@ -309,11 +321,22 @@ class ControlPlane:
         return self.workdir / "audit.log"
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """The audit log's events (writes only, metadata level), oldest first."""
+        """The audit log's events (metadata level: writes only, or every request with
+        `audit_reads`), oldest first."""
+        return list(self.iter_audit_events())
+
+    def iter_audit_events(self) -> Iterator[dict[str, Any]]:
+        """The same, one at a time (a long run's log holds hundreds of thousands)."""
         if not self.audit_log.is_file():
-            return []
-        lines = self.audit_log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+            return
+        with self.audit_log.open() as log:
+            for line in log:
+                if line.strip():
+                    yield json.loads(line)
+
+    def pid(self, name: str) -> int:
+        """The process id of `name` (etcd or kube-apiserver) as it runs now."""
+        return self._running[name].pid
 
     def check_alive(self) -> None:
         """Raise with the last lines of its log when a started process has exited."""
@@ -452,10 +475,17 @@ class ControlPlane:
 
 @contextlib.contextmanager
 def running_control_plane(
-    workdir: Path | None = None, *, install_crds: bool = True, audit: bool = False
+    workdir: Path | None = None,
+    *,
+    install_crds: bool = True,
+    audit: bool = False,
+    audit_reads: bool = False,
+    token_users: dict[str, tuple[str, ...]] | None = None,
 ) -> Iterator[ControlPlane]:
     """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
-    `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`)."""
+    `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`); with
+    `audit_reads`, every request. `token_users` are more static-token users (name ->
+    groups), each then in `tokens`."""
     binaries = require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
@@ -466,7 +496,9 @@ def running_control_plane(
         port=free_port(),
         token=secrets.token_hex(16),
         binaries=binaries,
-        audit=audit,
+        audit=audit or audit_reads,
+        audit_reads=audit_reads,
+        token_users=dict(token_users or {}),
     )
     try:
         plane.start()

@@ -9,18 +9,26 @@ control plane of `make run` and of the end-to-end tests has no Jumpstarter, so t
 stand-in plays that step for the Exporters it sees, so that pools fill with config
 Secrets and Pods. It is never deployed: it runs only inside `virtualtarget dev` and
 the tests, and it says so in every line it logs.
+
+It watches Exporters (a list, then a watch, as the reconciler's caches do) and issues
+from a few threads as their events arrive, so the dev stack and the benchmarks on it
+measure the product, not a stand-in that lists every Exporter twice a second.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import queue
 import secrets
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.model.access import EXPORTERS
 from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
+from reconciler.runtime.cache import Informer, ObjKey, keep_only, key_of
+from reconciler.runtime.kube import Kube
 
 __all__ = ["DEV_ENDPOINT", "CredentialStandIn"]
 
@@ -43,26 +51,19 @@ class CredentialStandIn:
     endpoint: str = DEV_ENDPOINT
     ca_pem: str = ""  # published as jumpstarter-service-ca-cert when given
     namespace: str | None = None  # all namespaces when None
-    interval: float = 0.5
+    workers: int = 4  # issuing threads (two writes per Exporter)
+    retry_delay: float = 1.0  # after a failed issue, while the Exporter still needs one
     issued: int = 0
     _published: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Exporters (uids) queued or issued to, so a later event of one is not issued twice.
+    _handled: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         from kubernetes import client
 
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
-
-    def _exporters(self) -> list[dict[str, Any]]:
-        found: Any
-        if self.namespace:
-            found = self.custom.list_namespaced_custom_object(
-                _GROUP, _VERSION, self.namespace, _PLURAL
-            )
-        else:
-            found = self.custom.list_cluster_custom_object(_GROUP, _VERSION, _PLURAL)
-        items: list[dict[str, Any]] = found.get("items", [])
-        return items
 
     def _write_token(self, namespace: str, exporter: str, token: str, uid: str = "") -> str:
         """Create the token Secret (owned by the Exporter `uid` when given), or put the new
@@ -134,23 +135,63 @@ class CredentialStandIn:
         log.info("dev stand-in for Jumpstarter: rotated the token of %s/%s", namespace, exporter)
         return token
 
-    def issue_pending(self) -> int:
-        """One sweep: credentials for every Exporter without them; how many were issued."""
-        count = 0
-        for exporter in self._exporters():
-            meta, status = exporter.get("metadata", {}), exporter.get("status") or {}
-            if meta.get("deletionTimestamp") or (status.get("credential") or {}).get("name"):
-                continue
-            self.issue(meta["namespace"], meta["name"], meta.get("uid", ""))
-            count += 1
-        return count
+    def _needs_credentials(self, exporter: dict[str, Any]) -> bool:
+        meta, status = exporter.get("metadata") or {}, exporter.get("status") or {}
+        return not meta.get("deletionTimestamp") and not (status.get("credential") or {}).get(
+            "name"
+        )
 
-    def run(self, stop: threading.Event) -> None:
-        """Sweep every `interval` until `stop`; errors are logged and the sweep retried."""
-        log.info("dev stand-in for Jumpstarter's credential step: running (never deployed)")
+    def _on_exporter(
+        self, pending: queue.Queue[ObjKey], kind: str, exporter: dict[str, Any]
+    ) -> None:
+        uid = (exporter.get("metadata") or {}).get("uid", "")
+        with self._lock:
+            if kind == "DELETED" or not self._needs_credentials(exporter):
+                self._handled.discard(uid)  # gone, or issued: a later loss is issued again
+                return
+            if uid in self._handled:
+                return
+            self._handled.add(uid)
+        pending.put(key_of(exporter))
+
+    def _issuer(
+        self, informer: Informer, pending: queue.Queue[ObjKey], stop: threading.Event
+    ) -> None:
         while not stop.is_set():
             try:
-                self.issue_pending()
+                namespace, name = pending.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            exporter = informer.get(namespace, name)
+            if exporter is None or not self._needs_credentials(exporter):
+                continue
+            uid = (exporter.get("metadata") or {}).get("uid", "")
+            try:
+                self.issue(namespace, name, uid)
             except Exception as exc:  # a development aid: keep going, say what happened
-                log.warning("dev stand-in for Jumpstarter: %s", exc)
-            stop.wait(self.interval)
+                log.warning("dev stand-in for Jumpstarter: %s/%s: %s", namespace, name, exc)
+                stop.wait(self.retry_delay)
+                pending.put((namespace, name))  # still without credentials? tried again
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch Exporters and issue credentials to each new one until `stop`; a failed
+        issue is tried again while the Exporter still has none. Returns soon after `stop`;
+        the watch itself ends with its next event or its timeout."""
+        log.info("dev stand-in for Jumpstarter's credential step: running (never deployed)")
+        pending: queue.Queue[ObjKey] = queue.Queue()
+        informer = Informer(
+            Kube(self.api_client),
+            EXPORTERS,
+            self.namespace,
+            transform=keep_only("status.credential"),
+        )
+        informer.add_handler(lambda kind, new, _old: self._on_exporter(pending, kind, new))
+        threads = [
+            threading.Thread(target=self._issuer, args=(informer, pending, stop), daemon=True)
+            for _ in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        threading.Thread(target=informer.run, args=(stop,), daemon=True).start()
+        for thread in threads:
+            thread.join()

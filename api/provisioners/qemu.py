@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 PROVISIONER = "qemu.jumpstarter.dev"
-# The images an instance runs unless its class or set names others (DESIGN §7), by role.
+# The images an instance runs unless its class or set names others (docs/design.md §7), by role.
 DEFAULT_IMAGES = {
     "exporter": f"{JUMPSTARTER_REPOSITORIES}jumpstarter:{JUMPSTARTER_RELEASE}",
     "runtime": f"{JUMPSTARTER_REPOSITORIES}virtual/qemu-runtime:{JUMPSTARTER_RELEASE}",

@@ -1,4 +1,4 @@
-"""What Jumpstarter defines and this reconciler hands to it, in one place (DESIGN §7).
+"""What Jumpstarter defines and this reconciler hands to it, in one place (docs/design.md §7).
 
 Jumpstarter's exporter-set controller renders each pool instance as an Exporter, a
 config Secret holding a Jumpstarter `ExporterConfig`, and a Pod whose main container

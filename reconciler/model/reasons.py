@@ -2,8 +2,8 @@
 
 Jumpstarter's own exporter-set controller's reasons wherever the state or the event
 means the same thing (its users' `kubectl wait --for=condition`, alerts and dashboards
-keep working); a reason of this product's only where Jumpstarter has none. The README's
-table "Condition reasons" says when each is set.
+keep working); a reason of this product's only where Jumpstarter has none. docs/conditions.md
+says when each is set.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ cheap to compute) and of the `config.yaml` data that came out. When the config's
 is unchanged and the cached Secret still holds that data (a hand edit changes its digest)
 with the labels and owner it should have, nothing is rendered. No I/O; thread-safe for
 workers that handle different instances (one dict entry per instance).
+
+The Secret cache need not keep the data itself either (4 KiB an instance with a CA
+bundle): `kept_data` stands for it by its digest, and every comparison here reads either.
 """
 
 from __future__ import annotations
@@ -20,19 +23,35 @@ from typing import Any
 from reconciler.model.jumpstarter import CONFIG_KEY
 from reconciler.rendering.render import InstanceContext, config_secret
 
-__all__ = ["ConfigSync", "same_secret"]
+__all__ = ["ConfigSync", "kept_data", "same_secret"]
 
 Obj = dict[str, Any]
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Not in base64's alphabet: a kept digest is never taken for data.
+_KEPT = "blake2b:"
 
 
 def _digest(text: str | None) -> bytes:
+    if text and text.startswith(_KEPT):
+        return bytes.fromhex(text[len(_KEPT) :])
     return hashlib.blake2b((text or "").encode(), digest_size=16).digest()
 
 
+def kept_data(value: str) -> str:
+    """What a cache keeps of a `config.yaml` value: its digest, which the comparisons
+    here read as the value itself."""
+    return value if value.startswith(_KEPT) else _KEPT + _digest(value).hex()
+
+
 def same_secret(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """What the reconciler renders (data, type, labels, owner) is what the Secret holds."""
-    return current.get("data") == wanted["data"] and _same_frame(current, wanted)
+    """What the reconciler renders (data, type, labels, owner) is what the Secret holds
+    (its data as sent, or as a cache keeps it)."""
+    have, want = current.get("data") or {}, wanted["data"]
+    return (
+        have.keys() == want.keys()
+        and all(_digest(have[k]) == _digest(want[k]) for k in want)
+        and _same_frame(current, wanted)
+    )
 
 
 def _same_frame(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 from reconciler.model.defaults import field_default
 from reconciler.model.jumpstarter import CONFIG_KEY, DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
+from reconciler.rendering.configsync import kept_data
 from reconciler.rendering.render import Credentials
 
 __all__ = [
@@ -114,10 +115,14 @@ def _slim_metadata(obj: Obj) -> Obj:
 
 def keep_credentials(secret: Obj) -> Obj:
     """What the Secret cache keeps of any Secret: a little metadata and the two keys this
-    reconciler reads (`token`, `config.yaml`); the rest of a cluster's Secrets is never held."""
+    reconciler reads, `token` and `config.yaml`, the latter only by its digest
+    (`reconciler.rendering.configsync.kept_data`: it is only ever compared); the rest of a cluster's
+    Secrets is never held."""
     kept = _slim_metadata(secret)
     data = _map(secret.get("data"))
-    kept["data"] = {k: data[k] for k in (TOKEN_KEY, CONFIG_KEY) if k in data}
+    kept["data"] = {TOKEN_KEY: data[TOKEN_KEY]} if TOKEN_KEY in data else {}
+    if isinstance(data.get(CONFIG_KEY), str):
+        kept["data"][CONFIG_KEY] = kept_data(data[CONFIG_KEY])
     return kept
 
 

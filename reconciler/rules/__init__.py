@@ -1,4 +1,4 @@
-"""The pool rules (DESIGN §4): one pool's observation and `now` in, steps and status out.
+"""The pool rules (docs/design.md §4): one pool's observation and `now` in, steps and status out.
 
 `planner.plan` runs the stages of `stages/` in order, each a module stating the rule it
 applies; `steps` is what a stage hands on. `buckets` classifies an instance, `backoff`

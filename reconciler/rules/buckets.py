@@ -1,4 +1,4 @@
-"""Classify each owned Exporter into exactly one bucket of the DESIGN §4 table.
+"""Classify each owned Exporter into exactly one bucket of the docs/design.md §4 table.
 
 Rules, first match wins:
 

@@ -85,9 +85,10 @@ def secrets_by_name(scope: Scope) -> bool:
     return scope.mode != NAMESPACED
 
 
-def build_caches(kube: Kube, scope: Scope, secret_resync: float) -> Caches:
-    """The caches of `scope`, indexed; `secret_resync` is how often a cluster-wide
-    install reads each Secret again."""
+def build_caches(kube: Kube, scope: Scope, secret_resync: float, secret_budget: float) -> Caches:
+    """The caches of `scope`, indexed. A cluster-wide install's safety resync of the
+    Secrets it reads by name reads at most `secret_budget` a second in all, none more
+    often than every `secret_resync` seconds."""
     by_name = secrets_by_name(scope)
     watches: dict[Resource, Informer] = {
         r: Informer(kube, r, namespaces=scope.namespaces, **SHAPES.get(r, {}))
@@ -102,6 +103,7 @@ def build_caches(kube: Kube, scope: Scope, secret_resync: float) -> Caches:
         secret_resync,
         transform=keep_credentials,
         after=watches[EXPORTERS].synced,
+        budget=secret_budget,
     )  # fmt: skip
     _index(watches)
     return Caches(watches, secrets, {r: watches.get(r, secrets) for r in WATCHED})

@@ -11,15 +11,18 @@ written (`reconciler.runtime.failures`).
 The caches are made and indexed once (`reconciler.runtime.caches`); what every pass
 works with is one `Runtime` value, what one pass is about one `Pass`
 (`reconciler.runtime.executor`): the credentials of a pool's instances are worked out
-once per pass, when it observes the pool.
+once per pass, when it observes the pool (and for an instance whose Secrets it reads
+once more before creating its Pod, from what it read).
 
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the reading and planning half of `sync`.
 
 Scope (`reconciler.runtime.scope`): the caches cover one namespace, a list, or the
-cluster; in a cluster-wide install Secrets are read by name (`reconciler.runtime.named`),
-and in a namespaced one the pool's memory (cooldown, backoff) is a Lease beside each set
-(`reconciler.runtime.memory`).
+cluster; in a cluster-wide install Secrets are read by name (`reconciler.runtime.named`):
+an instance's two Secrets once its credentials are issued, again when its status names
+another credential Secret and right before its Pod is created, besides a slow resync
+within a total budget of reads a second. In a namespaced install the pool's memory
+(cooldown, backoff) is a Lease beside each set (`reconciler.runtime.memory`).
 
 Provisioner: a set is handled when its class names this process's provisioner, or when its
 class is missing (then only its status is written, saying so; every reconciler writes
@@ -86,13 +89,14 @@ from reconciler.rules.steps import Wait
 from reconciler.runtime.cache import ObjKey, key_of
 from reconciler.runtime.caches import build_caches
 from reconciler.runtime.events import build_event
+from reconciler.runtime.eventsender import EventSender
 from reconciler.runtime.executor import Executor, Pass, Runtime, without_protection
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 from reconciler.runtime.failures import StepFailed
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
-from reconciler.runtime.named import DEFAULT_RESYNC, NamedCache
+from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC, NamedCache
 from reconciler.runtime.scope import Scope
 from reconciler.runtime.workqueue import WorkQueue
 
@@ -149,9 +153,12 @@ class Controller:
         image_policy: ImagePolicy | None = None,
         scope: Scope | None = None,
         secret_resync: float = DEFAULT_RESYNC,
+        secret_budget: float = DEFAULT_BUDGET,
     ) -> None:
         """`scope` (default: `namespace` alone, else the cluster) is what the caches
-        cover; `secret_resync` how often a cluster-wide install reads each Secret again."""
+        cover. A cluster-wide install's safety resync of the Secrets it reads by name
+        reads at most `secret_budget` a second in all, none more often than every
+        `secret_resync` seconds."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.image_policy = image_policy  # the administrator's allow-list; None: any image
         if scope is None:
@@ -159,6 +166,7 @@ class Controller:
         self.scope = scope
         kube.mode = scope.mode  # the calls the access table grants in this scope
         self.queue: WorkQueue[ObjKey] = WorkQueue()
+        self.events = EventSender(kube)  # started by `run`; until then a pass sends its own
         self.writes = 0
         self.configs = ConfigSync()
         self.expectations = Expectations()
@@ -173,7 +181,7 @@ class Controller:
         self._lost: dict[ObjKey, list[tuple[Obj, str]]] = {}
         self._lost_lock = threading.Lock()
         self._caches_started = False
-        caches = build_caches(kube, scope, secret_resync)
+        caches = build_caches(kube, scope, secret_resync, secret_budget)
         self.watches, self.secrets = caches.watches, caches.secrets
         self.informers = caches.informers
         # Where the pools' memory lives when the set itself may not be written.
@@ -186,6 +194,7 @@ class Controller:
             expectations=self.expectations,
             configs=self.configs,
             memory=self.memory,
+            events=self.events,
         )
         self._subscribe()
 
@@ -215,23 +224,66 @@ class Controller:
             for other in self.watches[EXPORTERSETS].by_index("namespace", _key(new)[0]):
                 self.queue.add(_key(other))
 
-    def _track_secrets(self, kind: str, new: Obj, _old: Obj | None) -> None:
-        """Read by name the two Secrets of a pool's instance: the credential Secret its
-        status names and its config Secret (before the handlers that may plan with them)."""
+    def _track_secrets(self, kind: str, new: Obj, old: Obj | None) -> None:
+        """Read by name the two Secrets of a pool's instance once its credentials are
+        issued (before that nothing renders from them): the credential Secret its status
+        names, read again whenever that name changes, and its config Secret. This runs
+        before the handlers that may plan with them."""
         named = self.secrets
         assert isinstance(named, NamedCache)
         if not any(True for _ in _owner_set(new)):
             return
         namespace, name = key_of(new)
-        credential = credential_secret_name(new)
+        credential = credential_secret_name(new) if kind != "DELETED" else ""
+        before = credential_secret_name(old) if old is not None else ""
+        if kind == "DELETED":
+            before = credential_secret_name(new)
+        if before and before != credential and not self._named_by_exporter(namespace, before):
+            named.untrack(namespace, before)
         if kind == "DELETED":
             named.untrack(namespace, config_secret_name(name))
-            if credential:
-                named.untrack(namespace, credential)
-            return
-        named.track(namespace, config_secret_name(name))
-        if credential:
+        elif credential:
             named.track(namespace, credential)
+            named.track(namespace, config_secret_name(name))
+
+    def _named_by_exporter(self, namespace: str, secret: str) -> bool:
+        """Whether a pool's Exporter still names this credential Secret."""
+        named = self.watches[EXPORTERS].by_index("credential", (namespace, secret))
+        return any(True for exporter in named for _ in _owner_set(exporter))
+
+    def _confirm_secrets(self, namespace: str, actions: Iterable[Any]) -> list[Obj]:
+        """An instance's Pod is about to be created, and `jmp run` reads its config once,
+        at start: read its two Secrets now (even if read a moment ago: a token rotated
+        since, with no event, would otherwise reach no exporter before the next), so the Pod
+        starts from what they hold (a rotated token, a config edited by hand). The
+        Exporters whose Secrets were read again."""
+        named = self.secrets
+        if not isinstance(named, NamedCache):
+            return []  # watched: the cache is current
+        confirmed = []
+        for action in actions:
+            if not isinstance(action, CreatePod):
+                continue
+            exporter = self.watches[EXPORTERS].get(namespace, action.exporter)
+            credential = credential_secret_name(exporter) if exporter is not None else ""
+            if exporter is not None and credential:
+                named.confirm(namespace, credential)
+                named.confirm(namespace, config_secret_name(action.exporter))
+                confirmed.append(exporter)
+        return confirmed
+
+    def _pass_credentials(
+        self, key: ObjKey, observed: Observed, work: Iterable[Action]
+    ) -> dict[str, Credentials | str]:
+        """What the pass's steps render from: the credentials its observation found, but
+        for the instances whose Secrets are read again before their Pod is created, whose
+        credentials are worked out again from what was read."""
+        credentials = dict(observed.credentials)
+        for exporter in self._confirm_secrets(key[0], work):
+            if observed.klass is not None:
+                name = _meta(exporter).get("name", "")
+                credentials[name] = self.credentials(exporter, observed.klass)
+        return credentials
 
     def _on_owned(self, kind: str, new: Obj, old: Obj | None) -> None:
         if kind == "DELETED":
@@ -477,11 +529,12 @@ class Controller:
             self.plans.pop(key, None)  # its metric series go with it
             return None
         result, observed = decided
-        this = Pass(exporter_set, observed.klass, now, observed.credentials)
-        executor = Executor(self.runtime, this)
         self.plans[key] = result
         ordinary = lane not in LANE_STEPS
         work = [a for a in result.actions if not isinstance(a, _REPORT)]
+        lane_work = work if ordinary else [a for a in work if isinstance(a, LANE_STEPS[lane])]
+        credentials = self._pass_credentials(key, observed, lane_work)
+        executor = Executor(self.runtime, Pass(exporter_set, observed.klass, now, credentials))
         try:
             try:
                 if ordinary:
@@ -668,6 +721,7 @@ class Controller:
             # Leading from caches that may lag the last leader's creates: read live once.
             self.expectations.doubt(_key(exporter_set))
             self.queue.add(_key(exporter_set))
+        self.events.start(stop)
         threads = [
             threading.Thread(target=self._worker, name=f"worker-{i}") for i in range(self.workers)
         ]

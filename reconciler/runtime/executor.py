@@ -95,10 +95,12 @@ from reconciler.rendering.render import (
 from reconciler.rules.explain import describe
 from reconciler.runtime.cache import Cache
 from reconciler.runtime.events import build_event
+from reconciler.runtime.eventsender import EventSender
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 from reconciler.runtime.failures import RenderError, StepFailed, classify
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
+from reconciler.runtime.named import NamedCache
 
 __all__ = ["Executor", "Pass", "Runtime", "without_protection"]
 
@@ -121,13 +123,16 @@ class Runtime:
     configs: ConfigSync = field(default_factory=ConfigSync)
     # a namespaced install's pool memory (`reconciler.runtime.memory`); else the set's annotations
     memory: MemoryLeases | None = None
+    # sends Events beside the passes once started (`reconciler.runtime.eventsender`); until
+    # then, or without one, a pass writes its own
+    events: EventSender | None = None
 
 
 @dataclass(frozen=True)
 class Pass:
     """What one pass is about: the set, its class, its `now`, and the credentials of its
     instances as the pass found them (by Exporter name: the credentials, or why there
-    are none yet), worked out once, when the pass observed the pool."""
+    are none yet), worked out by the controller, not by the steps."""
 
     exporter_set: Obj
     klass: Obj | None
@@ -292,6 +297,13 @@ class Executor:
     def _cached_secret(self, name: str) -> Obj | None:
         return self.runtime.secrets.get(self.namespace, name)
 
+    def _stale_secret(self, name: str) -> None:
+        """A write found the cached copy of this Secret out of date: read it again soon
+        (Secrets read by name; a watch catches up by itself)."""
+        secrets = self.runtime.secrets
+        if isinstance(secrets, NamedCache):
+            secrets.urge(self.namespace, name)
+
     @property
     def _name(self) -> str:
         return str(self.this.exporter_set["metadata"]["name"])
@@ -330,6 +342,11 @@ class Executor:
             related=related or None,
             warning=warning,
         )
+        events = self.runtime.events
+        if events is not None and events.running:
+            self.writes += 1
+            events.send(self.namespace, event)
+            return
         try:
             self._write(lambda: self.kube.create(EVENTS, self.namespace, event))
         except Exception as exc:  # an event must never fail a reconcile
@@ -443,9 +460,15 @@ class Executor:
                 return
         version = (current.get("metadata") or {}).get("resourceVersion")
         body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
-        self.runtime.secrets.observed_write(
-            self._write(lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body))
-        )
+        try:
+            answer = self._write(
+                lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body)
+            )
+        except ApiError as exc:
+            if exc.status in (404, 409):  # changed or deleted since the cache read it
+                self._stale_secret(ctx.config_secret)
+            raise
+        self.runtime.secrets.observed_write(answer)
 
     def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
         """Delete the Pod `uid` if it still is what the plan saw: finished, or its

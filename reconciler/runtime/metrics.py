@@ -202,7 +202,7 @@ class ReconcilerMetrics(Collector):
     def _pools(self) -> Iterator[Metric]:
         instances = GaugeMetricFamily(
             "virtualtarget_exporterset_instances",
-            "Owned instances of a pool, by bucket (DESIGN §4).",
+            "Owned instances of a pool, by bucket (docs/design.md §4).",
             labels=[*_POOL, "bucket"],
         )
         desired = GaugeMetricFamily(

@@ -69,5 +69,5 @@ def namespace(plane: ControlPlane) -> str:
 def standin(plane: ControlPlane, namespace: str) -> Iterator[CredentialStandIn]:
     """Jumpstarter's credential step, played for this test's namespace (it retries through
     outages, as a controller would)."""
-    with playing_credentials(plane, namespace, 0.3) as issuer:
+    with playing_credentials(plane, namespace) as issuer:
         yield issuer

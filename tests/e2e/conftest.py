@@ -54,7 +54,7 @@ def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     """A namespace with Jumpstarter's credential step played for it (and its Lease CRD:
     the live lease check before a removal reads Leases)."""
     install_lease_crd(control_plane)
-    with playing_credentials(control_plane, namespace, 0.2):
+    with playing_credentials(control_plane, namespace):
         yield namespace
 
 

@@ -53,13 +53,11 @@ LEASE_CRD = {
 
 
 @contextlib.contextmanager
-def playing_credentials(
-    plane: ControlPlane, namespace: str, interval: float
-) -> Iterator[CredentialStandIn]:
+def playing_credentials(plane: ControlPlane, namespace: str) -> Iterator[CredentialStandIn]:
     """Jumpstarter's credential step played for one namespace (the development stand-in,
     which retries through outages as a controller would) while the block runs."""
     stop = threading.Event()
-    issuer = CredentialStandIn(plane.api_client(), namespace=namespace, interval=interval)
+    issuer = CredentialStandIn(plane.api_client(), namespace=namespace)
     thread = threading.Thread(target=issuer.run, args=(stop,), daemon=True)
     thread.start()
     try:

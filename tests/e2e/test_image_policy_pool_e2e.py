@@ -43,7 +43,7 @@ POOL = {"exporters": f"{SET_LABEL}=pool", "pods": f"{NAME_LABEL}=pool"}
 @pytest.fixture
 def standin(control_plane: ControlPlane, namespace: str) -> Iterator[None]:
     """Jumpstarter's credential step, played for the test's namespace."""
-    with playing_credentials(control_plane, namespace, interval=0.2):
+    with playing_credentials(control_plane, namespace):
         yield
 
 

@@ -79,7 +79,6 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
         endpoint=endpoint,
         ca_pem=certificates.ca_pem.decode(),
         namespace=ns,
-        interval=0.2,
     )
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     apply(plane, virtual_target_class("qemu", ns))

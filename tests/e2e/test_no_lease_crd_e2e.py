@@ -42,7 +42,7 @@ def test_exit_and_replace_and_scale_down_go_on_without_the_lease_crd(
     assert "leases" not in served, served
     plane.kubectl("create", "namespace", ns)
     stop = threading.Event()
-    standin = CredentialStandIn(plane.api_client(), namespace=ns, interval=0.2)
+    standin = CredentialStandIn(plane.api_client(), namespace=ns)
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     apply(plane, virtual_target_class("qemu", ns))
     pool = exporter_set("pool", ns, class_name="qemu", with_template=True)

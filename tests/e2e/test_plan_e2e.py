@@ -99,7 +99,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
     promised = len(creates[0]["names"])  # names are generated: the plan promises a count
 
     stop = threading.Event()
-    standin = CredentialStandIn(plane.api_client(), namespace=ns, interval=0.2)
+    standin = CredentialStandIn(plane.api_client(), namespace=ns)
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     try:
         with running_reconciler(

@@ -48,7 +48,7 @@ def lab(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     """The namespace with Jumpstarter's Lease CRD, its credential step played, a class."""
     install_lease_crd(control_plane)
     stop = threading.Event()
-    standin = CredentialStandIn(control_plane.api_client(), namespace=namespace, interval=0.2)
+    standin = CredentialStandIn(control_plane.api_client(), namespace=namespace)
     thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
     thread.start()
     apply(control_plane, virtual_target_class("qemu", namespace))

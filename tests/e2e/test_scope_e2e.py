@@ -9,7 +9,8 @@ with a TokenRequest token of it. Then:
   can-i` says no and a real GET (or, cluster-wide, LIST) gets 403;
 - pools in the scope fill, pools outside it are left alone;
 - a rotated token reaches the instance's config Secret; the time it took is printed
-  beside the scope's stated bound (a watch: seconds; by name: the resync period).
+  beside the scope's stated bound (a watch: seconds; by name: the resync's floor plus
+  Secrets / budget).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from virtualtarget.rbac import render_component
 from virtualtarget.stack import running_reconciler
 from virtualtarget.standin import CredentialStandIn
 
-RESYNC = 4.0  # --secret-resync of the cluster-wide run: its rotation bound, plus a pass
-WATCH_BOUND = 5.0  # what the README states for a watch: an event and a pass
+RESYNC = 4.0  # --secret-resync of the cluster-wide run (the resync's floor per Secret)
+WATCH_BOUND = 5.0  # what docs/install.md states for a watch: an event and a pass, within seconds
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
             )
             took = time.monotonic() - started
             bound = (
-                f"the {RESYNC:.0f} s resync period and a pass"
+                f"the resync: {RESYNC:.0f} s + Secrets / budget, and a pass"
                 if case.mode == CLUSTER
                 else f"{WATCH_BOUND:.0f} s: a watch event and a pass"
             )

@@ -173,7 +173,7 @@ def test_a_pool_jumpstarters_controller_filled_is_taken_over_without_churn(
         ns = request.getfixturevalue("namespace")
         install_lease_crd(plane)
         extra = ["--namespace", ns, "--no-leader-election"]
-    with playing_credentials(plane, ns, 0.2):
+    with playing_credentials(plane, ns):
         since, before = jumpstarters_pool(plane, ns)
         assert len(before) == 9, before
         switched = time.monotonic()

@@ -354,7 +354,6 @@ def running_pool(
         endpoint=controller.endpoint,
         ca_pem=controller.certificates.ca_pem.decode(),
         namespace=namespace,
-        interval=0.2,
     )
     threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}

@@ -1,5 +1,5 @@
 """The monitoring component scrapes what the overlays install, the way the components
-require, and every alert it adds has a runbook in the README."""
+require, and every alert it adds has a runbook in docs/runbooks.md."""
 
 from __future__ import annotations
 
@@ -139,11 +139,13 @@ def test_alerts_select_the_jobs_the_service_monitors_scrape() -> None:
         assert named and named <= jobs, rule["alert"]
 
 
-# -- the README -------------------------------------------------------------------------
+# -- the pages: the runbooks, and the monitoring section of operations -------------------
+
+RUNBOOKS = REPO / "docs" / "runbooks.md"
 
 
-def _readme_section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
+def _page_section(page: Path, title: str) -> str:
+    text = page.read_text()
     return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
@@ -152,13 +154,13 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_every_alert_links_to_its_runbook_section_in_the_readme() -> None:
-    monitoring = _readme_section("Monitoring")
+def test_every_alert_links_to_its_runbook_section() -> None:
+    page = RUNBOOKS.read_text()
     runbooks = dict(
         (match.group(1), body)
         for match, body in zip(
-            re.finditer(r"^#### (\S+)\n", monitoring, re.M),
-            re.split(r"^#### \S+\n", monitoring, flags=re.M)[1:],
+            re.finditer(r"^## (\S+)\n", page, re.M),
+            re.split(r"^## \S+\n", page, flags=re.M)[1:],
             strict=True,
         )
     )
@@ -174,12 +176,13 @@ def test_every_alert_links_to_its_runbook_section_in_the_readme() -> None:
         assert anchor == _slug(rule["alert"])
         for part in ("**Meaning.**", "**Check.**", "**Action.**"):
             assert part in runbooks[rule["alert"]], (rule["alert"], part)
-    assert bases == {"https://github.com/jumpstarter-dev/virtualtarget/blob/main/README.md"}
+    assert bases == {"https://github.com/jumpstarter-dev/virtualtarget/blob/main/docs/runbooks.md"}
 
 
-def test_the_readme_example_overlay_renders_for_another_prometheus(tmp_path: Path) -> None:
-    """The kustomization the README shows: the component for another Prometheus."""
-    (block,) = re.findall(r"```yaml\n(.*?)```", _readme_section("Monitoring"), re.S)
+def test_the_example_overlay_renders_for_another_prometheus(tmp_path: Path) -> None:
+    """The kustomization docs/operations.md shows: the component for another Prometheus."""
+    monitoring = _page_section(REPO / "docs" / "operations.md", "Monitoring")
+    (block,) = re.findall(r"```yaml\n(.*?)```", monitoring, re.S)
     example = yaml.safe_load(block)
     assert f"../../components/{COMPONENT}" in example["components"]
     shutil.copytree(DEPLOY, tmp_path / "deploy")

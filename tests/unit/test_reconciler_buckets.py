@@ -1,4 +1,4 @@
-"""The bucket table of DESIGN §4, one rule per test."""
+"""The bucket table of docs/design.md §4, one rule per test."""
 
 from __future__ import annotations
 

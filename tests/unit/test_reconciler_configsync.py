@@ -10,6 +10,7 @@ from unittest import mock
 
 from reconciler.rendering import configsync
 from reconciler.rendering.configsync import ConfigSync
+from reconciler.rendering.credentials import keep_credentials
 from reconciler.rendering.render import Credentials, InstanceContext, config_secret, exporter_config
 
 CTX = InstanceContext(
@@ -78,3 +79,16 @@ def test_forgotten_instances_take_no_memory() -> None:
     assert len(sync) == 1
     sync.forget("ns", "pool-0")
     assert len(sync) == 0
+
+
+def test_a_cache_that_keeps_only_the_data_s_digest_compares_the_same() -> None:
+    config = exporter_config(CTX, DRIVERS)
+    kept = keep_credentials(stored(CTX))
+    assert kept["data"]["config.yaml"] != stored(CTX)["data"]["config.yaml"]
+    assert ConfigSync().wanted(CTX, config, kept) is None  # rendered, compared by digest
+    sync = ConfigSync()
+    assert sync.wanted(CTX, config, kept) is None
+    assert sync.wanted(CTX, config, kept) is None  # and not rendered again
+    edited = stored(CTX)
+    edited["data"]["config.yaml"] = base64.b64encode(b"token: mine\n").decode()
+    assert sync.wanted(CTX, config, keep_credentials(edited)) is not None

@@ -1,4 +1,4 @@
-"""The planner on hand-made pools: one DESIGN §4 rule per test."""
+"""The planner on hand-made pools: one docs/design.md §4 rule per test."""
 
 from __future__ import annotations
 

@@ -52,6 +52,7 @@ class RecordingKube:
         self.events: list[Obj] = []
         self.refuse: dict[str, Exception] = {}
         self.serial = 0
+        self.stored: dict[tuple[str, str], Obj] = {}  # (resource, name) -> what a GET finds
 
     def _write(self, verb: str, resource: Resource, name: str) -> None:
         refused = self.refuse.get(resource.plural)
@@ -84,7 +85,7 @@ class RecordingKube:
         return True
 
     def get(self, resource: Resource, ns: str, name: str) -> Obj | None:
-        return None
+        return self.stored.get((resource.plural, name))  # read by name, as the apiserver holds it
 
     def list(self, resource: Resource, ns: str | None = None, selector: str | None = None) -> Any:
         return [], "1"
@@ -176,13 +177,12 @@ def make_lab() -> tuple[Controller, RecordingKube]:
         },
     )
     informers[EXPORTERS].apply("ADDED", _exporter(INSTANCE))
-    informers[SECRETS].apply(
-        "ADDED",
-        {
-            "metadata": {"name": f"{INSTANCE}-token", "namespace": NS},
-            "data": {"token": base64.b64encode(b"t" * 40).decode()},
-        },
-    )
+    token = {
+        "metadata": {"name": f"{INSTANCE}-token", "namespace": NS},
+        "data": {"token": base64.b64encode(b"t" * 40).decode()},
+    }
+    kube.stored[SECRETS.plural, f"{INSTANCE}-token"] = token
+    informers[SECRETS].apply("ADDED", token)
     return controller, kube
 
 

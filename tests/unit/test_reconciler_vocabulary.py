@@ -1,5 +1,5 @@
 """Jumpstarter's vocabulary: the labels and annotation keys its exporter-set controller
-uses, and every condition and Event reason documented in the README's table."""
+uses, and every condition and Event reason documented in docs/conditions.md."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from reconciler.model.adapt import pool_view
 from reconciler.model.keys import LEGACY_SURPLUS_SINCE, NAME_LABEL, SURPLUS_SINCE
 from reconciler.model.timefmt import parse_time
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONDITIONS = Path(__file__).resolve().parents[2] / "docs" / "conditions.md"
 
 
 def test_keys_are_jumpstarters() -> None:
@@ -32,9 +32,9 @@ def test_the_cooldown_is_read_from_jumpstarters_key_and_from_the_one_earlier_ver
     assert since(both) == parse_time("2026-01-01T00:00:00Z")
 
 
-def test_every_reason_is_in_the_readme() -> None:
-    text = README.read_text()
+def test_every_reason_is_in_the_conditions_page() -> None:
+    text = CONDITIONS.read_text()
     names = [v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str)]
     assert len(names) > 20
     for name in names:
-        assert f"`{name}`" in text, f"reason {name} is not in README.md"
+        assert f"`{name}`" in text, f"reason {name} is not in docs/conditions.md"

@@ -1,4 +1,4 @@
-"""Planner stage, size: how many instances the pool wants (DESIGN §4).
+"""Planner stage, size: how many instances the pool wants (docs/design.md §4).
 
 With W = minAvailableReplicas (the warm buffer; 0 under WaitForFirstConsumer, which
 keeps none and scales on pending Leases), Q = Leases that have not ended, have no

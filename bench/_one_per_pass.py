@@ -16,10 +16,10 @@ import sys
 from datetime import datetime, timedelta
 from unittest import mock
 
-from reconciler import controller
-from reconciler.actions import CreateExporter
-from reconciler.observe import Observation
-from reconciler.planner import Plan, plan
+from reconciler.model.actions import CreateExporter
+from reconciler.model.views import Observation
+from reconciler.rules.planner import Plan, plan
+from reconciler.runtime import controller
 
 __all__ = ["REQUEUE", "one_create_per_pass", "planner"]
 

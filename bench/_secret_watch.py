@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from unittest import mock
 
-from reconciler import controller, kube
-from reconciler.access import SECRETS, allowed
+from reconciler.model.access import SECRETS, allowed
+from reconciler.runtime import caches, kube
 
 __all__ = ["main"]
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     from virtualtarget.cli import main as cli
 
     with (
-        mock.patch.object(controller, "secrets_by_name", lambda _scope: False),
+        mock.patch.object(caches, "secrets_by_name", lambda _scope: False),
         mock.patch.object(kube, "allowed", _allowed),
     ):
         result: int = cli(argv)

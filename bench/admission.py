@@ -472,6 +472,16 @@ def report(
         "client connection, the two configurations alternating within each round. "
         "Times in ms.",
         "",
+    ]
+    table, verdicts = _latencies(results)
+    lines += [*table, "", *_verdicts(results, verdicts), "", *_breakdown(results)]
+    lines += ["", *_connections(results, handshake, idle)]
+    return "\n".join(lines)
+
+
+def _latencies(results: Results) -> tuple[list[str], list[tuple[str, str, float]]]:
+    """The table of added latency per step, and each step's added p50 (median of rounds)."""
+    lines = [
         "| kind | operation | p50 without | p50 with | added p50 | added p50, median of "
         "rounds | p99 without | p99 with | req/s without | req/s with | failures with "
         "| failures without |",
@@ -493,6 +503,11 @@ def report(
             f"| {results.failures[n]} |"
         )
         verdicts.append((kind, op, per_round))
+    return lines, verdicts
+
+
+def _verdicts(results: Results, verdicts: list[tuple[str, str, float]]) -> list[str]:
+    """Creates and their failures, and the added time against the target."""
     creates = sum(len(results.latencies[(True, k, o)]) for k, o in STEPS if o.startswith("create"))
     create_failures = sum(
         results.failures[(True, k, o)] for k, o in STEPS if o.startswith("create")
@@ -506,15 +521,19 @@ def report(
     def verdict(value: float) -> str:
         return "meets" if value <= TARGET_ADDED_MS / 1000 else "MISSES"
 
-    lines += [
-        "",
+    return [
         f"Creates with the webhooks: {creates}, failures: {create_failures}. "
         f"Largest added p50 (median of rounds) of the ordinary requests: {ms(worst[2])} ms "
         f"({worst[0]} {worst[1]}): {verdict(worst[2])} the target of at most "
         f"{TARGET_ADDED_MS:.0f} ms. Both webhooks called (a template without labels): "
         f"{ms(both[2])} ms, {verdict(both[2])} it.",
         *(f"- error: {e}" for e in results.errors),
-        "",
+    ]
+
+
+def _breakdown(results: Results) -> list[str]:
+    """Where the added time goes, from both sides' metrics."""
+    lines = [
         "Where the added time goes (with the webhooks; means per request from both sides' "
         "metrics, medians over rounds):",
         "",
@@ -528,11 +547,15 @@ def report(
             f"| {kind} | {op} | {reviews:.1f} | {ms(inside)} | {calls:.1f} | {ms(outside)} "
             f"| {ms(outside - inside) if calls else '-'} |"
         )
+    return lines
+
+
+def _connections(results: Results, handshake: tuple[float, float], idle: Idle) -> list[str]:
+    """The apiserver's connections to the webhook, a handshake's cost, an idle create."""
     fresh, reused = handshake
     times, fresh_connections = idle
     short, long = (statistics.median(times[i]) for i in (IDLE_SHORT, IDLE_LONG))
-    lines += [
-        "",
+    return [
         "Connections: the apiserver's connections to the webhook seen per round "
         f"(sampled every 25 requests): {results.connections_per_batch}, of which new in "
         f"that round: {results.new_connections_per_batch}, for "
@@ -549,7 +572,6 @@ def report(
         f"{IDLE_LONG:.0f} s and {fresh_connections[IDLE_SHORT]} of those after "
         f"{IDLE_SHORT:.0f} s.",
     ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -54,10 +54,10 @@ from typing import Any
 
 from bench._stats import percentile
 from bench.webhook import _cpu_seconds as process_cpu_seconds
-from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
-from reconciler.cache import Informer, ObjKey, key_of
-from reconciler.keys import SET_LABEL
-from reconciler.kube import Kube
+from reconciler.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from reconciler.model.keys import SET_LABEL
+from reconciler.runtime.cache import Informer, ObjKey, key_of
+from reconciler.runtime.kube import Kube
 from scrape.serving import SERVING_METRICS
 from tests.e2e.objects import install_lease_crd
 from tests.e2e.objects import lease as pending_lease
@@ -107,7 +107,7 @@ class Seen:
 
 
 class Recorder:
-    """The bench's own list-and-watch caches (`reconciler.cache.Informer`), whose handlers
+    """The bench's own list-and-watch caches (`reconciler.runtime.cache.Informer`), whose handlers
     stamp each first sighting with `time.monotonic()` as the event is received."""
 
     def __init__(self, kube: Kube) -> None:

@@ -40,10 +40,10 @@ from typing import Any
 
 from bench._apiserver import READ_VERBS, WRITE_VERBS, audit_requests, request_totals
 from bench.webhook import _cpu_seconds as cpu_seconds
-from reconciler.access import EXPORTERS, PODS
-from reconciler.cache import Informer, keep_only
-from reconciler.keys import NAME_LABEL
-from reconciler.kube import Kube
+from reconciler.model.access import EXPORTERS, PODS
+from reconciler.model.keys import NAME_LABEL
+from reconciler.runtime.cache import Informer, keep_only
+from reconciler.runtime.kube import Kube
 from tests.e2e.objects import exporter_set, install_lease_crd, virtual_target_class
 from virtualtarget.controlplane import ControlPlane, running_control_plane
 from virtualtarget.stack import register_webhooks, running_reconciler, running_webhook
@@ -346,12 +346,16 @@ def _user(name: str) -> str:
 
 
 def report(result: Result) -> str:
-    n, instances = result.pools, result.pools * INSTANCES
+    sections = (_summary, _fill, _at_rest, _by_process)
+    return "\n".join(line for section in sections for line in section(result)) + "\n"
+
+
+def _summary(result: Result) -> list[str]:
+    """The title, the set-up, and the one-line table of the headline figures."""
+    n = result.pools
     bare_rate = n / result.bare_s
-    fill_total = sum(result.fill_writes.values())
-    fill_rate = fill_total / result.fill_s
     lines = [
-        f"## scale (`python -m bench scale {n}`): {n:,} pools, {instances:,} instances",
+        f"## scale (`python -m bench scale {n}`): {n:,} pools, {n * INSTANCES:,} instances",
         "",
         f"Started {result.started:%Y-%m-%d %H:%M} UTC; load average {result.load_start} at the "
         f"start, {result.load_end} at the end. Cluster-wide reconciler (leader election on), "
@@ -375,7 +379,15 @@ def report(result: Result) -> str:
         f"| {_per_s(steady_reads)} | {result.steady_cpu['reconciler'] * 100:.1f}% "
         f"| {result.rss['reconciler']:.0f} MiB ({result.peak['reconciler']:.0f}) |"
     )
-    lines += [
+    return lines
+
+
+def _fill(result: Result) -> list[str]:
+    """The fill's writes, by whom, and each process's share of a core meanwhile."""
+    instances, bare_rate = result.pools * INSTANCES, result.pools / result.bare_s
+    fill_total = sum(result.fill_writes.values())
+    fill_rate = fill_total / result.fill_s
+    lines = [
         "",
         f"The fill: {fill_total:,} writes in {result.fill_s:.1f} s, {fill_rate:.0f}/s against "
         f"the bare {bare_rate:.0f}/s ({fill_rate / bare_rate:.2f}); "
@@ -390,10 +402,17 @@ def report(result: Result) -> str:
         lines.append(
             f"| {_user(user)} | {verb} | {resource} | {count:,} | {count / instances:.2f} |"
         )
-    lines += [
+    return [
+        *lines,
         "",
         "Share of a core during the fill: "
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in result.fill_cpu.items()),
+    ]
+
+
+def _at_rest(result: Result) -> list[str]:
+    """The requests of the quiet window, by verb and resource, then by user."""
+    lines = [
         "",
         f"At rest ({WINDOW:.0f} s, from {result.quiet_after_s:.0f} s after the last Pod): "
         "requests per second by verb and resource (`apiserver_request_total`):",
@@ -414,7 +433,12 @@ def report(result: Result) -> str:
     ]
     for (user, verb, resource), count in sorted(result.steady_by_user.items()):
         lines.append(f"| {_user(user)} | {verb} | {resource} | {_per_s(count)} |")
-    lines += [
+    return lines
+
+
+def _by_process(result: Result) -> list[str]:
+    """Each process's CPU and memory, and what the cluster holds at the end."""
+    lines = [
         "",
         "| process | steady CPU (share of a core) | RSS at the end (MiB) | peak RSS (MiB) |",
         "| --- | ---: | ---: | ---: |",
@@ -424,10 +448,11 @@ def report(result: Result) -> str:
             f"| {name} | {result.steady_cpu[name] * 100:.1f}% | {result.rss[name]:.0f} "
             f"| {result.peak[name]:.0f} |"
         )
+    expected = result.pools * INSTANCES
     lines.append(
-        f"\nExporters {result.exporters:,}, instance Pods {result.pods:,} (expected {instances:,})."
+        f"\nExporters {result.exporters:,}, instance Pods {result.pods:,} (expected {expected:,})."
     )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> str:

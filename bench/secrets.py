@@ -1,6 +1,6 @@
 """What a cluster-wide Secret watch costs the reconciler, with 10,000 unrelated Secrets.
 
-A cluster-wide install reads the Secrets it needs by name (`reconciler.named`); before,
+A cluster-wide install reads the Secrets it needs by name (`reconciler.runtime.named`); before,
 it listed and watched every Secret in the cluster. On a loopback kube-apiserver
 (`virtualtarget.controlplane`) holding `UNRELATED` Secrets the reconciler never uses
 (`PAYLOAD` bytes of data each, in `SPREAD` namespaces, as Helm releases and tokens are)

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.access import EXPORTERS, PODS
-from reconciler.cache import Informer
-from reconciler.kube import Kube
+from reconciler.model.access import EXPORTERS, PODS
+from reconciler.runtime.cache import Informer
+from reconciler.runtime.kube import Kube
 from tests.e2e.objects import install_lease_crd
 from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 from virtualtarget.stack import reconciler_args

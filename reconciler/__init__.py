@@ -1,15 +1,23 @@
-"""The ExporterSet pool reconciler: a pure planner and the Kubernetes runtime that feeds it.
+"""The ExporterSet pool reconciler: pure pool rules and the Kubernetes runtime that feeds them.
 
-Layers, each a module with one job:
-- `observe`, `actions`: the planner's frozen input views and output steps;
-- `adapt`, `defaults`: raw API objects (plain dicts) to views, schema defaults applied;
-- `buckets`, `planner`, `status`: the pool semantics of docs/design.md §4 (pure, no I/O);
-- `explain`, `planreport`: a plan in words, for the log, Events and `plan` (pure);
-- `render`, `provisioners/`: the Exporter and the workload of one instance (pure);
-- `access`: every API call made, the source of the generated RBAC;
-- `kube`, `cache`, `workqueue`, `leader`, `executor`, `controller`, `cli`: the runtime;
-- `plan_cli`: `virtualtarget plan`, the runtime's reading and planning half, read-only;
-- `world`, `simulate`, `simreport`, `simulate_cli`: the planner on a simulated clock.
+Five rooms, imported in one direction only (`.importlinter`, contract `reconciler-layers`):
 
-`reconciler.planner` and what it imports never touch `kubernetes` (see `.importlinter`).
+    runtime/   simulation/      the runtime and the simulated clock drive the rules
+    rules/     rendering/       what a pool should do; what an instance is made of
+    model/                      the shapes and names both sides share
+
+- `model/`: the planner's views and steps, status shapes, label and annotation keys,
+  reasons, time format, schema defaults, raw objects to views, Jumpstarter's contract,
+  and the access table every API call is checked against (the source of the RBAC);
+- `rules/`: the pool rules of docs/design.md §4: `planner.plan` and its stages, buckets, backoff,
+  conditions, transitions, and a plan in words (`explain`, `planreport`); pure, no I/O;
+- `rendering/`: an instance's Exporter, config Secret and workload (`provisioners/`), its
+  credentials, the config Secret comparison and the image check; pure, no I/O;
+- `runtime/`: the API client, caches, work queue, leader election, expectations, the
+  executor of a plan's steps, the controller that runs passes, metrics and Events;
+- `simulation/`: the planner on a simulated cluster and clock (`World`, `simulate`).
+
+Entry points stay here: `cli` (`virtualtarget reconcile`), `exporter_set_controller`
+(Jumpstarter's command line), `plan_cli` (`virtualtarget plan`, the runtime's reading and
+planning half, read-only) and `simulate_cli` (`virtualtarget simulate`).
 """

@@ -24,22 +24,35 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from api.imagepolicy import add_flags, from_flags, startup_line
 from api.provisioners.qemu import Layout
-from reconciler.named import DEFAULT_BUDGET, DEFAULT_RESYNC
-from scrape.http import TEXT, Reply, Route, Server, parse_address, serve
+from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC
+from scrape.http import TEXT, Reply, Route, Server, parse_address
+from scrape.http import serve as serve_routes
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
 
 if TYPE_CHECKING:
-    from reconciler.controller import Controller
-    from reconciler.kube import Kube
-    from reconciler.scope import Scope
+    from reconciler.runtime.controller import Controller
+    from reconciler.runtime.kube import Kube
+    from reconciler.runtime.leader import Elector
+    from reconciler.runtime.metrics import ReconcilerMetrics
+    from reconciler.runtime.scope import Scope
 
-__all__ = ["DEFAULT_PROVISIONER", "WATCH_STALL_BOUND", "configure", "run"]
+__all__ = [
+    "DEFAULT_PROVISIONER",
+    "WATCH_STALL_BOUND",
+    "Reconciler",
+    "build",
+    "configure",
+    "lead",
+    "run",
+    "serve",
+]
 
 DEFAULT_PROVISIONER = "qemu.jumpstarter.dev"
 # A watch ends after at most 240 s by the server's clock and bookmarks arrive about once
@@ -48,6 +61,16 @@ WATCH_STALL_BOUND = 300.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """`virtualtarget reconcile`'s flags, in the order `--help` lists them."""
+    _pool_flags(parser)
+    _election_flags(parser)
+    _serving_flags(parser)
+    add_flags(parser)
+    parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def _pool_flags(parser: argparse.ArgumentParser) -> None:
+    """The cluster, the pools handled, how their Secrets are read, the workers."""
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     parser.add_argument(
         "--provisioner",
@@ -92,6 +115,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=4, help="sets reconciled in parallel (default: 4)"
     )
+
+
+def _election_flags(parser: argparse.ArgumentParser) -> None:
+    """Leader election: one replica reconciles, the others stand by with warm caches."""
     parser.add_argument(
         "--no-leader-election", action="store_true", help="reconcile without a leader Lease"
     )
@@ -104,6 +131,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
+
+
+def _serving_flags(parser: argparse.ArgumentParser) -> None:
+    """Where `/metrics` and the probes are served."""
     parser.add_argument(
         "--metrics-bind-address",
         default=":8443",
@@ -128,8 +159,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="[HOST]:PORT",
         help="serve /healthz and /readyz here, plain HTTP (default: %(default)s; 0 disables)",
     )
-    add_flags(parser)
-    parser.add_argument("-v", "--verbose", action="store_true")
 
 
 def _positive(value: str) -> float:
@@ -162,7 +191,7 @@ def _probes(controller: Controller) -> dict[str, Route]:
 def _metrics_route(exposition: Callable[[], bytes], kube: Kube, secure: bool) -> Route:
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from reconciler.access import REVIEWS
+    from reconciler.model.access import REVIEWS
     from scrape.auth import ScrapeAuth
 
     auth = ScrapeAuth(lambda path, body: kube.review(REVIEWS[path], body)) if secure else None
@@ -249,49 +278,76 @@ def _addresses(args: argparse.Namespace) -> tuple[tuple[str, int] | None, tuple[
     return parse_address(args.metrics_bind_address), parse_address(args.health_probe_bind_address)
 
 
+@dataclass
+class Reconciler:
+    """What `run` builds from its arguments before it serves and leads."""
+
+    kube: Kube
+    controller: Controller
+    elector: Elector | None  # None: reconcile without a leader Lease
+    metrics: ReconcilerMetrics
+    metrics_address: tuple[str, int] | None
+    health_address: tuple[str, int] | None
+
+
 def run(args: argparse.Namespace) -> int:
+    """Build the reconciler, serve its probes and metrics, then reconcile while leading."""
     if not getattr(args, "logging_set", False):
         setup_logging(logging.DEBUG if args.verbose else logging.INFO)
-    from reconciler.controller import Controller
-    from reconciler.kube import ConfigError, Kube, api_client
-    from reconciler.leader import ElectionConfig, Elector
-    from reconciler.metrics import ReconcilerMetrics
-    from reconciler.provisioners import provisioner
-    from reconciler.scope import Scope
-
-    try:
-        plugin = provisioner(args.provisioner, qemu_layout=args.qemu_layout)
-    except KeyError as exc:
-        return _fail(str(exc.args[0]))
-    try:
-        scope = Scope.from_args(args.namespace)
-    except ValueError as exc:
-        return _fail(str(exc))
-    lease_namespace = election_namespace(args.leader_election_namespace, scope)
-    try:
-        metrics_address, health_address = _addresses(args)
-    except ValueError as exc:
-        return _fail(str(exc))
-    try:
-        image_policy = from_flags(args)
-    except ValueError as exc:
-        return _fail(f"--allowed-image-prefixes: {exc}")
-    try:
-        client = api_client(args.kubeconfig)
-    except ConfigError as exc:
-        return _fail(str(exc))
-    kube = Kube(client, mode=scope.mode)
-    if scope.namespaces is not None:
-        kube.write_namespaces = frozenset((*scope.namespaces, lease_namespace))
+    built = build(args)
+    if isinstance(built, str):
+        return _fail(built)
     stop = threading.Event()
-    lost = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    servers = serve(args, built)
+    if isinstance(servers, str):
+        return _fail(servers)
+    try:
+        return lead(built, stop)
+    finally:
+        for server in servers:
+            server.stop()
 
+
+def build(args: argparse.Namespace) -> Reconciler | str:
+    """The client, controller, elector and metrics the arguments ask for, or what is
+    wrong with them."""
+    from reconciler.rendering.provisioners import provisioner
+    from reconciler.runtime.controller import Controller
+    from reconciler.runtime.kube import ConfigError, Kube, api_client
+    from reconciler.runtime.leader import ElectionConfig, Elector
+    from reconciler.runtime.metrics import ReconcilerMetrics
+    from reconciler.runtime.scope import Scope
+
+    try:
+        plugin = provisioner(args.provisioner, qemu_layout=args.qemu_layout)
+    except KeyError as exc:
+        return str(exc.args[0])
+    try:
+        scope = Scope.from_args(args.namespace)
+    except ValueError as exc:
+        return str(exc)
+    lease_namespace = election_namespace(args.leader_election_namespace, scope)
+    try:
+        metrics_address, health_address = _addresses(args)
+    except ValueError as exc:
+        return str(exc)
+    try:
+        image_policy = from_flags(args)
+    except ValueError as exc:
+        return f"--allowed-image-prefixes: {exc}"
+    try:
+        client = api_client(args.kubeconfig)
+    except ConfigError as exc:
+        return str(exc)
+    kube = Kube(client, mode=scope.mode)
+    if scope.namespaces is not None:
+        kube.write_namespaces = frozenset((*scope.namespaces, lease_namespace))
     controller = Controller(
         kube,
         plugin,
@@ -315,7 +371,6 @@ def run(args: argparse.Namespace) -> int:
                 retry_period=args.retry_period,
             ),
         )
-
         kube.may_write = elector.may_write
     metrics = ReconcilerMetrics(
         queue=controller.queue,
@@ -327,43 +382,54 @@ def run(args: argparse.Namespace) -> int:
         lease_name=args.leader_election_id,
         image_allow_list=image_policy is not None,
     )
-    servers: list[Server] = []
     log = logging.getLogger(__name__)
     log.log(*startup_line(image_policy))
     how = "Secrets watched" if scope.namespaces is not None else "Secrets read by name"
     log.info("watching pools in %s (%s)", scope.describe(), how)
+    return Reconciler(kube, controller, elector, metrics, metrics_address, health_address)
+
+
+def serve(args: argparse.Namespace, built: Reconciler) -> list[Server] | str:
+    """Serve the probes and `/metrics` (those not disabled); or why they cannot be."""
+    log = logging.getLogger(__name__)
+    servers: list[Server] = []
     try:
-        if health_address is not None:
-            servers.append(serve(health_address, _probes(controller)))
+        if built.health_address is not None:
+            servers.append(serve_routes(built.health_address, _probes(built.controller)))
             log.info(SERVING_PROBES, servers[-1].port)
-        if metrics_address is not None:
+        if built.metrics_address is not None:
             tls = _metrics_tls(args.metrics_cert_dir) if args.metrics_secure else None
-            route = _metrics_route(metrics.exposition, kube, args.metrics_secure)
-            servers.append(serve(metrics_address, {"/metrics": route}, tls))
+            route = _metrics_route(built.metrics.exposition, built.kube, args.metrics_secure)
+            servers.append(serve_routes(built.metrics_address, {"/metrics": route}, tls))
             log.info(SERVING_METRICS, servers[-1].port)
     except (OSError, ssl.SSLError) as exc:
         for server in servers:
             server.stop()
-        return _fail(f"cannot serve probes or metrics: {exc}")
+        return f"cannot serve probes or metrics: {exc}"
+    return servers
+
+
+def lead(built: Reconciler, stop: threading.Event) -> int:
+    """Fill the caches, then reconcile while this process leads (or without election),
+    until `stop`: 0, or 1 when the leader Lease was lost."""
+    log = logging.getLogger(__name__)
+    controller, elector = built.controller, built.elector
+    lost = threading.Event()
     controller.start_caches(stop)
+    if elector is not None:
+
+        def lose() -> None:
+            lost.set()
+            stop.set()
+
+        threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
+        log.info("waiting for leadership as %s", elector.identity)
+        while not elector.leading.wait(0.2):
+            if stop.is_set():
+                return 0
     try:
-        if elector is not None:
-
-            def lose() -> None:
-                lost.set()
-                stop.set()
-
-            threading.Thread(target=elector.run, args=(stop, lose), daemon=True).start()
-            log.info("waiting for leadership as %s", elector.identity)
-            while not elector.leading.wait(0.2):
-                if stop.is_set():
-                    return 0
-        try:
-            controller.run(stop)
-        finally:
-            if elector is not None and not lost.is_set():
-                elector.release()
+        controller.run(stop)
     finally:
-        for server in servers:
-            server.stop()
+        if elector is not None and not lost.is_set():
+            elector.release()
     return 1 if lost.is_set() else 0

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from api.provisioners.qemu import Layout
 from reconciler import cli
-from reconciler.scope import NAMESPACE_ENV
+from reconciler.runtime.scope import NAMESPACE_ENV
 
 __all__ = ["ELECTION_ID_PREFIX", "main", "reconcile_args"]
 

@@ -29,8 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reconciler.simreport import summary_markdown, write_plot
-    from reconciler.simulate import ScenarioError, run_scenario
+    from reconciler.simulation.simreport import summary_markdown, write_plot
+    from reconciler.simulation.simulate import ScenarioError, run_scenario
 
     try:
         scenario = yaml.safe_load(args.scenario.read_text())

@@ -8,7 +8,7 @@ import subprocess
 import threading
 from collections import Counter
 
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from virtualtarget.controlplane import ControlPlane
 
 

@@ -25,10 +25,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.access import EXPORTERS
-from reconciler.cache import Informer, ObjKey, keep_only, key_of
-from reconciler.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
-from reconciler.kube import Kube
+from reconciler.model.access import EXPORTERS
+from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY, TOKEN_KEY
+from reconciler.runtime.cache import Informer, ObjKey, keep_only, key_of
+from reconciler.runtime.kube import Kube
 
 __all__ = ["DEV_ENDPOINT", "CredentialStandIn"]
 

@@ -164,7 +164,7 @@ async def check_set_overlap(
     exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
 ) -> Verdict:
     """A warning for each set of the namespace whose instances a Lease for this one may
-    match too, naming the set that counts such a Lease (`reconciler.claims`)."""
+    match too, naming the set that counts such a Lease (`reconciler.rules.claims`)."""
     others = await view.sets_of(namespace, budget)
     return Verdict(
         warnings=[
@@ -207,7 +207,7 @@ async def check_set_delete(
     budget: float,
 ) -> Verdict:
     """Warnings naming the instances of a set being deleted that serve a lease: each stays
-    until its lease ends (`reconciler.protection`). Never a denial."""
+    until its lease ends (`reconciler.rules.protection`). Never a denial."""
     try:
         exporters, leases = await view.pool_instances(namespace, name, budget)
     except ClusterUnavailable as exc:

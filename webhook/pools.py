@@ -20,15 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.fielderrors import FieldError
-from reconciler.adapt import exporter_view, lease_view
-from reconciler.buckets import is_busy
-from reconciler.claims import overlap, pool_claim
-from reconciler.jumpstarter import CONFIG_KEY
-from reconciler.keys import SET_LABEL
-from reconciler.planner import generate_name
-from reconciler.protection import busy_lease, leased_names
-from reconciler.provisioners import PROVISIONERS
-from reconciler.render import (
+from reconciler.model.adapt import exporter_view, lease_view, pool_claim
+from reconciler.model.jumpstarter import CONFIG_KEY
+from reconciler.model.keys import SET_LABEL, generate_name
+from reconciler.rendering.provisioners import PROVISIONERS
+from reconciler.rendering.render import (
     Credentials,
     config_secret,
     config_text,
@@ -37,6 +33,9 @@ from reconciler.render import (
     instance_context,
     render_exporter,
 )
+from reconciler.rules.buckets import is_busy
+from reconciler.rules.claims import overlap
+from reconciler.rules.protection import busy_lease, leased_names
 from webhook.jsontext import compact_json
 
 __all__ = [
@@ -210,7 +209,7 @@ def _storable_errors(exporter_set: Obj, klass: Obj, who: str) -> list[FieldError
 
 def overlapping(exporter_set: Obj, others: Iterable[Obj]) -> list[tuple[str, str]]:
     """The other sets (not being deleted) whose instances a Lease for this one may match,
-    each with the set that counts such a Lease (`reconciler.claims`: the older one)."""
+    each with the set that counts such a Lease (`reconciler.rules.claims`: the older one)."""
     others = list(others)
     if not others:
         return []

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from reconciler.keys import SURPLUS_SINCE
-from reconciler.memory import lease_name
+from reconciler.model.keys import SURPLUS_SINCE
+from reconciler.runtime.memory import lease_name
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.standin import CredentialStandIn
 

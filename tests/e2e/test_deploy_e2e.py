@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from api.access import NAMESPACED
-from reconciler.access import ACCESS
+from reconciler.model.access import ACCESS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.deploy_render import (

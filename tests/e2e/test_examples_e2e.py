@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from tests.docpages import Session, commands
 from tests.e2e.examples import assert_examples_applied
 from tests.e2e.objects import wait_for

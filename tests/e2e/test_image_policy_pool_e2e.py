@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
-from reconciler.keys import NAME_LABEL, SET_LABEL
+from reconciler.model.keys import NAME_LABEL, SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,

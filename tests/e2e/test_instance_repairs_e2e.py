@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
+from reconciler.model.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
 from tests.e2e.objects import get_json, wait_for
 from tests.e2e.test_replacement_e2e import (
     HOLD,

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from reconciler.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
 from tests.controller_double import DRIVERS, RunningController, serve_controller
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane

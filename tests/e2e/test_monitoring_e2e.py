@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,

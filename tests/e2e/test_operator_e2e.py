@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
-from reconciler.memory import lease_name
-from reconciler.reasons import SCALE_DOWN, SCALE_UP
+from reconciler.model.reasons import SCALE_DOWN, SCALE_UP
+from reconciler.runtime.memory import lease_name
 from scrape.serving import SERVING_PROBES
 from tests.e2e.objects import (
     apply,

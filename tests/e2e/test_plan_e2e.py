@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from reconciler.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
-from reconciler.transitions import REASONS as TRANSITIONS
+from reconciler.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
+from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import running_reconciler

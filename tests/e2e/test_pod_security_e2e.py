@@ -12,9 +12,9 @@ import base64
 import json
 import secrets
 
-from reconciler.planner import generate_name
-from reconciler.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
-from reconciler.render import Credentials, instance_context, render_exporter
+from reconciler.model.keys import generate_name
+from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from reconciler.rendering.render import Credentials, instance_context, render_exporter
 from tests.e2e.objects import exporter_set, virtual_target_class
 from virtualtarget.controlplane import ControlPlane
 

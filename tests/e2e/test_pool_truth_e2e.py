@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.keys import LEASE_PROTECTION, SET_LABEL
+from reconciler.model.keys import LEASE_PROTECTION, SET_LABEL
 from tests.census import Census
 from tests.e2e.objects import (
     apply,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from reconciler.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
 from tests.census import watch_exporters
 from tests.e2e.objects import (
     apply,

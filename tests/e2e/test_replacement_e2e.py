@@ -28,7 +28,7 @@ from bench.storm import (
     ended_status,
     reconciler,
 )
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     backoff_steps,

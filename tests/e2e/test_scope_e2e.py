@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from api.access import CLUSTER, NAMESPACED
-from reconciler.access import ACCESS
-from reconciler.jumpstarter import config_secret_name
-from reconciler.keys import SET_LABEL
-from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
+from reconciler.model.access import ACCESS
+from reconciler.model.jumpstarter import config_secret_name
+from reconciler.model.keys import SET_LABEL
+from reconciler.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane, running_control_plane
 from virtualtarget.deploy_render import WEBHOOK_NAMESPACE

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from bench._apiserver import WRITE_VERBS, audit_requests, request_totals
-from reconciler.jumpstarter import CONFIG_KEY, config_secret_name
+from reconciler.model.jumpstarter import CONFIG_KEY, config_secret_name
 from tests.chaos.support import identity
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import running_control_plane

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
-from reconciler.timefmt import format_time
+from reconciler.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from reconciler.model.timefmt import format_time
 from tests.e2e.objects import (
     apply,
     exporter_set,

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reconciler.planner import WAITING_FOR_CREDENTIALS
+from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import running_reconciler

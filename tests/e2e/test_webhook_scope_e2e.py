@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from tests.e2e.objects import apply, get_json, try_apply
 from virtualtarget.controlplane import ControlPlane
 from virtualtarget.stack import register_webhooks, running_webhook, unregister_webhooks

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from reconciler.jumpstarter import config_secret_name
-from reconciler.keys import SET_LABEL
+from reconciler.model.jumpstarter import config_secret_name
+from reconciler.model.keys import SET_LABEL
 from tests.controller_double import DRIVERS, RunningController
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from virtualtarget.stack import ReconcilerProcess, running_reconciler

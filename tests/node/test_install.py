@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.planner import WAITING_FOR_CREDENTIALS
+from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
 from scrape.settings import IMAGE_ALLOW_LIST_METRIC as ALLOW_LIST
 from tests.census import Census
 from tests.docpages import commands

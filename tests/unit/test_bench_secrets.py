@@ -9,12 +9,12 @@ from unittest import mock
 from bench import _secret_watch
 from bench.reconciler import CountingKube
 from bench.secrets import VARIANTS, Run, report
-from reconciler import controller, kube
-from reconciler.access import EXPORTERS, SECRETS
-from reconciler.cache import Informer
-from reconciler.named import NamedCache
-from reconciler.provisioners import provisioner
-from reconciler.scope import Scope
+from reconciler.model.access import EXPORTERS, SECRETS
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime import caches, controller, kube
+from reconciler.runtime.cache import Informer
+from reconciler.runtime.named import NamedCache
+from reconciler.runtime.scope import Scope
 
 
 def _secrets_cache() -> object:
@@ -29,7 +29,7 @@ def _secrets_cache() -> object:
 def test_the_baseline_watches_every_secret_and_nothing_else_changes() -> None:
     assert isinstance(_secrets_cache(), NamedCache)
     with (
-        mock.patch.object(controller, "secrets_by_name", lambda _scope: False),
+        mock.patch.object(caches, "secrets_by_name", lambda _scope: False),
         mock.patch.object(kube, "allowed", _secret_watch._allowed),
     ):
         cache = _secrets_cache()

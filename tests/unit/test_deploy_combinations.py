@@ -22,7 +22,7 @@ from api.access import CLUSTER, NAMESPACED
 from api.imagepolicy import ImagePolicy, from_flags
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
 from api.provisioners import DEFAULT_IMAGES
-from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
+from reconciler.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.docpages import files
 from tests.installpage import OWN_OVERLAY_FILE, PAGE
 from tests.unit.test_deploy_rbac import (

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from api.access import CLUSTER, MODES, NAMESPACED, Permission
-from reconciler.access import ACCESS as RECONCILER_ACCESS
-from reconciler.provisioners.qemu import POD_SECURITY_LEVEL
+from reconciler.model.access import ACCESS as RECONCILER_ACCESS
+from reconciler.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from virtualtarget.deploy_render import WEBHOOK_NAMESPACE, render_overlay
 from virtualtarget.rbac import (
     COMPONENTS,

@@ -16,7 +16,7 @@ from api.imagepolicy import from_flags
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
 from api.provisioners import DEFAULT_IMAGES
 from certs.authority import ensure_certificates
-from reconciler.keys import SET_LABEL
+from reconciler.model.keys import SET_LABEL
 from virtualtarget.cli import _parser_for
 from virtualtarget.deploy_render import (
     DEPLOY,

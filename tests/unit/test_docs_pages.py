@@ -117,7 +117,7 @@ def test_every_flag_is_on_the_flags_page(command: str) -> None:
 
 
 def test_every_file_the_pages_name_is_here() -> None:
-    """A page that names a source file (`reconciler/planner.py`) follows it when it moves."""
+    """A page that names a source file (`reconciler/rules/planner.py`) follows it when it moves."""
     pages = [README, *sorted((REPO / "docs").glob("*.md"))]
     for page in pages:
         for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|md|txt))`", page.read_text()):

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.buckets import Bucket, classify, owes_after_lease
-from reconciler.observe import HookRecord, PodView
+from reconciler.model.views import HookRecord, PodView
+from reconciler.rules.buckets import Bucket, classify, owes_after_lease
 from tests.unit.test_reconciler_support import T0, booting, ready
 
 NONE: frozenset[str] = frozenset()

@@ -9,9 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.claims import PoolClaim, claimant, counts_lease, instance_labels, overlap
-from reconciler.observe import LeaseView, Observation
-from reconciler.planner import plan
+from reconciler.model.keys import instance_labels
+from reconciler.model.views import LeaseView, Observation, PoolClaim
+from reconciler.rules.claims import claimant, counts_lease, overlap
+from reconciler.rules.planner import plan
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 KEYS, VALUES = ("board", "arch"), ("a", "b")

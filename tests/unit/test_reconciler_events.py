@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.events import REPORTING_CONTROLLER, build_event
-from reconciler.reasons import SCALE_UP
+from reconciler.model.reasons import SCALE_UP
+from reconciler.runtime.events import REPORTING_CONTROLLER, build_event
 
 SET = {
     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",

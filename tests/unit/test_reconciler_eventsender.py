@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 from bench.reconciler import CountingKube, exporter_set
-from reconciler.access import CLASSES, EVENTS, EXPORTERSETS
-from reconciler.controller import Controller
-from reconciler.eventsender import EventSender
-from reconciler.provisioners import provisioner
+from reconciler.model.access import CLASSES, EVENTS, EXPORTERSETS
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.eventsender import EventSender
 
 
 class Recorder:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 
 KEY = ("ns", "pool")
 

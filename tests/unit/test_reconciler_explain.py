@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.actions import (
+from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -18,11 +18,11 @@ from reconciler.actions import (
     SetSurplusSince,
     Unprotect,
 )
-from reconciler.backoff import Backoff
-from reconciler.explain import VERBS, Step, describe, explain, held
-from reconciler.observe import LeaseView, Observation, PodView
-from reconciler.planner import Plan, plan
-from reconciler.transitions import REASONS as TRANSITIONS
+from reconciler.model.backoff import Backoff
+from reconciler.model.views import LeaseView, Observation, PodView
+from reconciler.rules.explain import VERBS, Step, describe, explain, held
+from reconciler.rules.planner import Plan, plan
+from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_planner import condition, run
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 

@@ -1,5 +1,5 @@
 """Instances matched to their Pods by uid, failures told apart from finished instances,
-and the pool's backoff (`reconciler.backoff`), through the real planner."""
+and the pool's backoff (`reconciler.rules.backoff`), through the real planner."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.actions import (
+from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -18,11 +18,11 @@ from reconciler.actions import (
     RememberBackoff,
     Remove,
 )
-from reconciler.backoff import Backoff, delay
-from reconciler.observe import ExporterView, Observation, PodView
-from reconciler.planner import BACK_OFF, PODS_FAILING, Plan, plan
-from reconciler.reasons import SET_DEGRADED
-from reconciler.transitions import REASONS as TRANSITIONS
+from reconciler.model.backoff import Backoff, delay
+from reconciler.model.reasons import BACK_OFF, PODS_FAILING, SET_DEGRADED
+from reconciler.model.views import ExporterView, Observation, PodView
+from reconciler.rules.planner import Plan, plan
+from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 S = timedelta(seconds=1)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from reconciler.kube import _status_body
+from reconciler.runtime.kube import _status_body
 
 
 def test_status_object_is_kept() -> None:

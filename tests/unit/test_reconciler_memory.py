@@ -1,6 +1,6 @@
 """Where a pool keeps its memory: the set's annotations in a cluster-wide install, a
-coordination Lease beside the set in a namespaced one (`reconciler.memory`); and the
-backoff's annotation value, read back as it was written (`reconciler.backoff`)."""
+coordination Lease beside the set in a namespaced one (`reconciler.runtime.memory`); and the
+backoff's annotation value, read back as it was written (`reconciler.model.backoff`)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.access import EXPORTERSETS, MEMORY_LEASES
-from reconciler.actions import RememberBackoff, SetSurplusSince
-from reconciler.adapt import pool_view, remembered
-from reconciler.backoff import Backoff, decode, encode
-from reconciler.executor import Executor
-from reconciler.keys import BACKOFF, SURPLUS_SINCE
-from reconciler.kube import ApiError
-from reconciler.memory import MemoryLeases, lease_name
-from reconciler.provisioners import provisioner
-from tests.unit.test_reconciler_support import T0
+from reconciler.model.access import EXPORTERSETS, MEMORY_LEASES
+from reconciler.model.actions import RememberBackoff, SetSurplusSince
+from reconciler.model.adapt import pool_view, remembered
+from reconciler.model.backoff import Backoff, decode, encode
+from reconciler.model.keys import BACKOFF, SURPLUS_SINCE
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime.executor import Executor, Pass, Runtime
+from reconciler.runtime.kube import ApiError
+from reconciler.runtime.memory import MemoryLeases, lease_name
+from tests.unit.test_reconciler_support import T0, Held
 
 SET: dict[str, Any] = {
     "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
@@ -56,17 +56,14 @@ class RecordingKube:
 
 
 def executor(kube: RecordingKube, memory: MemoryLeases | None) -> Executor:
-    return Executor(
+    runtime = Runtime(
         kube,  # type: ignore[arg-type]
         provisioner("qemu.jumpstarter.dev"),
-        SET,
-        None,
-        lambda _name: None,
-        T0,
-        credentials=lambda _e: "none",
-        cached_secret=lambda _n: None,
+        exporters=Held(),  # type: ignore[arg-type]
+        secrets=Held(),  # type: ignore[arg-type]
         memory=memory,
     )
+    return Executor(runtime, Pass(SET, None, T0))
 
 
 @given(

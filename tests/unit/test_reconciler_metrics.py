@@ -11,14 +11,14 @@ import pytest
 from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.access import EXPORTERS, EXPORTERSETS
-from reconciler.cache import Informer
-from reconciler.kube import Kube, NotLeading
-from reconciler.leader import ElectionConfig, Elector
-from reconciler.metrics import ReconcilerMetrics, ReconcileStats
-from reconciler.observe import Observation
-from reconciler.planner import plan
-from reconciler.workqueue import WorkQueue
+from reconciler.model.access import EXPORTERS, EXPORTERSETS
+from reconciler.model.views import Observation
+from reconciler.rules.planner import plan
+from reconciler.runtime.cache import Informer
+from reconciler.runtime.kube import Kube, NotLeading
+from reconciler.runtime.leader import ElectionConfig, Elector
+from reconciler.runtime.metrics import ReconcilerMetrics, ReconcileStats
+from reconciler.runtime.workqueue import WorkQueue
 from scrape.settings import IMAGE_ALLOW_LIST_METRIC
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 

@@ -2,7 +2,7 @@
 
 The cache reads a name at once when it is first tracked, when it is urged or confirmed
 before use, keeps the answers to its own writes, and otherwise leaves the name to the
-budgeted resync (`reconciler.readschedule`); the controller tracks an instance's two
+budgeted resync (`reconciler.runtime.readschedule`); the controller tracks an instance's two
 Secrets once its credentials are issued and reads them again right before its Pod is
 created. All on a virtual clock; no server.
 """
@@ -14,12 +14,12 @@ import json
 from typing import Any
 
 from bench.reconciler import CountingKube, exporter, exporter_set
-from reconciler.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
-from reconciler.cache import Informer
-from reconciler.controller import Controller, Lane
-from reconciler.named import NamedCache
-from reconciler.provisioners import provisioner
-from reconciler.scope import Scope
+from reconciler.model.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime.cache import Informer
+from reconciler.runtime.controller import Controller, Lane
+from reconciler.runtime.named import NamedCache
+from reconciler.runtime.scope import Scope
 
 NS = "ns-0"
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from reconciler.actions import (
+from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -18,10 +18,12 @@ from reconciler.actions import (
     Retain,
     SetSurplusSince,
 )
-from reconciler.keys import SET_LABEL
-from reconciler.observe import ExporterView, LeaseView, Observation, PodView
-from reconciler.planner import AWAITING_REQUEUE, WAITING_FOR_CREDENTIALS, Plan, plan
-from reconciler.transitions import REASONS as TRANSITIONS
+from reconciler.model.keys import SET_LABEL
+from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
+from reconciler.model.views import ExporterView, LeaseView, Observation, PodView
+from reconciler.rules.planner import Plan, plan
+from reconciler.rules.stages.upkeep import AWAITING_REQUEUE
+from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, ready
 
 

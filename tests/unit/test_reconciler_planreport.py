@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from reconciler.planreport import JSON_SHAPE, SetPlan, as_json, as_text
+from reconciler.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
 from tests.unit.test_reconciler_planner import run
 from tests.unit.test_reconciler_support import T0, booting
 

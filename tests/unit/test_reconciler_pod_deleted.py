@@ -9,13 +9,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.access import PODS
-from reconciler.actions import CreateExporter, CreatePod, DeletePod, Remove
-from reconciler.adapt import pod_view, pod_view_after
-from reconciler.buckets import Bucket
-from reconciler.cache import Informer
-from reconciler.observe import Observation, PodView
-from reconciler.planner import Plan, plan
+from reconciler.model.access import PODS
+from reconciler.model.actions import CreateExporter, CreatePod, DeletePod, Remove
+from reconciler.model.adapt import pod_view, pod_view_after
+from reconciler.model.views import Observation, PodView
+from reconciler.rules.buckets import Bucket
+from reconciler.rules.planner import Plan, plan
+from reconciler.runtime.cache import Informer
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 
 S = timedelta(seconds=1)

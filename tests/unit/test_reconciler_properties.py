@@ -1,6 +1,6 @@
 """Property tests: random pools and event sequences through the real planner.
 
-`reconciler.world.World` plays the cluster (kubelet, exporter processes, the lease
+`reconciler.simulation.world.World` plays the cluster (kubelet, exporter processes, the lease
 controller, the runtime's idempotent steps); hypothesis picks the events: leases taken
 and released, instances going offline and online or owing a hook, parameters edited,
 crashes part-way through a plan, restarts (a fresh planner pass with no memory but the
@@ -18,11 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.actions import CreateExporter, Remove, Retain
-from reconciler.buckets import Bucket
-from reconciler.observe import HookRecord
-from reconciler.planner import Plan, plan
-from reconciler.world import World
+from reconciler.model.actions import CreateExporter, Remove, Retain
+from reconciler.model.views import HookRecord
+from reconciler.rules.buckets import Bucket
+from reconciler.rules.planner import Plan, plan
+from reconciler.simulation.world import World
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 MINUTE = timedelta(minutes=1)
@@ -190,7 +190,7 @@ def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[
 def test_plans_from_a_lagging_cache_never_duplicate(world: World, lag: int, passes: int) -> None:
     """Plans made from an old observation (a lagging cache) create no extras: the creates
     the runtime made and the cache does not show yet are expected (the runtime's
-    expectations, `reconciler.expectations`), and names are generated, never replayed."""
+    expectations, `reconciler.runtime.expectations`), and names are generated, never replayed."""
     now = T0
     stale = world.observe()
     created: set[str] = set()

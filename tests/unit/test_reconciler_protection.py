@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from reconciler.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, Resource
-from reconciler.actions import Protect, Remove, Retain, Unprotect
-from reconciler.controller import Controller
-from reconciler.executor import Executor
-from reconciler.keys import LEASE_PROTECTION
-from reconciler.protection import PROTECTION_BOUND, Verdict, verdict
-from reconciler.provisioners import provisioner
-from reconciler.timefmt import format_time
+from reconciler.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, Resource
+from reconciler.model.actions import Protect, Remove, Retain, Unprotect
+from reconciler.model.keys import LEASE_PROTECTION
+from reconciler.model.timefmt import format_time
+from reconciler.rendering.provisioners import provisioner
+from reconciler.rules.protection import PROTECTION_BOUND, Verdict, verdict
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.executor import Executor, Pass, Runtime
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_step_failures import (
     INSTANCE,
@@ -28,7 +28,7 @@ from tests.unit.test_reconciler_step_failures import (
     _exporter,
     make_lab,
 )
-from tests.unit.test_reconciler_support import T0, klass, ready
+from tests.unit.test_reconciler_support import T0, Held, klass, ready
 
 Obj = dict[str, Any]
 
@@ -111,16 +111,13 @@ def _protected(name: str = INSTANCE, **meta: Any) -> Obj:
 
 def _executor(kube: LiveKube) -> Executor:
     exporter_set = {"metadata": {"name": SET, "namespace": NS, "uid": "set-uid"}}
-    return Executor(
+    runtime = Runtime(
         kube,  # type: ignore[arg-type]
         provisioner("qemu.jumpstarter.dev"),
-        exporter_set,
-        None,
-        kube.exporters.get,
-        NOW,
-        credentials=lambda _e: "",
-        cached_secret=lambda _n: None,
+        exporters=Held(kube.exporters),  # type: ignore[arg-type]
+        secrets=Held(),  # type: ignore[arg-type]
     )
+    return Executor(runtime, Pass(exporter_set, None, NOW))
 
 
 @pytest.mark.parametrize("fence", [True, False])

@@ -4,7 +4,7 @@ de-duplication or its one-worker-per-key rule."""
 
 from __future__ import annotations
 
-from reconciler.workqueue import WorkQueue
+from reconciler.runtime.workqueue import WorkQueue
 
 
 def drain(queue: WorkQueue[str]) -> list[str]:

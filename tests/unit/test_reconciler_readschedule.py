@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.readschedule import ReadSchedule
+from reconciler.runtime.readschedule import ReadSchedule
 
 K = TypeVar("K", int, str)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from bench.reconciler import CountingKube, _controller, exporter, exporter_set
-from reconciler.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
-from reconciler.actions import CreateExporter
-from reconciler.controller import Controller, Lane
-from reconciler.observe import LeaseView
+from reconciler.model.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
+from reconciler.model.actions import CreateExporter
+from reconciler.model.views import LeaseView
+from reconciler.runtime.controller import Controller, Lane
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_support import booting, ready
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.access import NAMESPACED
-from reconciler.access import (
+from reconciler.model.access import (
     ACCESS,
     EXPORTERS,
     EXPORTERSETS,
@@ -15,11 +15,11 @@ from reconciler.access import (
     WATCHED,
     allowed,
 )
-from reconciler.adapt import exporter_view, lease_view, pool_view
-from reconciler.keys import SET_LABEL, SURPLUS_SINCE
-from reconciler.provisioners.qemu import DEFAULT_IMAGES
-from reconciler.render import render_exporter, resolve_image
-from reconciler.workqueue import WorkQueue
+from reconciler.model.adapt import exporter_view, lease_view, pool_view
+from reconciler.model.keys import SET_LABEL, SURPLUS_SINCE
+from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES
+from reconciler.rendering.render import render_exporter, resolve_image
+from reconciler.runtime.workqueue import WorkQueue
 
 
 class FakeClock:
@@ -154,7 +154,7 @@ def test_access_covers_every_watched_resource_and_the_writes() -> None:
     for resource in WATCHED:
         assert allowed(resource, "list", mode=NAMESPACED)
         assert allowed(resource, "watch", mode=NAMESPACED)
-        # cluster-wide, Secrets are read by name only (reconciler.named)
+        # cluster-wide, Secrets are read by name only (reconciler.runtime.named)
         assert allowed(resource, "watch") == (resource != SECRETS)
     assert allowed(SECRETS, "get") and allowed(SECRETS, "update")
     # the pool's memory: the set's annotations cluster-wide, a Lease when namespaced

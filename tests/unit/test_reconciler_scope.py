@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from api.access import CLUSTER, NAMESPACED
-from reconciler.access import EXPORTERS, SECRETS
-from reconciler.cache import Informer
 from reconciler.cli import election_namespace
-from reconciler.controller import Controller
 from reconciler.exporter_set_controller import main as controller_main
 from reconciler.exporter_set_controller import reconcile_args
-from reconciler.memory import MemoryLeases, lease_name
-from reconciler.named import NamedCache
-from reconciler.provisioners import provisioner
-from reconciler.scope import Scope
+from reconciler.model.access import EXPORTERS, SECRETS
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime.cache import Informer
+from reconciler.runtime.controller import Controller
+from reconciler.runtime.memory import MemoryLeases, lease_name
+from reconciler.runtime.named import NamedCache
+from reconciler.runtime.scope import Scope
 
 
 def test_scope_from_flags_then_namespace_env_then_the_cluster() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.access import (
+from reconciler.model.access import (
     CLASSES,
     EVENTS,
     EXPORTERS,
@@ -22,13 +22,13 @@ from reconciler.access import (
     SECRETS,
     Resource,
 )
-from reconciler.controller import Controller, Lane
-from reconciler.failures import StepFailed, classify, trimmed
-from reconciler.keys import SET_LABEL
-from reconciler.kube import ApiError
-from reconciler.provisioners import provisioner
-from reconciler.reasons import RENDER_FAILED, WRITE_REJECTED
-from reconciler.status import condition_of
+from reconciler.model.keys import SET_LABEL
+from reconciler.model.reasons import RENDER_FAILED, WRITE_REJECTED
+from reconciler.model.status import condition_of
+from reconciler.rendering.provisioners import provisioner
+from reconciler.runtime.controller import Controller, Lane
+from reconciler.runtime.failures import StepFailed, classify, trimmed
+from reconciler.runtime.kube import ApiError
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 NS, SET, UID = "lab", "pool", "set-uid"

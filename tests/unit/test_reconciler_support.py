@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.observe import ClassView, ExporterView, HookRecord, PoolView
+from reconciler.model.views import ClassView, ExporterView, HookRecord, PoolView
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -54,3 +54,17 @@ def owing(name: str) -> ExporterView:
         records_lease_hooks=True,
         hooks=HookRecord("l1", "uid-1", before_phase="Succeeded", after_phase="Running"),
     )
+
+
+class Held:
+    """A cache for the executor (`reconciler.runtime.executor.Runtime`): the objects given,
+    by name, in any namespace."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]] | None = None) -> None:
+        self.objects = objects if objects is not None else {}
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get(name)
+
+    def observed_write(self, obj: dict[str, Any]) -> None:
+        pass

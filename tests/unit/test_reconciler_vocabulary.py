@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler import reasons
-from reconciler.adapt import pool_view
-from reconciler.keys import LEGACY_SURPLUS_SINCE, NAME_LABEL, SURPLUS_SINCE
-from reconciler.timefmt import parse_time
+from reconciler.model import reasons
+from reconciler.model.adapt import pool_view
+from reconciler.model.keys import LEGACY_SURPLUS_SINCE, NAME_LABEL, SURPLUS_SINCE
+from reconciler.model.timefmt import parse_time
 
 CONDITIONS = Path(__file__).resolve().parents[2] / "docs" / "conditions.md"
 

@@ -1,0 +1,112 @@
+"""The pool planner: one set's observed world and `now` in, the steps and status out.
+
+Pure and deterministic (no I/O, no clock, no randomness): the runtime, the simulation,
+the property tests and the benchmarks all call `plan` with the same inputs.
+
+Each owned Exporter falls in one bucket (`reconciler.rules.buckets`). With
+W = minAvailableReplicas (0 under WaitForFirstConsumer), Q = pending Leases that match
+the labels an instance would carry, and M = maxReplicas (0 = no ceiling):
+
+    desired  = min(max(minReplicas, busy + W + Q), M)
+    capacity = busy + available + provisioning        (booting instances count)
+    creates  = min(desired - capacity, M - owned)     (the ceiling counts every owned
+                                                       object, draining and terminating too)
+
+and a surplus (capacity - desired, never a busy instance) goes once it has lasted
+`scaleDownCooldown`. `plan` runs the stages of `reconciler.rules.stages` in order, each
+with its rule in its docstring, and joins their steps in that order, the creates first.
+
+Explanations: every step that changes the pool carries its reason (`why`, in the terms
+of the rules: "warm buffer 2, available 0", "surplus since ..., cooldown 5m"), and
+`Plan.waits` says what the pass holds back: the scale-down steps a cooldown delays, with
+the moment they become due, a problem that stops scaling, the ceiling. The reconciler's
+log and Events and `virtualtarget plan` print these words (`reconciler.rules.explain`),
+so they always agree with what a pass does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from reconciler.model.actions import Action
+from reconciler.model.views import Observation
+from reconciler.rules.buckets import Bucket
+from reconciler.rules.stages.census import census
+from reconciler.rules.stages.departures import departures
+from reconciler.rules.stages.failures import failures
+from reconciler.rules.stages.marks import served_marks
+from reconciler.rules.stages.notes import notes
+from reconciler.rules.stages.release import release
+from reconciler.rules.stages.scale_down import scale_down
+from reconciler.rules.stages.scale_up import scale_up
+from reconciler.rules.stages.size import size
+from reconciler.rules.stages.status import status
+from reconciler.rules.stages.upkeep import upkeep
+from reconciler.rules.steps import Wait, join
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...]
+    status: Mapping[str, object]
+    desired: int
+    buckets: Mapping[Bucket, int]
+    pending_leases: int
+    requeue_after: timedelta | None = None
+    # instances whose config Secret (and other rendered objects) the runtime keeps current
+    keep_current: tuple[str, ...] = ()
+    awaiting: tuple[str, ...] = ()  # instances waiting for credentials
+    warm: int = 0  # the warm buffer in force (0 under WaitForFirstConsumer)
+    at_ceiling: bool = False  # more instances wanted than maxReplicas allows
+
+    @property
+    def warm_shortfall(self) -> int:
+        """How many warm instances the pool lacks now."""
+        return max(0, self.warm - self.buckets.get(Bucket.AVAILABLE, 0))
+
+    waits: tuple[Wait, ...] = ()
+
+
+def plan(obs: Observation, now: datetime) -> Plan:
+    """One pass over one pool: the stages in order, each given what earlier ones found."""
+    counted = census(obs)
+    failing = failures(obs, counted)
+    sized = size(obs, counted)
+    marked = served_marks(obs, now, counted)
+    leaving = departures(obs, now, counted, failing)
+    kept = upkeep(obs, counted)
+    growth = scale_up(obs, now, counted, failing, sized, kept.withheld)
+    shrink = scale_down(obs, now, counted, sized)
+    released = release(obs, now, marked.verdicts, leaving, shrink.steps)
+    scaling = shrink.note if shrink.note[0] else growth.note
+    told = notes(obs, failing, sized, kept, scaling, growth.at_ceiling)
+    written = status(obs, now, counted, sized, told)
+    if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
+        leaving = replace(leaving, requeue=None)
+    steps = join(
+        marked.steps,
+        leaving,
+        kept.steps,
+        growth.steps,
+        shrink.steps,
+        released,
+        told.steps,
+        written.steps,
+    )
+    return Plan(
+        (*growth.creates, *steps.actions),
+        written.status,
+        sized.desired,
+        counted.count,
+        sized.pending,
+        steps.requeue,
+        keep_current=kept.keep_current,
+        awaiting=kept.awaiting,
+        warm=sized.warm,
+        at_ceiling=growth.at_ceiling,
+        waits=steps.waits,
+    )

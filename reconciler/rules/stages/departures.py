@@ -1,0 +1,98 @@
+"""Planner stage, departures: instances leaving on their own account. A problem that stops
+scaling (`Observation.problem`) stops them too: no fence, no delete.
+
+- Recycling: ExitAndReplace removes an instance once it has served a lease and is no
+  longer busy (released), or once its Pod finished; InPlaceReuse leaves it in the pool.
+  reclaimPolicy Retain overrides both: a released instance is fenced and detached from
+  the set, so it stays for debugging outside the pool's count.
+- Failed instances (`reconciler.rules.stages.failures`): the pool's memory is written
+  first (`RememberBackoff`), and a failed instance of the current revision leaves only
+  once the memory holds its failure (a pass that writes it removes none). The newest
+  stays as the record of the backoff until its delay is over; the others go now, and
+  those of an earlier revision go at once.
+- An instance the pool fenced earlier goes once it is not busy.
+
+Removal is `Remove`: fence, a live check that no Lease took it, delete. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from reconciler.model.actions import Action, RememberBackoff, Retain
+from reconciler.model.backoff import Backoff
+from reconciler.model.reasons import SCALE_DOWN
+from reconciler.model.timefmt import format_time
+from reconciler.model.views import Observation
+from reconciler.rules.buckets import Bucket, is_busy, served_lease
+from reconciler.rules.stages.census import Census
+from reconciler.rules.stages.failures import Failing
+from reconciler.rules.steps import Steps, Wait, sooner
+
+__all__ = ["REMEMBERED_REQUEUE", "departures"]
+
+# After a write of the pool's memory, the pass that removes the failed instances it holds
+# (a write of the set's annotation wakes one too; one of its memory Lease does not).
+REMEMBERED_REQUEUE = timedelta(seconds=1)
+
+
+def departures(obs: Observation, now: datetime, counted: Census, failing: Failing) -> Steps:
+    if obs.problem is not None:
+        return Steps()
+    members, remove = counted.members, counted.remove
+    actions: list[Action] = []
+    for exporter in members[Bucket.TERMINATING]:
+        if not exporter.deleting:  # not being deleted: its Pods finished (classify)
+            actions.append(remove(exporter, exporter.enabled, "its Pod finished (ExitAndReplace)"))
+    failed = _failed(obs, now, counted, failing)
+    actions += failed.actions
+    leaving = "reclaimPolicy Retain keeps it" if counted.retain else "ExitAndReplace replaces it"
+    for exporter in members[Bucket.RELEASED]:
+        why = f"served lease {served_lease(exporter)}; {leaving}"
+        actions.append(
+            Retain(exporter.name, why) if counted.retain else remove(exporter, True, why)
+        )
+    for exporter in members[Bucket.DRAINING]:
+        if exporter.fenced and not is_busy(exporter, counted.leased_by):
+            fenced = remove(exporter, False, "fenced by the pool, not busy")
+            actions.append(replace(fenced, event=SCALE_DOWN))
+    return Steps(tuple(actions), failed.waits, failed.requeue)
+
+
+def _failed(obs: Observation, now: datetime, counted: Census, failing: Failing) -> Steps:
+    """The pool's memory first, then the failed instances it holds."""
+    backoff, remove = failing.backoff, counted.remove
+    actions: list[Action] = []
+    waits: list[Wait] = []
+    requeue = None
+    remembering = backoff != obs.pool.backoff
+    if remembering:
+        why = _remember_why(backoff, obs.pool.backoff, counted.revision)
+        actions.append(RememberBackoff(backoff, why))
+        requeue = REMEMBERED_REQUEUE
+    for exporter in counted.members[Bucket.FAILED]:
+        why = f"failed before serving ({backoff.quote if backoff else ''})"
+        if exporter not in failing.current:
+            why = "failed before the spec or class changed: no reason to wait"
+            actions.append(remove(exporter, exporter.enabled, why))
+        elif remembering:
+            continue
+        elif backoff is not None and exporter.name == backoff.instance:
+            leave = remove(exporter, exporter.enabled, f"backoff over; {why}")
+            if now >= backoff.retry_at:
+                actions.append(leave)
+            else:
+                waits.append(Wait(backoff.message(), leave, backoff.retry_at))
+                requeue = sooner(requeue, backoff.retry_at - now)
+        else:
+            actions.append(remove(exporter, exporter.enabled, "an earlier failure"))
+    return Steps(tuple(actions), tuple(waits), requeue)
+
+
+def _remember_why(backoff: Backoff | None, before: Backoff | None, revision: str) -> str:
+    if backoff is not None:
+        return f"{backoff.step_note}, the last {backoff.instance} at {format_time(backoff.at)}"
+    if before is not None and before.revision not in ("", revision):
+        return "the spec or class changed"
+    return "an instance registered since the last failure"

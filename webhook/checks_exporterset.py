@@ -1,5 +1,6 @@
 """ExporterSet checks that neither the CRD schema nor its CEL rules express: selector
-syntax and matchExpressions, label syntax, image references and the cooldown's range.
+syntax and matchExpressions, label syntax, image references, the cooldown's range and the
+warm-buffer annotations (`api.warmbuffer`).
 
 Single-object only; the class lookups live in `webhook.crossobject`.
 """
@@ -12,6 +13,7 @@ from typing import Any
 from api.duration import parse_go_duration_ns
 from api.fielderrors import FieldError
 from api.labels import labels_errors, selector_errors, selector_matches
+from api.warmbuffer import annotation_errors
 from webhook.checks_common import child, images_errors
 from webhook.verdict import Verdict
 
@@ -26,6 +28,9 @@ def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
     verdict.errors += _selector_errors(spec)
     verdict.errors += images_errors(spec.get("images"), "spec.images")
     verdict.errors += _cooldown_range_errors(spec.get("scaleDownCooldown"))
+    annotations = child(obj, "metadata", "annotations")
+    if isinstance(annotations, dict):
+        verdict.errors += annotation_errors(annotations)
     return verdict
 
 

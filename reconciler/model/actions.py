@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.backoff import Backoff
+from reconciler.model.demand import DemandMemory
 from reconciler.model.reasons import RECYCLE
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Protect",
     "RecordEvent",
     "RememberBackoff",
+    "RememberDemand",
     "Remove",
     "Retain",
     "SetSurplusSince",
@@ -145,6 +147,15 @@ class RememberBackoff:
 
 
 @dataclass(frozen=True, slots=True)
+class RememberDemand:
+    """Write what a `warm-buffer: auto` pool learned of its demand (DEMAND) where it keeps
+    memory: an annotation of the set, or its memory Lease (`reconciler.runtime.memory`)."""
+
+    memory: DemandMemory
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class PatchStatus:
     """Replace the set's status (only planned when it differs from the observed one)."""
 
@@ -171,6 +182,7 @@ Action = (
     | Unprotect
     | SetSurplusSince
     | RememberBackoff
+    | RememberDemand
     | PatchStatus
     | RecordEvent
 )

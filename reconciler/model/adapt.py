@@ -6,7 +6,10 @@ raises on a malformed foreign object (a field of the wrong type reads as absent)
 
 Assumptions about Jumpstarter Leases (`jumpstarter.dev/v1alpha1`, kind Lease), the only
 fields read: `spec.selector` (a label selector matched against exporter labels),
-`status.exporterRef.name` once an exporter is assigned, `status.ended` (bool). No I/O.
+`status.exporterRef.name` once an exporter is assigned, `status.ended` (bool),
+`metadata.creationTimestamp` (when demand arrived) and `spec.beginTime` (a lease booked
+for later: the begin the client asked for, `begin_time` of Jumpstarter 0.9.0's client
+`Lease`; `status.beginTime` is when it actually began, so it is not read). No I/O.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.duration import parse_go_duration
+from api.warmbuffer import settings_of
 from reconciler.model.backoff import decode
 from reconciler.model.defaults import spec_defaults
+from reconciler.model.demand import decode_demand
 from reconciler.model.jumpstarter import EXPORTER_CONTAINER
 from reconciler.model.keys import (
     BACKOFF,
     BACKOFF_STEP,
+    DEMAND,
     FENCED_AT,
     LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
@@ -108,6 +114,7 @@ def remembered(annotations: Mapping[str, Any]) -> dict[str, Any]:
         "surplus_since": _time(annotations.get(SURPLUS_SINCE))
         or _time(annotations.get(LEGACY_SURPLUS_SINCE)),
         "backoff": decode(annotations.get(BACKOFF)),
+        "demand": decode_demand(annotations.get(DEMAND)),
     }
 
 
@@ -140,6 +147,7 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         status=_map(obj.get("status")),
         revision=revision(spec, _SCALING),
         created=_time(meta.get("creationTimestamp")),
+        sizing=settings_of(annotations),
         **remembered(annotations),
     )
     return view, problem
@@ -280,6 +288,8 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
         selector=_map(spec.get("selector")),
         exporter=_str(_map(status.get("exporterRef")).get("name")),
         ended=status.get("ended") is True,
+        created=_time(meta.get("creationTimestamp")),
+        begin=_time(spec.get("beginTime")),
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 __all__ = [
     "BACKOFF",
     "BACKOFF_STEP",
+    "DEMAND",
     "FENCED_AT",
     "GROUP",
     "JUMPSTARTER_SET_GROUP",
@@ -64,6 +65,9 @@ BACKOFF_STEP = f"{GROUP}/backoff-step"
 # last words, the revision they were rendered from (`reconciler.rules.backoff`). Memory,
 # like SURPLUS_SINCE: it outlives the failed instances, a restart and a change of leader.
 BACKOFF = f"{GROUP}/backoff"
+# On the ExporterSet (or its memory Lease): what a pool with `warm-buffer: auto` has
+# learned of its demand, as JSON (`reconciler.model.demand`). Memory, like BACKOFF.
+DEMAND = f"{GROUP}/demand"
 # On an Exporter: the revision of the set's spec and class it was rendered from
 # (`reconciler.model.adapt.revision`). A failure of an earlier revision is no reason to
 # wait: the backoff counts only failures of the current one, so a fixed pool fills at

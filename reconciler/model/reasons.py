@@ -51,6 +51,7 @@ SCALING_LIMITED, SCALING_UNLIMITED = "ScalingLimited", "ScalingUnlimited"
 RETAINED = "InstanceRetained"  # reclaimPolicy Retain detached an instance
 FENCE_LIFTED = "FenceLifted"  # a Lease took an instance before its removal
 BACK_OFF = "BackOff"  # a step of the backoff of a failing pool (Warning)
+WARM_BUFFER_CHANGED = "WarmBufferChanged"  # `warm-buffer: auto` sized the buffer anew
 # Lease protection (`reconciler.rules.protection`), on the Exporter when its set is gone:
 INSTANCE_KEPT = "InstanceKept"  # a deleted instance stays until its lease ends
 INSTANCE_RELEASED = "InstanceReleased"  # its lease ended (or the bound ran out): it goes

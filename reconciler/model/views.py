@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.warmbuffer import WarmBufferSettings
 from reconciler.model.backoff import Backoff
+from reconciler.model.demand import DemandMemory
 from reconciler.model.status import ConditionSpec
 
 __all__ = [
@@ -141,6 +143,8 @@ class LeaseView:
     selector: Mapping[str, Any]
     exporter: str = ""  # status.exporterRef.name, "" while unassigned
     ended: bool = False
+    created: datetime | None = None  # metadata.creationTimestamp: when it arrived
+    begin: datetime | None = None  # spec.beginTime: a lease booked for later
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,9 @@ class PoolView:
     status: Mapping[str, Any] = field(default_factory=dict)
     revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
     created: datetime | None = None  # metadata.creationTimestamp (`reconciler.rules.claims`)
+    # the warm-buffer annotations (`api.warmbuffer`) and what the pool learned of its demand
+    sizing: WarmBufferSettings = field(default_factory=WarmBufferSettings)
+    demand: DemandMemory | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from reconciler.model.actions import (
     Protect,
     RecordEvent,
     RememberBackoff,
+    RememberDemand,
     Remove,
     Retain,
     SetSurplusSince,
@@ -67,6 +68,7 @@ VERBS = (
     "create",
     "note surplus",
     "forget surplus",
+    "note demand",
     "record event",
     UPDATE_STATUS,
     WAITING,
@@ -134,6 +136,8 @@ def describe(action: Action) -> tuple[str, str, str]:
             return ("note surplus" if since is not None else "forget surplus"), "", why
         case RememberBackoff(backoff, why):
             return ("note backoff" if backoff is not None else "forget backoff"), "", why
+        case RememberDemand(_, why):
+            return "note demand", "", why
         case PatchStatus():
             return UPDATE_STATUS, "", ""
         case RecordEvent(reason, note):

@@ -33,7 +33,9 @@ from datetime import datetime, timedelta
 from reconciler.model.actions import Action
 from reconciler.model.views import Observation
 from reconciler.rules.buckets import Bucket
+from reconciler.rules.demand import Estimate
 from reconciler.rules.stages.census import census
+from reconciler.rules.stages.demand import demand
 from reconciler.rules.stages.departures import departures
 from reconciler.rules.stages.failures import failures
 from reconciler.rules.stages.marks import served_marks
@@ -69,13 +71,15 @@ class Plan:
         return max(0, self.warm - self.buckets.get(Bucket.AVAILABLE, 0))
 
     waits: tuple[Wait, ...] = ()
+    demand: Estimate | None = None  # `warm-buffer: auto`: the buffer in force and why
 
 
 def plan(obs: Observation, now: datetime) -> Plan:
     """One pass over one pool: the stages in order, each given what earlier ones found."""
     counted = census(obs)
     failing = failures(obs, counted)
-    sized = size(obs, counted)
+    asked = demand(obs, now)
+    sized = size(obs, counted, asked)
     marked = served_marks(obs, now, counted)
     leaving = departures(obs, now, counted, failing)
     kept = upkeep(obs, counted)
@@ -88,6 +92,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
         leaving = replace(leaving, requeue=None)
     steps = join(
+        asked.steps,
         marked.steps,
         leaving,
         kept.steps,
@@ -109,4 +114,5 @@ def plan(obs: Observation, now: datetime) -> Plan:
         warm=sized.warm,
         at_ceiling=growth.at_ceiling,
         waits=steps.waits,
+        demand=asked.estimate,
     )

@@ -55,6 +55,7 @@ from reconciler.model.actions import (
     Protect,
     RecordEvent,
     RememberBackoff,
+    RememberDemand,
     Remove,
     Retain,
     SetSurplusSince,
@@ -62,9 +63,11 @@ from reconciler.model.actions import (
 )
 from reconciler.model.adapt import controller_of, lease_view, pod_exited
 from reconciler.model.backoff import encode
+from reconciler.model.demand import encode_demand
 from reconciler.model.keys import (
     BACKOFF,
     BACKOFF_STEP,
+    DEMAND,
     FENCED_AT,
     LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
@@ -208,6 +211,8 @@ class Executor:
                 self._remember({SURPLUS_SINCE: value, LEGACY_SURPLUS_SINCE: None})
             case RememberBackoff(backoff):
                 self._remember({BACKOFF: encode(backoff) if backoff is not None else None})
+            case RememberDemand(memory):
+                self._remember({DEMAND: encode_demand(memory)})
             case PatchStatus(status):
                 body: Obj = {"status": dict(status)}
                 self._write(

@@ -1,5 +1,6 @@
-"""The memory of a namespaced install's pools: since when a pool has had a surplus and
-its backoff, kept in a coordination.k8s.io Lease beside its ExporterSet.
+"""The memory of a namespaced install's pools: since when a pool has had a surplus, its
+backoff and what it learned of its demand, kept in a coordination.k8s.io Lease beside its
+ExporterSet.
 
 A cluster-wide install writes this memory into annotations of the set (SURPLUS_SINCE,
 BACKOFF). The Role that Jumpstarter's operator gives an exporter-set controller has no
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.model.access import MEMORY_LEASES
-from reconciler.model.keys import BACKOFF, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
+from reconciler.model.keys import BACKOFF, DEMAND, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
 from reconciler.runtime.kube import ApiError, Kube
 
 __all__ = ["MemoryLeases", "lease_name"]
@@ -32,7 +33,12 @@ __all__ = ["MemoryLeases", "lease_name"]
 Obj = dict[str, Any]
 _PREFIX = "surplus-since."
 _MAX_NAME = 253
-_KEYS = (SURPLUS_SINCE, LEGACY_SURPLUS_SINCE, BACKOFF)  # the memory a set's annotations hold
+_KEYS = (
+    SURPLUS_SINCE,
+    LEGACY_SURPLUS_SINCE,
+    BACKOFF,
+    DEMAND,
+)  # the memory a set's annotations hold
 
 
 def lease_name(set_name: str) -> str:

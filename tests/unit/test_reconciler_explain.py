@@ -13,12 +13,14 @@ from reconciler.model.actions import (
     Protect,
     RecordEvent,
     RememberBackoff,
+    RememberDemand,
     Remove,
     Retain,
     SetSurplusSince,
     Unprotect,
 )
 from reconciler.model.backoff import Backoff
+from reconciler.model.demand import DemandMemory
 from reconciler.model.views import LeaseView, Observation, PodView
 from reconciler.rules.explain import VERBS, Step, describe, explain, held
 from reconciler.rules.planner import Plan, plan
@@ -155,6 +157,7 @@ def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
         SetSurplusSince(None),
         RememberBackoff(Backoff(1, T0, "a", "exited")),
         RememberBackoff(None),
+        RememberDemand(DemandMemory(T0)),
         PatchStatus({}),
         RecordEvent("R", "note"),
     ]

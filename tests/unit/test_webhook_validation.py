@@ -373,3 +373,30 @@ def test_label_maps_remembered_as_valid_still_report_every_invalid_entry() -> No
         ]
     errors = [str(e) for e in labels_errors({"-bad": "ok", "good": "-bad"}, "m")]
     assert len(errors) == 2 and errors[0].startswith('m: Invalid value: "-bad"')
+
+
+def test_warm_buffer_annotations_are_checked_with_clear_messages() -> None:
+    def with_annotations(**annotations: str) -> list[str]:
+        obj = a_set()
+        obj["metadata"]["annotations"] = {
+            f"virtualtarget.jumpstarter.dev/{k.replace('_', '-')}": v
+            for k, v in annotations.items()
+        }
+        return errors_of("ExporterSet", obj)
+
+    assert with_annotations(warm_buffer="auto", target_lease_wait="30s") == []
+    assert with_annotations(boot_estimate="90s", demand_window="15m") == []
+    assert with_annotations(warm_buffer="on") == [
+        "metadata.annotations[virtualtarget.jumpstarter.dev/warm-buffer]: Invalid value: "
+        '"on": must be "auto" (or absent: minAvailableReplicas)'
+    ]
+    assert with_annotations(target_lease_wait="-5s") == [
+        "metadata.annotations[virtualtarget.jumpstarter.dev/target-lease-wait]: Invalid value: "
+        '"-5s": must not be negative'
+    ]
+    assert with_annotations(boot_estimate="0s") == [
+        "metadata.annotations[virtualtarget.jumpstarter.dev/boot-estimate]: Invalid value: "
+        '"0s": must be greater than 0'
+    ]
+    wrong = with_annotations(target_lease_wait="half a minute", demand_window="0s")
+    assert len(wrong) == 2 and "invalid duration" in wrong[0]

@@ -13,7 +13,9 @@ A Lease an owned Exporter already names in its leaseRef is served, not pending, 
 the Lease's own exporterRef has not reached this cache (two watches, either may lead):
 counted as both busy and pending, it made the pool create one instance too many. A Lease
 more than one set could serve is counted by its claimant alone, the oldest
-(`reconciler.rules.claims`). The
+(`reconciler.rules.claims`). A Lease booked for later counts from its beginTime less the
+pool's boot time (`reconciler.rules.stages.demand`), and a pool with `warm-buffer: auto`
+keeps the buffer its demand asks for, never below minAvailableReplicas, as W. The
 ceiling counts every owned object, draining and terminating included, and the creates
 the cache has not shown yet. No I/O.
 """
@@ -22,11 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.model.keys import instance_labels
-from reconciler.model.views import BindingMode, Observation, PoolClaim
+from reconciler.model.views import BindingMode, Observation
 from reconciler.rules.buckets import Bucket
-from reconciler.rules.claims import counts_lease
 from reconciler.rules.stages.census import Census
+from reconciler.rules.stages.demand import Demand
 
 __all__ = ["Size", "size"]
 
@@ -41,6 +42,7 @@ class Size:
     desired: int
     capacity: int
     owned: int  # what the ceiling counts
+    why_warm: str = ""  # why W is what it is, when the pool sizes it from demand
 
     @property
     def blocked(self) -> bool:
@@ -48,23 +50,24 @@ class Size:
         return self.ceiling > 0 and self.wanted > self.ceiling
 
 
-def size(obs: Observation, counted: Census) -> Size:
+def size(obs: Observation, counted: Census, asked: Demand) -> Size:
     pool, klass, count = obs.pool, obs.klass, counted.count
-    me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
     serving = {e.lease_ref for e in obs.exporters if e.lease_ref}
     pending = sum(
         1
-        for lease in obs.leases
+        for lease in asked.claimed
         if not lease.ended
         and not lease.exporter
         and lease.name not in serving
-        and counts_lease(lease.selector, me, obs.rivals)
+        and lease.name not in asked.deferred
     )
     wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
-    warm = 0 if wffc else pool.min_available
+    sized = asked.estimate
+    warm = 0 if wffc else sized.buffer if sized is not None else pool.min_available
     ceiling = pool.max_replicas
     wanted = max(pool.min_replicas, count[Bucket.BUSY] + warm + pending)
     desired = min(wanted, ceiling) if ceiling else wanted
     capacity = count[Bucket.BUSY] + count[Bucket.AVAILABLE] + count[Bucket.PROVISIONING]
     owned = len(obs.exporters) + len(counted.expected)
-    return Size(pending, warm, wffc, ceiling, wanted, desired, capacity, owned)
+    why = sized.reason() if sized is not None and not wffc else ""
+    return Size(pending, warm, wffc, ceiling, wanted, desired, capacity, owned, why)

@@ -148,15 +148,15 @@ def _conditions(obs: Observation, counted: Census, sized: Size, told: Notes) -> 
         else ConditionSpec("Degraded", False, ALL_HEALTHY, "")
     )
     return [
-        _available(available, warm, sized.wffc),
+        _available(available, warm, sized.wffc, sized.why_warm),
         _progressing(obs, counted, sized, told),
         degraded,
         limited,
     ]
 
 
-def _available(available: int, warm: int, wffc: bool) -> ConditionSpec:
-    ready = f"{available} of {warm} warm instance(s) ready"
+def _available(available: int, warm: int, wffc: bool, why: str = "") -> ConditionSpec:
+    ready = f"{available} of {warm} warm instance(s) ready" + (f" ({why})" if why else "")
     if wffc:
         return ConditionSpec(
             "Available", True, WAIT_FOR_FIRST_CONSUMER, "instances are created on lease request"

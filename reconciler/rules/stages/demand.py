@@ -1,0 +1,129 @@
+"""Planner stage, demand: when a scheduled Lease counts, and, for a pool with
+`warm-buffer: auto`, the warm buffer its demand asks for (`reconciler.rules.demand`).
+
+- Every pool: a pending Lease whose `spec.beginTime` lies further ahead than the pool's
+  boot time (the p95 of the boots it has seen, its `boot-estimate` until then) is not
+  demand yet: it counts from beginTime minus the boot time, so an instance is warm when
+  the lease begins and not hours before. The pass waits for that moment, naming the Lease,
+  and runs again then.
+- A pool with `warm-buffer: auto`: its memory (DEMAND) learns the arrivals of the Leases
+  it counts (those booked for later are not arrivals: they count at their time) and the
+  boots of its instances; the buffer in force is the estimator's, never below
+  `minAvailableReplicas`. The memory is written at most once a minute (the first time at
+  once), with an Event when the buffer in force changed; the pass runs again a minute
+  later while a rate remains, so the buffer falls as the rate decays.
+
+A pool without the annotation keeps `minAvailableReplicas` and writes no memory. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from reconciler.model.actions import RecordEvent, RememberDemand
+from reconciler.model.demand import DemandMemory
+from reconciler.model.keys import instance_labels
+from reconciler.model.reasons import WARM_BUFFER_CHANGED
+from reconciler.model.timefmt import format_time
+from reconciler.model.views import LeaseView, Observation, PoolClaim
+from reconciler.rules.claims import counts_lease
+from reconciler.rules.demand import Estimate, advance, boot_p95, estimate
+from reconciler.rules.steps import Steps, Wait
+
+__all__ = ["WRITE_EVERY", "Demand", "demand"]
+
+WRITE_EVERY = timedelta(minutes=1)
+_NO_RATE = 1e-6  # leases a second below which an auto pool stops waking up to decay it
+
+
+@dataclass(slots=True)
+class Demand:
+    claimed: tuple[LeaseView, ...]  # the Leases this pool counts, any state
+    boot: timedelta  # the pool's boot time: p95 seen, else its estimate
+    deferred: frozenset[str]  # pending Leases not counted yet (booked for later)
+    estimate: Estimate | None = None  # auto pools: the buffer in force and why
+    steps: Steps = field(default_factory=Steps)
+
+
+def demand(obs: Observation, now: datetime) -> Demand:
+    pool = obs.pool
+    me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
+    claimed = tuple(lease for lease in obs.leases if counts_lease(lease.selector, me, obs.rivals))
+    memory = _learned(obs, claimed, now) if pool.sizing.auto else pool.demand
+    boots = memory.boots if memory is not None else _boots_seen(obs)
+    boot = boot_p95(boots, pool.sizing.boot_estimate)
+    waits: list[Wait] = []
+    for lease in claimed:
+        if lease.begin is None or lease.ended or lease.exporter or lease.begin - boot <= now:
+            continue
+        counts_at = lease.begin - boot
+        waits.append(
+            Wait(
+                f"scheduled lease {lease.name} begins at {format_time(lease.begin)}; "
+                f"counted from then less boot time {boot.total_seconds():g}s",
+                at=counts_at,
+            )
+        )
+    deferred = frozenset(lease.name for lease in claimed if _later(lease, boot, now))
+    requeue = min((w.at - now for w in waits if w.at is not None), default=None)
+    if memory is None or not pool.sizing.auto:
+        return Demand(claimed, boot, deferred, None, Steps((), tuple(waits), requeue))
+    settings = pool.sizing
+    sized = estimate(memory, settings.boot_estimate, settings.target_wait, pool.min_available,
+                     pool.max_replicas)  # fmt: skip
+    memory = DemandMemory(memory.at, memory.rate, memory.boots, sized.buffer)
+    actions = _remember(obs, now, memory, sized)
+    if sized.rate > _NO_RATE:
+        requeue = min(requeue, WRITE_EVERY) if requeue is not None else WRITE_EVERY
+    return Demand(claimed, boot, deferred, sized, Steps(actions, tuple(waits), requeue))
+
+
+def _later(lease: LeaseView, boot: timedelta, now: datetime) -> bool:
+    pending = not lease.ended and not lease.exporter
+    return pending and lease.begin is not None and lease.begin - boot > now
+
+
+def _boots_seen(obs: Observation) -> tuple[float, ...]:
+    """Boot times of the pool's instances now (a pool without memory)."""
+    return tuple(seconds for _, seconds in _boots(obs))
+
+
+def _boots(obs: Observation) -> list[tuple[datetime, float]]:
+    return [
+        (e.registered_at, (e.registered_at - e.created).total_seconds())
+        for e in obs.exporters
+        if e.registered_at is not None and e.registered_at >= e.created
+    ]
+
+
+def _learned(obs: Observation, claimed: tuple[LeaseView, ...], now: datetime) -> DemandMemory:
+    """The pool's memory advanced to the last whole second before `now` (a Lease created
+    in this second is learned at the next pass). Without memory the pool starts from the
+    Leases still there, as far back as its demand window."""
+    pool = obs.pool
+    until = now.replace(microsecond=0) - timedelta(seconds=1)
+    start = pool.demand or DemandMemory(
+        until - pool.sizing.demand_window, buffer=pool.min_available
+    )
+    arrivals = [
+        lease.created
+        for lease in claimed
+        if lease.created is not None and (lease.begin is None or lease.begin <= lease.created)
+    ]
+    return advance(start, arrivals, _boots(obs), until, pool.sizing.demand_window)
+
+
+def _remember(
+    obs: Observation, now: datetime, memory: DemandMemory, sized: Estimate
+) -> tuple[RememberDemand | RecordEvent, ...]:
+    """The memory write when one is due, and an Event when the buffer changed."""
+    held = obs.pool.demand
+    if held is not None and (now - held.at < WRITE_EVERY or held == memory):
+        return ()
+    write = RememberDemand(memory, sized.reason())
+    before = held.buffer if held is not None else obs.pool.min_available
+    if sized.buffer == before:
+        return (write,)
+    change = f"warm buffer {before} -> {sized.buffer}: {sized.reason()}"
+    return write, RecordEvent(WARM_BUFFER_CHANGED, change)

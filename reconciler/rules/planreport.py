@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.model.timefmt import format_time
 from reconciler.rules.buckets import Bucket
+from reconciler.rules.demand import Estimate
 from reconciler.rules.explain import explain
 from reconciler.rules.planner import Plan
 
@@ -42,7 +43,11 @@ JSON_SHAPE = """\
       ],
       "awaiting": [                     # instances waiting for credentials
         {"name": "pool-2", "reason": "no status.credential and status.endpoint yet"}
-      ]
+      ],
+      "demand": {                       # null unless warm-buffer: auto
+        "warmBuffer": 3, "leasesPerMinute": 1.2, "bootP95Seconds": 150.0,
+        "targetWaitSeconds": 0.0, "reason": "warm buffer 3 from demand: ..."
+      }
     }
   ]
 }
@@ -73,6 +78,17 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         "buckets": {b.value: result.buckets[b] for b in Bucket} if result else None,
         "steps": [step.as_json() for step in explain(result)] if result else [],
         "awaiting": [{"name": n, "reason": why} for n, why in entry.awaiting.items()],
+        "demand": _demand_json(result.demand) if result and result.demand else None,
+    }
+
+
+def _demand_json(sized: Estimate) -> dict[str, Any]:
+    return {
+        "warmBuffer": sized.buffer,
+        "leasesPerMinute": round(sized.rate * 60, 4),
+        "bootP95Seconds": sized.boot.total_seconds(),
+        "targetWaitSeconds": sized.target.total_seconds(),
+        "reason": sized.reason(),
     }
 
 
@@ -95,6 +111,7 @@ def _set_text(entry: SetPlan) -> list[str]:
         *_labelled("buckets", [", ".join(f"{b.value} {result.buckets[b]}" for b in Bucket)]),
         *_labelled("steps", [str(step) for step in explain(result)]),
         *_labelled("awaiting", [f"{name}: {why}" for name, why in entry.awaiting.items()]),
+        *(_labelled("demand", [result.demand.reason()]) if result.demand else []),
     ]
 
 

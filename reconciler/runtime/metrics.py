@@ -10,8 +10,9 @@ controller, so existing dashboards and alerts work unchanged, plus the pools' ow
 - `virtualtarget_reconciler_informer_relists_total` and `..._watch_restarts_total` by
   resource, `virtualtarget_reconciler_api_writes_total{verb,resource}`;
 - per pool, by namespace and set: instances by bucket, desired instances, the warm-buffer
-  shortfall, pending leases, and whether the ceiling holds it back. A deleted set's
-  series go with it.
+  shortfall, pending leases, and whether the ceiling holds it back; for a pool with
+  `warm-buffer: auto`, the buffer its demand asks for, its arrival rate and boot p95. A
+  deleted set's series go with it.
 
 Everything is read from the runtime's own state when Prometheus scrapes (the queue's
 `stats()`, the informers' counters, the last plan of each set): nothing on the hot path
@@ -94,6 +95,7 @@ class ReconcilerMetrics(Collector):
         yield from self._reconciles()
         yield from self._runtime()
         yield from self._pools()
+        yield from self._demand()
         yield image_allow_list_gauge(self.image_allow_list)
 
     def _workqueue(self) -> Iterator[Metric]:
@@ -234,3 +236,27 @@ class ReconcilerMetrics(Collector):
             pending.add_metric(pool, plan.pending_leases)
             ceiling.add_metric(pool, 1 if plan.at_ceiling else 0)
         yield from (instances, desired, shortfall, pending, ceiling)
+
+    def _demand(self) -> Iterator[Metric]:
+        """Pools with `warm-buffer: auto`: the buffer their demand asks for, and why."""
+        buffer = GaugeMetricFamily(
+            "virtualtarget_exporterset_demand_warm_buffer",
+            "The warm buffer a warm-buffer: auto pool keeps, sized from its demand.",
+            labels=_POOL,
+        )
+        rate = GaugeMetricFamily(
+            "virtualtarget_exporterset_demand_arrival_rate",
+            "Lease arrivals per second the pool has learned (decaying average).",
+            labels=_POOL,
+        )
+        boot = GaugeMetricFamily(
+            "virtualtarget_exporterset_demand_boot_p95_seconds",
+            "p95 of the pool's recent boots, creation to Registered (its estimate until one).",
+            labels=_POOL,
+        )
+        for (namespace, name), plan in sorted(self.plans(), key=lambda item: item[0]):
+            if plan.demand is not None:
+                buffer.add_metric([namespace, name], plan.demand.buffer)
+                rate.add_metric([namespace, name], plan.demand.rate)
+                boot.add_metric([namespace, name], plan.demand.boot.total_seconds())
+        yield from (buffer, rate, boot)

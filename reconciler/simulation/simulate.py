@@ -5,8 +5,11 @@ lease requests wait for an exporter, and how many instance-minutes sit idle to b
 that. A scenario gives the pool spec (defaults from the schema, as in the cluster),
 the class, how long an instance takes to boot, and the demand: explicit leases and/or
 windows of Poisson arrivals. Optional `variants` rerun the same trace with other pool
-settings, one row each. The planner is the real one; everything around it is
-`reconciler.simulation.world.World`. No I/O here (the CLI reads and writes files).
+settings, one row each; `warmBuffer: auto` (with `targetLeaseWait`, default `0s`) sizes
+the buffer from demand as the set's annotations would (`api.warmbuffer`), the scenario's
+`boot` being the pool's boot estimate. The planner and the demand estimator are the real
+ones; everything around them is `reconciler.simulation.world.World`. No I/O here (the
+CLI reads and writes files).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.duration import parse_go_duration
+from api.warmbuffer import BOOT_ESTIMATE, TARGET_LEASE_WAIT, WARM_BUFFER, annotation_errors
 from reconciler.model.actions import CreateExporter, Remove, Retain
 from reconciler.model.adapt import class_view, pool_view
 from reconciler.rules.buckets import Bucket
@@ -40,6 +44,7 @@ class Sample:
     busy: int
     available: int
     pending: int
+    warm: int = 0  # the warm buffer in force
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Outcome:
     peak: int = 0
     scale_events: int = 0
     samples: list[Sample] = field(default_factory=list)
+    auto: bool = False  # the buffer sized from demand
 
     def percentile(self, q: float) -> float:
         if not self.waits:
@@ -95,10 +101,24 @@ def _arrivals(scenario: Mapping[str, Any]) -> list[tuple[timedelta, timedelta]]:
     return sorted(result, key=lambda pair: pair[0])
 
 
+# scenario pool keys that are annotations of the set, not spec fields
+_ANNOTATED = {"warmBuffer": WARM_BUFFER, "targetLeaseWait": TARGET_LEASE_WAIT}
+
+
+def _set(scenario: Mapping[str, Any], pool_spec: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """The ExporterSet a scenario's pool stands for."""
+    spec = {k: v for k, v in pool_spec.items() if k not in _ANNOTATED}
+    annotations = {_ANNOTATED[k]: str(v) for k, v in pool_spec.items() if k in _ANNOTATED}
+    annotations[BOOT_ESTIMATE] = str(scenario.get("boot", "2m"))
+    wrong = annotation_errors(annotations)
+    if wrong:
+        raise ScenarioError(f"{label}: {wrong[0]}")
+    meta = {"name": "sim", "namespace": "sim", "generation": 1, "annotations": annotations}
+    return {"metadata": meta, "spec": spec}
+
+
 def simulate(scenario: Mapping[str, Any], pool_spec: Mapping[str, Any], label: str) -> Outcome:
-    view, problem = pool_view(
-        {"metadata": {"name": "sim", "namespace": "sim", "generation": 1}, "spec": dict(pool_spec)}
-    )
+    view, problem = pool_view(_set(scenario, pool_spec, label))
     if problem is not None:
         raise ScenarioError(f"{label}: {problem[1]}")
     klass = class_view({"metadata": {"name": "sim"}, "spec": dict(scenario.get("class") or {})})
@@ -106,7 +126,7 @@ def simulate(scenario: Mapping[str, Any], pool_spec: Mapping[str, Any], label: s
     step = _duration(scenario.get("step", "30s"), "step")
     end = START + _duration(scenario.get("duration", "8h"), "duration")
     arrivals = _arrivals(scenario)
-    outcome = Outcome(label)
+    outcome = Outcome(label, auto=view.sizing.auto)
     now, cursor = START, 0
     while now <= end:
         while cursor < len(arrivals) and START + arrivals[cursor][0] <= now:
@@ -124,7 +144,8 @@ def simulate(scenario: Mapping[str, Any], pool_spec: Mapping[str, Any], label: s
         available = sum(1 for n in world.instances if _available(world, n))
         busy = counts[Bucket.BUSY]
         pending = sum(1 for r in world.requests.values() if not r.exporter and not r.ended)
-        outcome.samples.append(Sample(minutes, len(world.instances), busy, available, pending))
+        total = len(world.instances)
+        outcome.samples.append(Sample(minutes, total, busy, available, pending, result.warm))
         outcome.idle_minutes += available * step.total_seconds() / 60
         outcome.peak = max(outcome.peak, len(world.instances))
         now += step

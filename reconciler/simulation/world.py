@@ -24,6 +24,7 @@ from reconciler.model.actions import (
     PatchStatus,
     Protect,
     RememberBackoff,
+    RememberDemand,
     Remove,
     Retain,
     SetSurplusSince,
@@ -62,6 +63,7 @@ class Instance:
     records_hooks: bool = False
     hooks: HookRecord | None = None
     protected: bool = False  # the lease-protection finalizer
+    registered_at: datetime | None = None
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -77,6 +79,7 @@ class Instance:
             served_lease=self.served,
             fenced=self.fenced,
             protected=self.protected,
+            registered_at=self.registered_at,
         )
 
 
@@ -114,7 +117,8 @@ class World:
             exporters=tuple(i.view() for i in self.instances.values()),
             pods=tuple(PodView(n, n, phase) for n, (_, phase) in self.pods.items()),
             leases=tuple(
-                LeaseView(r.name, r.selector, r.exporter, r.ended) for r in self.requests.values()
+                LeaseView(r.name, r.selector, r.exporter, r.ended, created=r.asked)
+                for r in self.requests.values()
             ),
             problem=self.problem,
         )
@@ -180,6 +184,8 @@ class World:
                 self.pool = replace(self.pool, surplus_since=since)
             case RememberBackoff(backoff):
                 self.pool = replace(self.pool, backoff=backoff)
+            case RememberDemand(memory):
+                self.pool = replace(self.pool, demand=memory)
             case PatchStatus(status):
                 self.pool = replace(self.pool, status=dict(status))
 
@@ -191,6 +197,7 @@ class World:
             if phase == "Pending" and now - since >= self.boot and inst is not None:
                 self.pods[name] = (since, "Running")
                 inst.registered, inst.online, inst.status = True, True, "Available"
+                inst.registered_at = since + self.boot
         for request in self.requests.values():
             held = request.assigned is not None and now - request.assigned >= request.hold
             if held and not request.ended:

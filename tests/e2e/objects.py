@@ -20,7 +20,7 @@ GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
 
 # Jumpstarter's Lease CRD is not part of this project: a minimal stand-in with the fields
-# the reconciler reads (spec.selector, status.exporterRef, status.ended).
+# the reconciler reads (spec.selector, spec.beginTime, status.exporterRef, status.ended).
 LEASE_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
@@ -74,13 +74,19 @@ def install_lease_crd(plane: ControlPlane) -> None:
     )
 
 
-def lease(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A pending Jumpstarter Lease asking for an exporter with `labels`."""
+def lease(
+    name: str, namespace: str, labels: dict[str, str], begin: str | None = None
+) -> dict[str, Any]:
+    """A pending Jumpstarter Lease asking for an exporter with `labels`, booked for
+    `begin` when given (`spec.beginTime`, as Jumpstarter's client asks for a later begin)."""
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}}
+    if begin is not None:
+        spec["beginTime"] = begin
     return {
         "apiVersion": "jumpstarter.dev/v1alpha1",
         "kind": "Lease",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"matchLabels": dict(labels)}},
+        "spec": spec,
     }
 
 
@@ -131,9 +137,9 @@ def get_json(plane: ControlPlane, *args: str) -> Any:
     return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
 
 
-def surplus_memory(plane: ControlPlane, namespace: str, set_name: str) -> str | None:
-    """What a namespaced install remembers of a set's surplus: the moment its Lease
-    `surplus-since.<set>` holds, "" when it holds none, None when there is no such Lease."""
+def pool_memory(plane: ControlPlane, namespace: str, set_name: str) -> dict[str, str] | None:
+    """The annotations a namespaced install's memory Lease `surplus-since.<set>` holds,
+    None when there is no such Lease."""
     found = plane.kubectl(
         "get",
         "leases.coordination.k8s.io",
@@ -146,8 +152,14 @@ def surplus_memory(plane: ControlPlane, namespace: str, set_name: str) -> str | 
     )
     if found.returncode != 0:
         return None
-    annotations = json.loads(found.stdout)["metadata"].get("annotations") or {}
-    return str(annotations.get(SURPLUS_SINCE) or "")
+    return dict(json.loads(found.stdout)["metadata"].get("annotations") or {})
+
+
+def surplus_memory(plane: ControlPlane, namespace: str, set_name: str) -> str | None:
+    """What a namespaced install remembers of a set's surplus: the moment its Lease
+    `surplus-since.<set>` holds, "" when it holds none, None when there is no such Lease."""
+    annotations = pool_memory(plane, namespace, set_name)
+    return None if annotations is None else str(annotations.get(SURPLUS_SINCE) or "")
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:

@@ -177,3 +177,28 @@ def test_a_leader_past_its_renew_deadline_sends_no_write() -> None:
 def test_the_image_allow_list_setting_is_exposed(configured: bool) -> None:
     families = scrape(metrics_with([], image_allow_list=configured))
     assert samples(families, IMAGE_ALLOW_LIST_METRIC) == {(): float(configured)}
+
+
+def test_demand_series_only_for_auto_pools() -> None:
+    from api.warmbuffer import WarmBufferSettings
+    from reconciler.model.views import LeaseView
+
+    burst = tuple(
+        LeaseView(f"l{i}", {"matchLabels": {"board": "qemu"}}, exporter=f"x{i}", created=T0)
+        for i in range(10)
+    )
+    auto = WarmBufferSettings(auto=True, boot_estimate=timedelta(minutes=3))
+    sized = plan(
+        Observation(pool=pool(min_available=1, sizing=auto), klass=klass(), leases=burst),
+        T0 + timedelta(seconds=30),
+    )
+    fixed = plan(Observation(pool=pool(name="fixed"), klass=klass()), T0)
+    families = scrape(metrics_with([(("ns", "pool"), sized), (("ns", "fixed"), fixed)]))
+    pool_labels = (("exporterset", "pool"), ("namespace", "ns"))
+    assert sized.demand is not None
+    buffer = samples(families, "virtualtarget_exporterset_demand_warm_buffer")
+    assert buffer == {pool_labels: sized.demand.buffer}
+    rate = samples(families, "virtualtarget_exporterset_demand_arrival_rate")
+    assert rate[pool_labels] > 0 and len(rate) == 1
+    boot = samples(families, "virtualtarget_exporterset_demand_boot_p95_seconds")
+    assert boot == {pool_labels: 180.0}

@@ -10,8 +10,9 @@
   it counts (those booked for later are not arrivals: they count at their time) and the
   boots of its instances; the buffer in force is the estimator's, never below
   `minAvailableReplicas`. The memory is written at most once a minute (the first time at
-  once), with an Event when the buffer in force changed; the pass runs again a minute
-  later while a rate remains, so the buffer falls as the rate decays.
+  once), with an Event when the buffer in force changed; while a rate remains the pass
+  runs again after a minute or a quarter of the demand window, whichever is sooner, so
+  the buffer falls as the rate decays.
 
 A pool without the annotation keeps `minAvailableReplicas` and writes no memory. No I/O.
 """
@@ -74,8 +75,9 @@ def demand(obs: Observation, now: datetime) -> Demand:
                      pool.max_replicas)  # fmt: skip
     memory = DemandMemory(memory.at, memory.rate, memory.boots, sized.buffer)
     actions = _remember(obs, now, memory, sized)
-    if sized.rate > _NO_RATE:
-        requeue = min(requeue, WRITE_EVERY) if requeue is not None else WRITE_EVERY
+    if sized.rate > _NO_RATE:  # run again as the rate decays: a quarter of its window
+        again = min(WRITE_EVERY, settings.demand_window / 4)
+        requeue = min(requeue, again) if requeue is not None else again
     return Demand(claimed, boot, deferred, sized, Steps(actions, tuple(waits), requeue))
 
 

@@ -1,0 +1,153 @@
+"""Demand against a real kube-apiserver: a Lease booked for later counts only from its
+beginTime less the pool's boot time, and a pool with `warm-buffer: auto` raises its buffer
+on a burst of Leases, keeps what it learned across a restart of the reconciler, and falls
+back once arrivals stop.
+
+Jumpstarter's credential step is played by the development stand-in; the Lease CRD is
+the minimal stand-in of `tests.e2e.objects`. Boot estimates and demand windows are short
+annotations so that the moments fall within seconds. Waits are bounded polls, not
+timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.warmbuffer import BOOT_ESTIMATE, DEMAND_WINDOW, WARM_BUFFER
+from reconciler.model.demand import decode_demand
+from reconciler.model.keys import DEMAND
+from reconciler.model.reasons import WARM_BUFFER_CHANGED
+from reconciler.model.timefmt import format_time, parse_time
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    install_lease_crd,
+    lease,
+    playing_credentials,
+    pool_memory,
+    virtual_target_class,
+    wait_for,
+)
+from tests.e2e.test_reconciler_e2e import Reconciler, bring_online, names
+from virtualtarget.controlplane import ControlPlane
+
+
+@pytest.fixture
+def plane_ns(control_plane: ControlPlane, namespace: str) -> Iterator[tuple[ControlPlane, str]]:
+    install_lease_crd(control_plane)
+    with playing_credentials(control_plane, namespace):
+        yield control_plane, namespace
+
+
+@pytest.fixture
+def start(plane_ns: tuple[ControlPlane, str], tmp_path: Path) -> Iterator[Callable[[], Reconciler]]:
+    plane, ns = plane_ns
+    started: list[Reconciler] = []
+
+    def run() -> Reconciler:
+        started.append(Reconciler(plane, ns, tmp_path / f"reconciler-{len(started)}.log"))
+        return started[-1]
+
+    yield run
+    for reconciler in started:
+        reconciler.stop(signal.SIGKILL)
+
+
+def make_pool(plane: ControlPlane, ns: str, annotations: dict[str, str], **spec: Any) -> None:
+    apply(plane, virtual_target_class("qemu", ns, parameters={"resources": {"cpu": 1}}))
+    body = exporter_set("pool", ns, class_name="qemu", labels={"board": "pool"},
+                        with_template=True, **spec)  # fmt: skip
+    body["metadata"]["annotations"] = annotations
+    apply(plane, body)
+
+
+def planned(plane: ControlPlane, ns: str) -> dict[str, Any]:
+    kubeconfig = f"--kubeconfig={plane.kubeconfig}"
+    result = subprocess.run(
+        [sys.executable, "-m", "virtualtarget.cli", "plan", kubeconfig, "-n", ns, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (entry,) = json.loads(result.stdout)["sets"]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def available_message(plane: ControlPlane, ns: str) -> str:
+    status = get_json(plane, "exporterset", "pool", "-n", ns).get("status", {})
+    found = [c for c in status.get("conditions", []) if c["type"] == "Available"]
+    return str(found[0]["message"]) if found else ""
+
+
+def test_a_scheduled_lease_creates_nothing_until_its_begin_less_the_boot_time(
+    plane_ns: tuple[ControlPlane, str], start: Callable[[], Reconciler]
+) -> None:
+    plane, ns = plane_ns
+    # boot estimate 9m45s: a Lease beginning in 10 minutes counts 15 s from now
+    make_pool(plane, ns, {BOOT_ESTIMATE: "9m45s"}, minAvailableReplicas=0, maxReplicas=2)
+    begin = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
+    counts_at = begin - timedelta(minutes=9, seconds=45)
+    apply(plane, lease("later", ns, {"board": "pool"}, begin=format_time(begin)))
+
+    entry = planned(plane, ns)
+    assert entry["pendingLeases"] == 0 and entry["desired"] == 0, entry
+    waiting = [s for s in entry["steps"] if "scheduled lease later" in s["reason"]]
+    assert waiting and waiting[0]["at"] == format_time(counts_at), entry["steps"]
+
+    reconciler = start()
+    (made,) = wait_for("an instance for the scheduled lease", lambda: names(plane, ns), 90)
+    created = parse_time(
+        get_json(plane, "exporter", made, "-n", ns)["metadata"]["creationTimestamp"]
+    )
+    assert created >= counts_at, (created, counts_at)  # nothing before its moment
+    assert planned(plane, ns)["pendingLeases"] == 1
+    assert reconciler.stop() == 0, reconciler.text()
+
+
+def test_an_auto_pool_learns_a_burst_keeps_it_across_a_restart_and_falls_back(
+    plane_ns: tuple[ControlPlane, str], start: Callable[[], Reconciler]
+) -> None:
+    plane, ns = plane_ns
+    annotations = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "30s"}
+    make_pool(plane, ns, annotations, minAvailableReplicas=0, maxReplicas=8,
+              scaleDownCooldown="2s")  # fmt: skip
+    # A burst of six Leases, served at once elsewhere (ended): arrivals, not pending demand.
+    burst = [lease(f"burst-{i}", ns, {"board": "pool"}) for i in range(6)]
+    apply(plane, *burst)
+    ended = ("--subresource=status", "--type=merge", "-p", '{"status":{"ended":true}}')
+    for item in burst:
+        plane.kubectl("patch", "lease.jumpstarter.dev", item["metadata"]["name"], "-n", ns, *ended)
+
+    first = start()
+    wait_for("the buffer rises", lambda: len(names(plane, ns)) >= 2)
+    bring_online(plane, ns)
+    memory = wait_for(
+        "the learned demand in the memory Lease",
+        lambda: decode_demand((pool_memory(plane, ns, "pool") or {}).get(DEMAND)),
+    )
+    assert memory.rate > 0 and memory.buffer >= 2, memory
+    assert "from demand" in wait_for("the message", lambda: available_message(plane, ns))
+    events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
+    assert any(e.get("reason") == WARM_BUFFER_CHANGED for e in events), events
+
+    # The Leases go and the reconciler restarts: the rate is what the memory kept.
+    plane.kubectl("delete", "lease.jumpstarter.dev", "--all", "-n", ns)
+    assert first.stop(signal.SIGKILL) != 0
+    demand = planned(plane, ns)["demand"]
+    assert demand is not None and demand["warmBuffer"] >= 1 and demand["leasesPerMinute"] > 0
+    start()
+    # Arrivals stopped: the rate decays, the buffer falls, the surplus goes after cooldown.
+    wait_for("the buffer falls back", lambda: not names(plane, ns), timeout=240)
+    assert "warm buffer 0 from demand" in available_message(plane, ns)

@@ -1,7 +1,9 @@
 """`virtualtarget simulate --scenario FILE --out DIR`: size a pool before deploying it.
 
 Writes DIR/summary.md (lease wait p50/p95, idle instance-minutes, peak instances,
-scale events; one row per variant) and DIR/pool.png (total, busy, available over time).
+scale events; one row per variant) and DIR/pool.png (total, busy, available and the warm
+buffer in force over time), and DIR/auto.png for the first variant with `warmBuffer: auto`
+when that is not the pool as specified.
 
 The plot needs matplotlib, an optional extra (`pip install 'virtualtarget[simulate]'`):
 the webhook and reconciler image does not carry it. Without it the summary is still
@@ -55,8 +57,12 @@ def run(args: argparse.Namespace) -> int:
     print(summary)
     if args.no_plot:
         return 0
+    title = str(scenario.get("name", "pool"))
+    auto = [o for o in outcomes[1:] if o.auto][:1]
     try:
-        write_plot(outcomes[0], args.out / "pool.png", str(scenario.get("name", "pool")))
+        write_plot(outcomes[0], args.out / "pool.png", title)
+        for outcome in auto:
+            write_plot(outcome, args.out / "auto.png", title)
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("matplotlib"):
             raise

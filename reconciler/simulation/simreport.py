@@ -2,8 +2,9 @@
 
 The plot uses matplotlib's Agg backend (no display), imported only when a plot is
 drawn: matplotlib is the optional extra `simulate`, absent from the image. It shows the
-first outcome (the pool as specified): total, busy and available instances over time,
-with lease requests still waiting as a shaded area.
+outcome it is given: total, busy and available instances over time, the warm buffer in
+force (sized from demand under `warmBuffer: auto`), and lease requests still waiting as a
+shaded area.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def write_plot(outcome: Outcome, path: Path, title: str) -> None:
         ("total", "#222222", 1.8, "total instances"),
         ("busy", "#d6604d", 1.4, "busy (leased or in hooks)"),
         ("available", "#4393c3", 1.4, "available (warm)"),
+        ("warm", "#1b7837", 1.2, "warm buffer in force"),
     )
     for field, color, width, label in lines:
         ax.step(
@@ -79,7 +81,7 @@ def write_plot(outcome: Outcome, path: Path, title: str) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlim(hours[0] if hours else 0, hours[-1] if hours else 1)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=5, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

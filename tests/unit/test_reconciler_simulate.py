@@ -54,3 +54,34 @@ def test_bad_scenario_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 0 and "scaleDownCooldown" in err
     with pytest.raises(ScenarioError):
         run_scenario({"leases": [{"at": "later", "hold": "1m"}]})
+
+
+def test_auto_sizes_the_buffer_with_the_demand_over_the_day() -> None:
+    scenario = {
+        "duration": "6h",
+        "boot": "3m",
+        "pool": {"maxReplicas": 0, "scaleDownCooldown": "10m", "minAvailableReplicas": 0},
+        "demand": [
+            {"from": "0h", "to": "2h", "leasesPerHour": 2, "hold": "10m"},
+            {"from": "2h", "to": "4h", "leasesPerHour": 40, "hold": "10m"},
+        ],
+        "variants": [{"label": "auto", "warmBuffer": "auto"}],
+    }
+    cold, auto = run_scenario(scenario)
+    assert auto.auto and not cold.auto
+    busy_hour = [s.warm for s in auto.samples if 150 <= s.minute < 240]
+    night = [s.warm for s in auto.samples if s.minute >= 330]
+    assert max(busy_hour) >= 3 and max(night) == 0  # rises with the demand, falls after it
+    assert auto.percentile(95) < cold.percentile(95)
+
+
+def test_auto_settings_are_checked_as_the_webhook_checks_them() -> None:
+    with pytest.raises(ScenarioError, match="warm-buffer"):
+        run_scenario({"pool": {"warmBuffer": "sometimes"}, "duration": "1h"})
+
+
+def test_cli_plots_the_auto_variant(tmp_path: Path) -> None:
+    ramp = next(p for p in SCENARIOS if p.stem == "monday-ramp")
+    assert main(["simulate", "--scenario", str(ramp), "--out", str(tmp_path)]) == 0
+    assert "| auto |" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "auto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -221,3 +221,32 @@ def test_exporter_enabled_defaults_to_true_and_an_explicit_false_stays(
     assert get_json(control_plane, "exporter", "fresh", "-n", namespace)["spec"]["enabled"] is True
     name = fenced["metadata"]["name"]
     assert get_json(control_plane, "exporter", name, "-n", namespace)["spec"]["enabled"] is False
+
+
+def test_warm_buffer_annotations_are_denied_with_their_names(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    apply_class = try_apply(control_plane, virtual_target_class("qemu", namespace))
+    assert apply_class.returncode == 0, apply_class.stderr
+    auto = exporter_set("auto", namespace, class_name="qemu")
+    auto["metadata"]["annotations"] = {
+        "virtualtarget.jumpstarter.dev/warm-buffer": "auto",
+        "virtualtarget.jumpstarter.dev/target-lease-wait": "30s",
+    }
+    result = try_apply(control_plane, auto)
+    assert (result.returncode, result.stderr) == (0, "")
+    bad = exporter_set("bad", namespace, class_name="qemu")
+    bad["metadata"]["annotations"] = {
+        "virtualtarget.jumpstarter.dev/warm-buffer": "yes",
+        "virtualtarget.jumpstarter.dev/target-lease-wait": "half a minute",
+    }
+    result = try_apply(control_plane, bad)
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The ExporterSet "bad" is invalid: \n'
+        "* metadata.annotations[virtualtarget.jumpstarter.dev/warm-buffer]: Invalid value: "
+        '"yes": must be "auto" (or absent: minAvailableReplicas)\n'
+        "* metadata.annotations[virtualtarget.jumpstarter.dev/target-lease-wait]: Invalid "
+        "value: \"half a minute\": invalid duration 'half a minute': expected a number "
+        "followed by one of ns, us, ms, s, m, h\n"
+    )

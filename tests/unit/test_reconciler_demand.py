@@ -240,3 +240,10 @@ def test_an_auto_pool_keeps_its_ceiling() -> None:
     burst = tuple(LeaseView(f"l{i}", MATCH, created=T0) for i in range(40))
     result = _plan(30, burst, min_available=0, max_replicas=5, sizing=AUTO)
     assert result.warm <= 5 and result.desired <= 5
+
+
+def test_a_quiet_auto_pool_stops_writing_and_waking() -> None:
+    quiet = DemandMemory(T0, 0.0, (), 1)
+    result = _plan(3600, (), min_available=1, sizing=AUTO, demand=quiet)
+    assert not [a for a in result.actions if isinstance(a, RememberDemand)]
+    assert result.requeue_after is None and result.warm == 1

@@ -19,7 +19,7 @@ A pool without the annotation keeps `minAvailableReplicas` and writes no memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from reconciler.model.actions import RecordEvent, RememberDemand
@@ -48,40 +48,37 @@ class Demand:
 
 
 def demand(obs: Observation, now: datetime) -> Demand:
-    pool = obs.pool
+    pool, settings = obs.pool, obs.pool.sizing
     me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
     claimed = tuple(lease for lease in obs.leases if counts_lease(lease.selector, me, obs.rivals))
-    memory = _learned(obs, claimed, now) if pool.sizing.auto else pool.demand
-    boots = memory.boots if memory is not None else _boots_seen(obs)
-    boot = boot_p95(boots, pool.sizing.boot_estimate)
-    waits: list[Wait] = []
-    for lease in claimed:
-        if lease.begin is None or lease.ended or lease.exporter or lease.begin - boot <= now:
-            continue
-        counts_at = lease.begin - boot
-        waits.append(
-            Wait(
-                f"scheduled lease {lease.name} begins at {format_time(lease.begin)}; "
-                f"counted from then less boot time {boot.total_seconds():g}s",
-                at=counts_at,
-            )
+    memory = _learned(obs, claimed, now) if settings.auto else pool.demand
+    boot = boot_p95(memory.boots if memory else _boots_seen(obs), settings.boot_estimate)
+    later = [lease for lease in claimed if _later(lease, boot, now)]
+    waits = tuple(
+        Wait(
+            f"scheduled lease {lease.name} begins at {format_time(lease.begin)}; "
+            f"counted from then less boot time {boot.total_seconds():g}s",
+            at=lease.begin - boot,
         )
-    deferred = frozenset(lease.name for lease in claimed if _later(lease, boot, now))
+        for lease in later
+        if lease.begin is not None
+    )
+    deferred = frozenset(lease.name for lease in later)
     requeue = min((w.at - now for w in waits if w.at is not None), default=None)
-    if memory is None or not pool.sizing.auto:
-        return Demand(claimed, boot, deferred, None, Steps((), tuple(waits), requeue))
-    settings = pool.sizing
+    if memory is None or not settings.auto:
+        return Demand(claimed, boot, deferred, None, Steps((), waits, requeue))
     sized = estimate(memory, settings.boot_estimate, settings.target_wait, pool.min_available,
                      pool.max_replicas)  # fmt: skip
-    memory = DemandMemory(memory.at, memory.rate, memory.boots, sized.buffer)
+    memory = replace(memory, buffer=sized.buffer)
     actions = _remember(obs, now, memory, sized)
     if sized.rate > _NO_RATE:  # run again as the rate decays: a quarter of its window
         again = min(WRITE_EVERY, settings.demand_window / 4)
         requeue = min(requeue, again) if requeue is not None else again
-    return Demand(claimed, boot, deferred, sized, Steps(actions, tuple(waits), requeue))
+    return Demand(claimed, boot, deferred, sized, Steps(actions, waits, requeue))
 
 
 def _later(lease: LeaseView, boot: timedelta, now: datetime) -> bool:
+    """Pending, and booked for further ahead than one boot time."""
     pending = not lease.ended and not lease.exporter
     return pending and lease.begin is not None and lease.begin - boot > now
 
@@ -121,7 +118,7 @@ def _remember(
 ) -> tuple[RememberDemand | RecordEvent, ...]:
     """The memory write when one is due, and an Event when the buffer changed."""
     held = obs.pool.demand
-    if held is not None and (now - held.at < WRITE_EVERY or held == memory):
+    if held is not None and (now - held.at < WRITE_EVERY or _settled(held, memory)):
         return ()
     write = RememberDemand(memory, sized.reason())
     before = held.buffer if held is not None else obs.pool.min_available
@@ -129,3 +126,9 @@ def _remember(
         return (write,)
     change = f"warm buffer {before} -> {sized.buffer}: {sized.reason()}"
     return write, RecordEvent(WARM_BUFFER_CHANGED, change)
+
+
+def _settled(held: DemandMemory, learned: DemandMemory) -> bool:
+    """Nothing worth a write: no rate left, and the same boots and buffer."""
+    quiet = held.rate <= _NO_RATE and learned.rate <= _NO_RATE
+    return quiet and held.boots == learned.boots and held.buffer == learned.buffer

@@ -18,6 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from api.warmbuffer import WarmBufferSettings
 from reconciler.model.actions import CreateExporter, Remove, Retain
 from reconciler.model.views import HookRecord
 from reconciler.rules.buckets import Bucket
@@ -41,14 +42,19 @@ events = st.one_of(
     st.tuples(st.just("break"), st.booleans()),
 )
 
+# `auto`: the warm buffer sized from demand, with a short demand window so that a quiet
+# world settles within the test's horizon.
+SIZED = WarmBufferSettings(auto=True, boot_estimate=timedelta(minutes=2), demand_window=MINUTE)
+
 worlds = st.builds(
-    lambda lo, hi, warm, cool, recycle, binding, reclaim: World(
+    lambda lo, hi, warm, cool, recycle, binding, reclaim, auto: World(
         pool=pool(
             min_replicas=min(lo, hi) if hi else lo,
             max_replicas=hi,
             min_available=min(warm, hi) if hi else warm,
             cooldown=timedelta(minutes=cool),
             recycle=recycle,
+            sizing=SIZED if auto else WarmBufferSettings(),
         ),
         klass=klass(binding, reclaim),
         boot=timedelta(minutes=2),
@@ -60,6 +66,7 @@ worlds = st.builds(
     st.sampled_from(["ExitAndReplace", "InPlaceReuse"]),
     st.sampled_from(["Immediate", "WaitForFirstConsumer"]),
     st.sampled_from(["Delete", "Retain"]),
+    st.booleans(),
 )
 
 

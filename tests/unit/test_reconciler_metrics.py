@@ -11,8 +11,9 @@ import pytest
 from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from api.warmbuffer import WarmBufferSettings
 from reconciler.model.access import EXPORTERS, EXPORTERSETS
-from reconciler.model.views import Observation
+from reconciler.model.views import LeaseView, Observation
 from reconciler.rules.planner import plan
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube, NotLeading
@@ -180,9 +181,6 @@ def test_the_image_allow_list_setting_is_exposed(configured: bool) -> None:
 
 
 def test_demand_series_only_for_auto_pools() -> None:
-    from api.warmbuffer import WarmBufferSettings
-    from reconciler.model.views import LeaseView
-
     burst = tuple(
         LeaseView(f"l{i}", {"matchLabels": {"board": "qemu"}}, exporter=f"x{i}", created=T0)
         for i in range(10)

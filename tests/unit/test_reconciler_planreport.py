@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
+from api.warmbuffer import WarmBufferSettings
+from reconciler.model.views import LeaseView
 from reconciler.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
 from tests.unit.test_reconciler_planner import run
 from tests.unit.test_reconciler_support import T0, booting
@@ -46,3 +49,19 @@ def test_json_output_has_the_documented_shape() -> None:
     assert printed["sets"][0]["steps"][0] == documented["sets"][0]["steps"][0]
     assert printed["sets"][1]["skipped"] and printed["sets"][1]["steps"] == []
     assert printed["sets"][1]["buckets"] is None
+
+
+def test_an_auto_pool_prints_its_demand_and_a_scheduled_lease_its_moment() -> None:
+    match = {"matchLabels": {"board": "qemu"}}
+    leases = [LeaseView(f"l{i}", match, exporter=f"x{i}", created=T0) for i in range(10)]
+    leases.append(LeaseView("later", match, created=T0, begin=T0 + timedelta(hours=1)))
+    auto = WarmBufferSettings(auto=True, boot_estimate=timedelta(minutes=3))
+    result = run([], leases=leases, sizing=auto, now=T0 + timedelta(seconds=30))
+    text = as_text([SetPlan("ns", "pool", "qemu", result)], "any namespace")
+    assert result.demand is not None
+    assert f"  demand    {result.demand.reason()}" in text.splitlines()
+    assert "waiting at 2026-01-01T00:57:00Z: scheduled lease later begins at" in text
+    printed = json.loads(as_json([SetPlan("ns", "pool", "qemu", result)], T0, "q"))
+    documented = json.loads(re.sub(r"#.*", "", JSON_SHAPE))["sets"][0]["demand"]
+    assert printed["sets"][0]["demand"].keys() == documented.keys()
+    assert printed["sets"][0]["demand"]["warmBuffer"] == result.warm

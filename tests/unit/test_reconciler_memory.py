@@ -11,10 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.model.access import EXPORTERSETS, MEMORY_LEASES
-from reconciler.model.actions import RememberBackoff, SetSurplusSince
+from reconciler.model.actions import RememberBackoff, RememberDemand, SetSurplusSince
 from reconciler.model.adapt import pool_view, remembered
 from reconciler.model.backoff import Backoff, decode, encode
-from reconciler.model.keys import BACKOFF, SURPLUS_SINCE
+from reconciler.model.demand import DemandMemory, encode_demand
+from reconciler.model.keys import BACKOFF, DEMAND, SURPLUS_SINCE
 from reconciler.rendering.provisioners import provisioner
 from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.kube import ApiError
@@ -115,7 +116,7 @@ def test_namespaced_the_set_s_lease_holds_the_backoff_beside_the_cooldown() -> N
     assert kube.writes[-1][:3] == ("patch", MEMORY_LEASES, lease_name("pool"))
     held = memory.read(SET)
     assert held is not None
-    assert remembered(held) == {"surplus_since": T0, "backoff": FAILING}
+    assert remembered(held) == {"surplus_since": T0, "backoff": FAILING, "demand": None}
     assert SURPLUS_SINCE in held
     # A new process reads the Lease once, and finds what the last one wrote.
     fresh = MemoryLeases(kube)  # type: ignore[arg-type]
@@ -142,4 +143,31 @@ def test_a_lease_made_for_the_backoff_keeps_the_cooldown_the_set_s_annotation_ho
         SURPLUS_SINCE: "2026-01-01T00:00:00Z",
         BACKOFF: encode(FAILING),
     }
-    assert remembered(memory.read(taken) or {}) == {"surplus_since": T0, "backoff": FAILING}
+    assert remembered(memory.read(taken) or {}) == {
+        "surplus_since": T0,
+        "backoff": FAILING,
+        "demand": None,
+    }
+
+
+def test_the_demand_memory_is_kept_beside_the_backoff_and_read_by_a_new_process() -> None:
+    learned = DemandMemory(T0, 0.02, (150.0, 170.0), 3)
+    kube = RecordingKube()
+    memory = MemoryLeases(kube)  # type: ignore[arg-type]
+    run = executor(kube, memory)
+    run.run([RememberDemand(learned), RememberBackoff(FAILING)])
+    (create, patch) = kube.writes
+    assert create[3]["metadata"]["annotations"] == {DEMAND: encode_demand(learned)}
+    assert patch[3] == {"metadata": {"annotations": {BACKOFF: encode(FAILING)}}}
+    assert remembered(memory.read(SET) or {})["demand"] == learned  # kept beside the backoff
+    fresh = MemoryLeases(kube)  # type: ignore[arg-type]
+    assert remembered(fresh.read(SET) or {})["demand"] == learned  # a new leader starts here
+    cluster_wide = RecordingKube()
+    executor(cluster_wide, None).run([RememberDemand(learned)])
+    change = {"metadata": {"annotations": {DEMAND: encode_demand(learned)}}}
+    assert cluster_wide.writes == [("patch", EXPORTERSETS, "pool", change)]
+    annotated = {
+        **SET,
+        "metadata": {**SET["metadata"], "annotations": change["metadata"]["annotations"]},
+    }
+    assert pool_view(annotated)[0].demand == learned

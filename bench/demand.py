@@ -39,10 +39,16 @@ def _baseline(scenario: dict[str, Any], base: dict[str, Any], p95: float) -> tup
     return last  # no fixed buffer reaches it: the largest, said so in the table
 
 
-def _row(path: Path, seed: int) -> dict[str, Any]:
-    scenario = yaml.safe_load(path.read_text())
-    scenario = {**scenario, "seed": seed, "variants": []}
+def prepared(path: Path, seed: int) -> dict[str, Any]:
+    """The scenario as the benchmark runs it: this seed, no variants, class Immediate."""
+    scenario: dict[str, Any] = {**yaml.safe_load(path.read_text()), "seed": seed, "variants": []}
     scenario["class"] = {**(scenario.get("class") or {}), "bindingMode": "Immediate"}
+    return scenario
+
+
+def row(path: Path, seed: int) -> dict[str, Any]:
+    """Auto and its baseline on one trace."""
+    scenario = prepared(path, seed)
     base = dict(scenario.get("pool") or {})
     auto = simulate(scenario, {**base, "minAvailableReplicas": 0, "warmBuffer": "auto"}, "auto")
     buffer, fixed = _baseline(scenario, base, auto.percentile(95))
@@ -69,17 +75,17 @@ def main(argv: list[str] | None = None) -> str:
     ratios: dict[str, list[float]] = {}
     for path in sorted(SCENARIOS.glob("*.yaml")):
         for seed in range(1, seeds + 1):
-            row = _row(path, seed)
-            auto, fixed = row["auto"], row["fixed"]
-            ratios.setdefault(row["scenario"], []).append(row["ratio"])
+            found = row(path, seed)
+            auto, fixed = found["auto"], found["fixed"]
+            ratios.setdefault(found["scenario"], []).append(found["ratio"])
             peak = max((s.warm for s in auto.samples), default=0)
-            reached = "" if row["reached"] else " (none reaches it; the largest)"
+            reached = "" if found["reached"] else " (none reaches it; the largest)"
             lines.append(
-                f"| {row['scenario']} | {seed} "
+                f"| {found['scenario']} | {seed} "
                 f"| {auto.percentile(50):.2f} / {auto.percentile(95):.2f} "
-                f"| {auto.idle_minutes:.0f} | {peak} | {row['buffer']}{reached} "
+                f"| {auto.idle_minutes:.0f} | {peak} | {found['buffer']}{reached} "
                 f"| {fixed.percentile(50):.2f} / {fixed.percentile(95):.2f} "
-                f"| {fixed.idle_minutes:.0f} | {row['ratio']:.2f} |"
+                f"| {fixed.idle_minutes:.0f} | {found['ratio']:.2f} |"
             )
     lines.append("")
     for name, values in ratios.items():

@@ -87,11 +87,16 @@ def _checks(annotations: Mapping[str, Any]) -> list[tuple[str, object, str]]:
     return problems
 
 
-def annotation_errors(annotations: Mapping[str, Any]) -> list[FieldError]:
-    """One field error per annotation set wrong."""
+def annotation_errors(
+    annotations: Mapping[str, Any], before: Mapping[str, Any] | None = None
+) -> list[FieldError]:
+    """One field error per annotation set wrong; on an update (`before`: the annotations
+    stored), only those it changes: a value stored before the webhook checked it does not
+    block the pool's own memory writes, nor any other edit of the set."""
     return [
         FieldError.invalid(f"metadata.annotations[{key}]", value, problem)
         for key, value, problem in _checks(annotations)
+        if before is None or before.get(key) != value
     ]
 
 

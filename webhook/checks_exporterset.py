@@ -20,7 +20,7 @@ from webhook.verdict import Verdict
 __all__ = ["check_exporterset"]
 
 
-def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
+def check_exporterset(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Verdict:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return Verdict([FieldError.required("spec")])
@@ -30,8 +30,16 @@ def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
     verdict.errors += _cooldown_range_errors(spec.get("scaleDownCooldown"))
     annotations = child(obj, "metadata", "annotations")
     if isinstance(annotations, dict):
-        verdict.errors += annotation_errors(annotations)
+        verdict.errors += annotation_errors(annotations, _stored_annotations(old))
     return verdict
+
+
+def _stored_annotations(old: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """On an update, the annotations stored (none: {}); None on a create."""
+    if old is None:
+        return None
+    held = child(old, "metadata", "annotations")
+    return held if isinstance(held, dict) else {}
 
 
 def _selector_errors(spec: Mapping[str, Any]) -> list[FieldError]:

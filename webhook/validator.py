@@ -22,9 +22,10 @@ __all__ = ["validate_object"]
 
 log = logging.getLogger(__name__)
 
-_KIND_CHECKS: dict[str, Callable[[Mapping[str, Any]], Verdict]] = {
+# Each kind's checks, given the object and, on an update, the one stored.
+_KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], Verdict]] = {
     "ExporterSet": check_exporterset,
-    "VirtualTargetClass": check_class,
+    "VirtualTargetClass": lambda obj, _: check_class(obj),
 }
 
 
@@ -49,7 +50,7 @@ def validate_object(
     checks = _KIND_CHECKS.get(kind)
     if checks is not None:
         try:
-            verdict.extend(checks(obj))
+            verdict.extend(checks(obj, old))
         except (TypeError, AttributeError, KeyError, ValueError):
             log.debug("%s checks skipped on a malformed object", kind, exc_info=True)
     if old is not None:

@@ -400,3 +400,17 @@ def test_warm_buffer_annotations_are_checked_with_clear_messages() -> None:
     ]
     wrong = with_annotations(target_lease_wait="half a minute", demand_window="0s")
     assert len(wrong) == 2 and "invalid duration" in wrong[0]
+
+
+def test_a_bad_warm_buffer_annotation_already_stored_does_not_block_other_updates() -> None:
+    key = "virtualtarget.jumpstarter.dev/target-lease-wait"
+    stored = a_set()
+    stored["metadata"]["annotations"] = {key: "soon"}
+    edited = json.loads(json.dumps(stored))
+    edited["metadata"]["annotations"]["virtualtarget.jumpstarter.dev/backoff"] = "{}"
+    assert errors_of("ExporterSet", edited, stored) == []  # e.g. the pool's memory write
+    edited["metadata"]["annotations"][key] = "later"
+    assert errors_of("ExporterSet", edited, stored) == [
+        f"metadata.annotations[{key}]: Invalid value: \"later\": invalid duration 'later': "
+        "expected a number followed by one of ns, us, ms, s, m, h"
+    ]

@@ -22,6 +22,8 @@ __all__ = [
     "NAME_LABEL",
     "RETAINED_FROM",
     "REVISION",
+    "ROLLOUT",
+    "ROLLOUT_PAUSED",
     "SERVED_LEASE",
     "SET_LABEL",
     "SURPLUS_SINCE",
@@ -69,6 +71,11 @@ BACKOFF = f"{GROUP}/backoff"
 # wait: the backoff counts only failures of the current one, so a fixed pool fills at
 # once.
 REVISION = f"{GROUP}/revision"
+# On the ExporterSet: `paused` holds the replacement of outdated instances
+# (`reconciler.rules.stages.rollout`); new instances are still created at the current
+# revision. Any other value is refused by the webhook.
+ROLLOUT = f"{GROUP}/rollout"
+ROLLOUT_PAUSED = "paused"
 # A finalizer on an Exporter while it serves a lease (as `kubernetes.io/pvc-protection` on
 # a PersistentVolumeClaim in use): deleting its set, or the Exporter itself, leaves it
 # terminating but serving until the lease ends; then the reconciler takes the finalizer

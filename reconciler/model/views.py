@@ -162,6 +162,8 @@ class PoolView:
     status: Mapping[str, Any] = field(default_factory=dict)
     revision: str = ""  # of the spec an instance is rendered from (`adapt.revision`)
     created: datetime | None = None  # metadata.creationTimestamp (`reconciler.rules.claims`)
+    rollout_paused: bool = False  # annotation ROLLOUT is `paused`
+    legacy_revision: str = ""  # the same spec's digest as earlier versions computed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class ClassView:
     binding_mode: str
     reclaim_policy: str
     revision: str = ""  # of the class's spec (`adapt.revision`)
+    legacy_revision: str = ""  # the same spec's digest as earlier versions computed it
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any
 from api.duration import parse_go_duration_ns
 from api.fielderrors import FieldError
 from api.labels import labels_errors, selector_errors, selector_matches
+from api.rollout import rollout_errors
 from webhook.checks_common import child, images_errors
 from webhook.verdict import Verdict
 
@@ -26,6 +27,7 @@ def check_exporterset(obj: Mapping[str, Any]) -> Verdict:
     verdict.errors += _selector_errors(spec)
     verdict.errors += images_errors(spec.get("images"), "spec.images")
     verdict.errors += _cooldown_range_errors(spec.get("scaleDownCooldown"))
+    verdict.errors += rollout_errors(obj.get("metadata"))
     return verdict
 
 

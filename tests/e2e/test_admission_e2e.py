@@ -221,3 +221,21 @@ def test_exporter_enabled_defaults_to_true_and_an_explicit_false_stays(
     assert get_json(control_plane, "exporter", "fresh", "-n", namespace)["spec"]["enabled"] is True
     name = fenced["metadata"]["name"]
     assert get_json(control_plane, "exporter", name, "-n", namespace)["spec"]["enabled"] is False
+
+
+def test_the_rollout_annotation_takes_only_paused(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    pool = exporter_set("rolled", namespace)
+    pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "paused"}
+    assert try_apply(control_plane, pool).returncode == 0
+    pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "later"}
+    result = try_apply(control_plane, pool)
+    assert result.returncode == 1
+    assert result.stderr.endswith(
+        'The ExporterSet "rolled" is invalid: '
+        "metadata.annotations[virtualtarget.jumpstarter.dev/rollout]: Unsupported value: "
+        '"later": supported values: "paused" (remove the annotation to resume)\n'
+    )
+    stored = get_json(control_plane, "exportersets", "rolled", "-n", namespace)
+    assert stored["metadata"]["annotations"]["virtualtarget.jumpstarter.dev/rollout"] == "paused"

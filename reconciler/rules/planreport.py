@@ -42,6 +42,9 @@ JSON_SHAPE = """\
       ],
       "awaiting": [                     # instances waiting for credentials
         {"name": "pool-2", "reason": "no status.credential and status.endpoint yet"}
+      ],
+      "outdated": [                     # instances of an earlier revision: what each waits for
+        {"name": "pool-0", "waitsFor": "its lease: lease lab-1 must end"}
       ]
     }
   ]
@@ -73,6 +76,7 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         "buckets": {b.value: result.buckets[b] for b in Bucket} if result else None,
         "steps": [step.as_json() for step in explain(result)] if result else [],
         "awaiting": [{"name": n, "reason": why} for n, why in entry.awaiting.items()],
+        "outdated": [{"name": n, "waitsFor": why} for n, why in result.outdated] if result else [],
     }
 
 
@@ -95,7 +99,14 @@ def _set_text(entry: SetPlan) -> list[str]:
         *_labelled("buckets", [", ".join(f"{b.value} {result.buckets[b]}" for b in Bucket)]),
         *_labelled("steps", [str(step) for step in explain(result)]),
         *_labelled("awaiting", [f"{name}: {why}" for name, why in entry.awaiting.items()]),
+        *_outdated(result),
     ]
+
+
+def _outdated(result: Plan) -> list[str]:
+    """Instances of an earlier revision and what each waits for, while a rollout runs."""
+    lines = [f"{name}: {why}" for name, why in result.outdated]
+    return _labelled("outdated", lines) if lines else []
 
 
 def _labelled(label: str, lines: list[str]) -> list[str]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+from reconciler.model.views import LeaseView, Observation
+from reconciler.rules.planner import plan
 from reconciler.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
 from tests.unit.test_reconciler_planner import run
-from tests.unit.test_reconciler_support import T0, booting
+from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 WAITING = {"pool-1": "no status.credential and status.endpoint yet"}
 
@@ -46,3 +48,22 @@ def test_json_output_has_the_documented_shape() -> None:
     assert printed["sets"][0]["steps"][0] == documented["sets"][0]["steps"][0]
     assert printed["sets"][1]["skipped"] and printed["sets"][1]["steps"] == []
     assert printed["sets"][1]["buckets"] is None
+
+
+def test_a_rollout_lists_the_outdated_instances_and_what_each_waits_for() -> None:
+    leased = ready("pool-0", revision="old.", lease_ref="lab-1", exporter_status="LeaseReady")
+    obs = Observation(
+        pool(min_available=1, revision="new"),
+        klass(),
+        (leased, ready("pool-1", revision="old.")),
+        leases=(LeaseView("lab-1", {}, "pool-0"),),
+    )
+    result = plan(obs, T0)
+    text = as_text([SetPlan("ns", "pool", "qemu", result)], "ns").splitlines()
+    at = text.index("  outdated  pool-0: its lease: lease lab-1 must end")
+    assert text[at + 1] == "            pool-1: a replacement for pool-1 is created"
+    document = json.loads(as_json([SetPlan("ns", "pool", "qemu", result)], T0, "q"))
+    assert document["sets"][0]["outdated"][0] == {
+        "name": "pool-0",
+        "waitsFor": "its lease: lease lab-1 must end",
+    }

@@ -226,7 +226,7 @@ def test_exporter_enabled_defaults_to_true_and_an_explicit_false_stays(
 def test_the_rollout_annotation_takes_only_paused(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    pool = exporter_set("rolled", namespace)
+    pool = exporter_set("rolled", namespace, class_name="qemu")
     pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "paused"}
     assert try_apply(control_plane, pool).returncode == 0
     pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "later"}

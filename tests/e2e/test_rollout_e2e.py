@@ -98,11 +98,18 @@ def edit_template(plane: ControlPlane, ns: str, value: str) -> None:
     patch(plane, ns, "exporterset", "pool", body)
 
 
-def full_pool(plane: ControlPlane, ns: str, reconcile: Callable[[], Path], **spec: Any) -> Path:
-    make_pool(plane, ns, **spec)
+def full_pool(
+    plane: ControlPlane, ns: str, reconcile: Callable[[], Path], stop: threading.Event, **spec: Any
+) -> tuple[Kubelet, Path]:
+    """A pool of 3 (ceiling CEILING, warm buffer WARM), every instance available, the
+    kubelet played until `stop`."""
+    kubelet = Kubelet(plane, ns)
+    make_pool(plane, ns, minReplicas=3, maxReplicas=CEILING, minAvailableReplicas=WARM, **spec)
     log = reconcile()
     wait_for("3 instances", lambda: len(instances(plane, ns)) == 3)
-    return log
+    threading.Thread(target=kubelet.run, args=(stop,), daemon=True).start()
+    wait_for("3 available", lambda: sum(map(available, instances(plane, ns))) == 3)
+    return kubelet, log
 
 
 def events(plane: ControlPlane, ns: str) -> Counter[str]:
@@ -114,12 +121,8 @@ def test_a_template_change_rolls_out_one_at_a_time_around_a_lease(
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane, stop = control_plane, threading.Event()
-    kubelet = Kubelet(plane, ns)
-    spec = {"minReplicas": 3, "maxReplicas": CEILING, "minAvailableReplicas": WARM}
-    full_pool(plane, ns, reconcile, recycleStrategy="InPlaceReuse", **spec)
-    threading.Thread(target=kubelet.run, args=(stop,), daemon=True).start()
+    kubelet, _ = full_pool(plane, ns, reconcile, stop, recycleStrategy="InPlaceReuse")
     try:
-        wait_for("3 available", lambda: sum(map(available, instances(plane, ns))) == 3)
         before = uids(plane, ns)
         leased_uid, leased = sorted(before.items(), key=lambda item: item[1])[0]
         lease(plane, ns, leased, "lab-1")
@@ -173,12 +176,8 @@ def test_a_broken_new_image_removes_no_healthy_instance(
     control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
 ) -> None:
     plane, stop = control_plane, threading.Event()
-    kubelet = Kubelet(plane, ns)
-    spec = {"minReplicas": 3, "maxReplicas": CEILING, "minAvailableReplicas": WARM}
-    log = full_pool(plane, ns, reconcile, **spec)
-    threading.Thread(target=kubelet.run, args=(stop,), daemon=True).start()
+    kubelet, log = full_pool(plane, ns, reconcile, stop)
     try:
-        wait_for("3 available", lambda: sum(map(available, instances(plane, ns))) == 3)
         healthy = set(uids(plane, ns))
         kubelet.failing.set()
         failing = FailingKubelet(plane, ns)  # every new Pod ends before registering

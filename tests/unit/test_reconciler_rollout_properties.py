@@ -21,6 +21,7 @@ from reconciler.rules.buckets import Bucket
 from reconciler.rules.planner import Plan
 from reconciler.rules.rollout import current_revisions
 from reconciler.simulation.world import World
+from tests.unit.test_reconciler_properties import apply_event as pool_event
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 MINUTE = timedelta(minutes=1)
@@ -77,19 +78,13 @@ def before(world: World) -> tuple[dict[str, bool], set[str]]:
 
 
 def apply_event(world: World, event: tuple[Any, ...], now: Any, serial: int) -> Any:
-    kind = event[0]
-    if kind == "request":
-        world.request(f"l{serial}", now, event[1] * MINUTE)
-    elif kind == "release":
-        active = sorted(r.name for r in world.requests.values() if r.exporter and not r.ended)
-        if active:
-            world.release(active[event[1] % len(active)])
-    elif kind == "revise":  # a template edit (or an edit back to an earlier revision)
+    """Template edits and pauses here; leases and time as the pool's property test plays them."""
+    if event[0] == "revise":  # a template edit (or an edit back to an earlier revision)
         world.pool = replace(world.pool, revision=f"r{event[1]}")
-    elif kind == "pause":
+    elif event[0] == "pause":
         world.pool = replace(world.pool, rollout_paused=event[1])
-    elif kind == "tick":
-        now += event[1] * MINUTE
+    else:
+        now = pool_event(world, event, now, serial)
     return now
 
 

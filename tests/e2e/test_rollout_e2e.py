@@ -10,6 +10,7 @@ as timings; the bounds only stop a runaway.
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections import Counter
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bench.storm import FailingKubelet, SecretCollector
 from reconciler.model.keys import REVISION, ROLLOUT
@@ -30,6 +33,7 @@ from tests.e2e.test_replacement_e2e import (
     register,
 )
 from virtualtarget.controlplane import ControlPlane
+from virtualtarget.standin import CredentialStandIn
 
 CEILING, WARM = 4, 2
 
@@ -94,8 +98,16 @@ def revisions(plane: ControlPlane, ns: str) -> Counter[str]:
 
 
 def edit_template(plane: ControlPlane, ns: str, value: str) -> None:
-    body = {"spec": {"template": {"metadata": {"annotations": {"e2e/revision": value}}}}}
-    patch(plane, ns, "exporterset", "pool", body)
+    """A new annotation and a driver more in the template: a new revision."""
+    power = {"name": f"power{value}", "type": "jumpstarter_driver_power.driver.MockPower"}
+    template = {"metadata": {"annotations": {"e2e/revision": value}}, "spec": {"drivers": [power]}}
+    patch(plane, ns, "exporterset", "pool", {"spec": {"template": template}})
+
+
+def config_of(plane: ControlPlane, ns: str, exporter: str) -> dict[str, Any]:
+    secret = get_json(plane, "secret", f"exporter-config-{exporter}", "-n", ns)
+    loaded: dict[str, Any] = yaml.safe_load(base64.b64decode(secret["data"]["config.yaml"]))
+    return loaded
 
 
 def full_pool(
@@ -151,7 +163,12 @@ def test_a_template_change_rolls_out_one_at_a_time_around_a_lease(
         ))  # fmt: skip
         assert waiting.startswith("2 of 3 instance(s) on the current revision"), waiting
         assert uids(plane, ns)[leased_uid] == leased, "the leased instance was touched"
-        time.sleep(3)
+        # Its config stays what its process started with; a rotated token still reaches it.
+        started_with = config_of(plane, ns, leased)
+        assert "power2" not in started_with["export"]
+        token = CredentialStandIn(plane.api_client(), namespace=ns).rotate(ns, leased)
+        wait_for("the token rotated", lambda: config_of(plane, ns, leased)["token"] == token)
+        assert config_of(plane, ns, leased) == {**started_with, "token": token}
         assert leased_uid in uids(plane, ns)
         lease(plane, ns, leased, None)  # its lease ends: now it is replaced
         wait_for("the released instance replaced", lambda: leased_uid not in uids(plane, ns), 120)

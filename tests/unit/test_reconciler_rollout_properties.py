@@ -36,7 +36,7 @@ events = st.one_of(
 )
 
 worlds = st.builds(
-    lambda lo, hi, warm, recycle, boot: World(
+    lambda lo, hi, warm, recycle, boot, binding: World(
         pool=pool(
             min_replicas=min(lo, hi) if hi else lo,
             max_replicas=hi,
@@ -45,7 +45,7 @@ worlds = st.builds(
             recycle=recycle,
             revision="r0",
         ),
-        klass=klass(),
+        klass=klass(binding),
         boot=timedelta(minutes=boot),
     ),
     st.integers(0, 3),
@@ -53,6 +53,7 @@ worlds = st.builds(
     st.integers(0, 4),
     st.sampled_from(["ExitAndReplace", "InPlaceReuse"]),
     st.integers(1, 3),
+    st.sampled_from(["Immediate", "WaitForFirstConsumer"]),
 )
 
 

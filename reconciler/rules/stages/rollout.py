@@ -7,9 +7,11 @@ While the pool has outdated instances that are not busy, one pass takes at most 
   instance of the current revision is created beside the outdated ones, if it fits under
   maxReplicas. Scale-down leaves that surplus alone while the rollout runs (`surge`);
 - once the replacement is available (nothing of the current revision boots any more and
-  the pool has one instance more than it needs), the oldest outdated idle instance goes
+  the pool has an instance more than it needs), the oldest outdated idle instance goes
   (a booting one first). The available count never falls below the warm buffer on this
-  path: it is one over it when the removal is planned;
+  path: it is one over it when the removal is planned. So does an outdated instance over
+  the desired count for another reason (a surplus in its cooldown, WaitForFirstConsumer
+  after a release): it needs no replacement;
 - at the ceiling, where no surge fits, one outdated idle instance goes first (an
   unavailable budget of one), and scale-up brings its replacement in the next passes.
 
@@ -165,7 +167,7 @@ def _replace(
     if growing or pool.leaving or capacity < desired:
         return Steps(), (), 0, "waits for the pool to reach its desired count"
     if capacity > desired:
-        why = f"outdated; its replacement is available ({capacity} for {desired})"
+        why = f"outdated; {capacity} instance(s) for {desired} wanted, none booting"
         step = counted.remove(victim, True, why)
         return Steps((step,)), (), 1, f"removing outdated {victim.name}"
     if not sized.ceiling or sized.owned < sized.ceiling:

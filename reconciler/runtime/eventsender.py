@@ -21,7 +21,7 @@ from reconciler.runtime.kube import Kube, NotLeading
 
 __all__ = ["EventSender"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("reconciler.eventsender")  # stable: log filters select by it
 
 Obj = dict[str, Any]
 

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from reconciler.model.backoff import delay
 from reconciler.model.jumpstarter import QEMU_DRIVER, TOKEN_KEY
 from reconciler.model.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
@@ -497,8 +498,6 @@ def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> N
 def _probes_within(window: float) -> int:
     """How many probe instances the pool's backoff allows in `window` seconds, were every
     instance to fail at once: the n with delay(0) + ... + delay(n - 1) <= window."""
-    from reconciler.rules.backoff import delay
-
     count, spent = 0, 0.0
     while spent + delay(count).total_seconds() <= window:
         spent += delay(count).total_seconds()

@@ -424,7 +424,7 @@ def bench_config_secrets() -> dict[str, float]:
     before = kube.calls
     full_s = _median(full)
     steady_writes = (kube.calls - before) / RUNS
-    with mock.patch.object(Executor, "keep_current", lambda self, names: 0):
+    with mock.patch.object(Executor, "keep_current", lambda self, names, token_only=(): 0):
         without_s = _median(full)
     return {
         "full_s": full_s,

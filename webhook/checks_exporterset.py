@@ -13,6 +13,7 @@ from typing import Any
 from api.duration import parse_go_duration_ns
 from api.fielderrors import FieldError
 from api.labels import labels_errors, selector_errors, selector_matches
+from api.rollout import rollout_errors
 from api.warmbuffer import annotation_errors
 from webhook.checks_common import child, images_errors
 from webhook.verdict import Verdict
@@ -31,6 +32,7 @@ def check_exporterset(obj: Mapping[str, Any], old: Mapping[str, Any] | None = No
     annotations = child(obj, "metadata", "annotations")
     if isinstance(annotations, dict):
         verdict.errors += annotation_errors(annotations, _stored_annotations(old))
+    verdict.errors += rollout_errors(obj.get("metadata"))
     return verdict
 
 

@@ -35,6 +35,8 @@ from reconciler.model.keys import (
     LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     REVISION,
+    ROLLOUT,
+    ROLLOUT_PAUSED,
     SERVED_LEASE,
     SURPLUS_SINCE,
     instance_labels,
@@ -93,10 +95,14 @@ def controller_of(obj: Mapping[str, Any]) -> str:
 
 
 # Spec fields of a set that scale the pool and shape nothing an instance is rendered from:
-# editing them is no repair, so they leave the revision (and the backoff) as it is.
+# editing them is no repair and no rollout, so they leave the revision (and the backoff)
+# as it is. The selector renders nothing either (it must match the template's labels).
 _SCALING = frozenset(
     {"minReplicas", "maxReplicas", "minAvailableReplicas", "scaleDownCooldown", "recycleStrategy"}
 )
+_SET_UNRENDERED = _SCALING | {"selector"}
+# Fields of a class that decide when instances are made and kept, not what they are.
+_CLASS_UNRENDERED = frozenset({"bindingMode", "reclaimPolicy"})
 
 
 def revision(spec: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> str:
@@ -145,9 +151,11 @@ def pool_view(obj: Mapping[str, Any]) -> tuple[PoolView, tuple[str, str] | None]
         template_labels={str(k): str(v) for k, v in labels.items()},
         selector=selector if isinstance(selector, Mapping) else None,
         status=_map(obj.get("status")),
-        revision=revision(spec, _SCALING),
+        revision=revision(spec, _SET_UNRENDERED),
         created=_time(meta.get("creationTimestamp")),
         sizing=settings_of(annotations),
+        rollout_paused=annotations.get(ROLLOUT) == ROLLOUT_PAUSED,
+        legacy_revision=revision(spec, _SCALING),
         **remembered(annotations),
     )
     return view, problem
@@ -159,7 +167,8 @@ def class_view(obj: Mapping[str, Any]) -> ClassView:
         name=_str(_map(obj.get("metadata")).get("name")),
         binding_mode=str(spec["bindingMode"]),
         reclaim_policy=str(spec["reclaimPolicy"]),
-        revision=revision(_map(obj.get("spec"))),
+        revision=revision(_map(obj.get("spec")), _CLASS_UNRENDERED),
+        legacy_revision=revision(_map(obj.get("spec"))),
     )
 
 

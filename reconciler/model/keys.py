@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from api.rollout import ROLLOUT as _ROLLOUT
+from api.rollout import ROLLOUT_PAUSED as _ROLLOUT_PAUSED
+
 __all__ = [
     "BACKOFF",
     "BACKOFF_STEP",
@@ -23,6 +26,8 @@ __all__ = [
     "NAME_LABEL",
     "RETAINED_FROM",
     "REVISION",
+    "ROLLOUT",
+    "ROLLOUT_PAUSED",
     "SERVED_LEASE",
     "SET_LABEL",
     "SURPLUS_SINCE",
@@ -73,6 +78,9 @@ DEMAND = f"{GROUP}/demand"
 # wait: the backoff counts only failures of the current one, so a fixed pool fills at
 # once.
 REVISION = f"{GROUP}/revision"
+# On the ExporterSet: `paused` holds the replacement of outdated instances
+# (`reconciler.rules.stages.rollout`); spelled in `api.rollout`, which the webhook reads.
+ROLLOUT, ROLLOUT_PAUSED = _ROLLOUT, _ROLLOUT_PAUSED
 # A finalizer on an Exporter while it serves a lease (as `kubernetes.io/pvc-protection` on
 # a PersistentVolumeClaim in use): deleting its set, or the Exporter itself, leaves it
 # terminating but serving until the lease ends; then the reconciler takes the finalizer

@@ -56,3 +56,9 @@ WARM_BUFFER_CHANGED = "WarmBufferChanged"  # `warm-buffer: auto` sized the buffe
 INSTANCE_KEPT = "InstanceKept"  # a deleted instance stays until its lease ends
 INSTANCE_RELEASED = "InstanceReleased"  # its lease ended (or the bound ran out): it goes
 INSTANCE_LOST = "InstanceLost"  # deleted while leased, before it was protected (Warning)
+
+# -- rollouts (`reconciler.rules.stages.rollout`): this product's ------------------------
+ROLLING_OUT = "RollingOut"  # Progressing True: outdated instances are being replaced
+ROLLOUT_PAUSED = "RolloutPaused"  # Progressing False: the set's rollout annotation holds it
+ROLLOUT_STARTED = "RolloutStarted"  # Event: instances of an earlier revision found
+ROLLOUT_COMPLETE = "RolloutComplete"  # Event: every instance on the current revision

@@ -169,6 +169,8 @@ class PoolView:
     # the warm-buffer annotations (`api.warmbuffer`) and what the pool learned of its demand
     sizing: WarmBufferSettings = field(default_factory=WarmBufferSettings)
     demand: DemandMemory | None = None
+    rollout_paused: bool = False  # annotation ROLLOUT is `paused`
+    legacy_revision: str = ""  # the same spec's digest as earlier versions computed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,7 @@ class ClassView:
     binding_mode: str
     reclaim_policy: str
     revision: str = ""  # of the class's spec (`adapt.revision`)
+    legacy_revision: str = ""  # the same spec's digest as earlier versions computed it
 
 
 @dataclass(frozen=True, slots=True)

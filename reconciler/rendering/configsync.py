@@ -15,15 +15,19 @@ bundle): `kept_data` stands for it by its digest, and every comparison here read
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
+
 from reconciler.model.jumpstarter import CONFIG_KEY
 from reconciler.rendering.render import InstanceContext, config_secret
 
-__all__ = ["ConfigSync", "kept_data", "same_secret"]
+__all__ = ["ConfigSync", "kept_data", "same_secret", "with_token"]
 
 Obj = dict[str, Any]
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -64,10 +68,41 @@ def _same_frame(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     )
 
 
+def with_token(ctx: InstanceContext, current: Mapping[str, Any]) -> Obj | None:
+    """An outdated instance's config Secret (read live: a cache may keep only digests)
+    with the instance's current token in place of the one it holds, everything else as
+    its process started with it; None when it holds that token already. A `config.yaml`
+    that does not parse is rendered afresh (there is nothing to keep)."""
+    token = ctx.credentials.token if ctx.credentials is not None else ""
+    try:
+        text = base64.b64decode((current.get("data") or {}).get(CONFIG_KEY) or "")
+        config = yaml.safe_load(text)
+    except (binascii.Error, ValueError, yaml.YAMLError):
+        config = None
+    if not isinstance(config, dict):
+        return None
+    if config.get("token") == token:
+        return None
+    return config_secret(ctx, {**config, "token": token})
+
+
 class ConfigSync:
     def __init__(self) -> None:
         # (namespace, exporter) -> (digest of the config, digest of its config.yaml data)
         self._rendered: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+        # (namespace, exporter) -> digest of the token an outdated instance's Secret holds
+        self._tokens: dict[tuple[str, str], bytes] = {}
+
+    def token_unknown(self, ctx: InstanceContext) -> bool:
+        """The outdated instance's Secret may not hold its current token (a rotation, or
+        nothing seen since this process started)."""
+        token = ctx.credentials.token if ctx.credentials is not None else ""
+        return self._tokens.get((ctx.namespace, ctx.exporter)) != _digest(token)
+
+    def token_kept(self, ctx: InstanceContext) -> None:
+        """The outdated instance's Secret holds its current token now."""
+        token = ctx.credentials.token if ctx.credentials is not None else ""
+        self._tokens[(ctx.namespace, ctx.exporter)] = _digest(token)
 
     def wanted(
         self, ctx: InstanceContext, config: Mapping[str, Any], current: Mapping[str, Any] | None
@@ -95,6 +130,7 @@ class ConfigSync:
     def forget(self, namespace: str, exporter: str) -> None:
         """The instance is gone: drop what was remembered of it."""
         self._rendered.pop((namespace, exporter), None)
+        self._tokens.pop((namespace, exporter), None)
 
     def __len__(self) -> int:
         return len(self._rendered)

@@ -41,6 +41,7 @@ from reconciler.rules.stages.failures import failures
 from reconciler.rules.stages.marks import served_marks
 from reconciler.rules.stages.notes import notes
 from reconciler.rules.stages.release import release
+from reconciler.rules.stages.rollout import rollout
 from reconciler.rules.stages.scale_down import scale_down
 from reconciler.rules.stages.scale_up import scale_up
 from reconciler.rules.stages.size import size
@@ -64,6 +65,10 @@ class Plan:
     awaiting: tuple[str, ...] = ()  # instances waiting for credentials
     warm: int = 0  # the warm buffer in force (0 under WaitForFirstConsumer)
     at_ceiling: bool = False  # more instances wanted than maxReplicas allows
+    # running instances of an earlier revision: only their token is kept current (their
+    # process keeps the configuration it started with; a new Pod brings the new one)
+    keep_token: tuple[str, ...] = ()
+    outdated: tuple[tuple[str, str], ...] = ()  # (instance, what its replacement waits for)
 
     @property
     def warm_shortfall(self) -> int:
@@ -84,10 +89,13 @@ def plan(obs: Observation, now: datetime) -> Plan:
     leaving = departures(obs, now, counted, failing)
     kept = upkeep(obs, counted)
     growth = scale_up(obs, now, counted, failing, sized, kept.withheld)
-    shrink = scale_down(obs, now, counted, sized)
+    rolling = rollout(obs, now, counted, failing, sized, len(growth.creates))
+    shrink = scale_down(obs, now, counted, sized, rolling.surge)
     released = release(obs, now, marked.verdicts, leaving, shrink.steps)
-    scaling = shrink.note if shrink.note[0] else growth.note
+    scaling = rolling.note if rolling.note[0] else shrink.note if shrink.note[0] else growth.note
     told = notes(obs, failing, sized, kept, scaling, growth.at_ceiling)
+    if rolling.failing and told.degraded[0]:
+        told.degraded = (told.degraded[0], f"{told.degraded[1]}; the rollout is stopped")
     written = status(obs, now, counted, sized, told)
     if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
         leaving = replace(leaving, requeue=None)
@@ -97,22 +105,25 @@ def plan(obs: Observation, now: datetime) -> Plan:
         leaving,
         kept.steps,
         growth.steps,
+        rolling.steps,
         shrink.steps,
         released,
         told.steps,
         written.steps,
     )
     return Plan(
-        (*growth.creates, *steps.actions),
+        (*growth.creates, *rolling.creates, *steps.actions),
         written.status,
         sized.desired,
         counted.count,
         sized.pending,
         steps.requeue,
-        keep_current=kept.keep_current,
+        keep_current=tuple(n for n in kept.keep_current if n not in rolling.names),
         awaiting=kept.awaiting,
         warm=sized.warm,
         at_ceiling=growth.at_ceiling,
         waits=steps.waits,
         demand=asked.estimate,
+        keep_token=tuple(n for n in kept.keep_current if n in rolling.names),
+        outdated=rolling.outdated,
     )

@@ -47,7 +47,10 @@ JSON_SHAPE = """\
       "demand": {                       # null unless warm-buffer: auto
         "warmBuffer": 3, "leasesPerMinute": 1.2, "bootP95Seconds": 150.0,
         "targetWaitSeconds": 0.0, "reason": "warm buffer 3 from demand: ..."
-      }
+      },
+      "outdated": [                     # instances of an earlier revision: what each waits for
+        {"name": "pool-0", "waitsFor": "its lease: lease lab-1 must end"}
+      ]
     }
   ]
 }
@@ -79,6 +82,7 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         "steps": [step.as_json() for step in explain(result)] if result else [],
         "awaiting": [{"name": n, "reason": why} for n, why in entry.awaiting.items()],
         "demand": _demand_json(result.demand) if result and result.demand else None,
+        "outdated": [{"name": n, "waitsFor": why} for n, why in result.outdated] if result else [],
     }
 
 
@@ -112,7 +116,14 @@ def _set_text(entry: SetPlan) -> list[str]:
         *_labelled("steps", [str(step) for step in explain(result)]),
         *_labelled("awaiting", [f"{name}: {why}" for name, why in entry.awaiting.items()]),
         *(_labelled("demand", [result.demand.reason()]) if result.demand else []),
+        *_outdated(result),
     ]
+
+
+def _outdated(result: Plan) -> list[str]:
+    """Instances of an earlier revision and what each waits for, while a rollout runs."""
+    lines = [f"{name}: {why}" for name, why in result.outdated]
+    return _labelled("outdated", lines) if lines else []
 
 
 def _labelled(label: str, lines: list[str]) -> list[str]:

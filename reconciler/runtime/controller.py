@@ -539,7 +539,7 @@ class Controller:
             try:
                 if ordinary:
                     executor.run(work)
-                    executor.keep_current(result.keep_current)
+                    executor.keep_current(result.keep_current, result.keep_token)
                     executor.run(a for a in result.actions if isinstance(a, _REPORT))
                 else:
                     executor.run(a for a in work if isinstance(a, LANE_STEPS[lane]))

@@ -86,7 +86,7 @@ from reconciler.model.reasons import (
     SCALE_UP,
 )
 from reconciler.model.timefmt import format_time
-from reconciler.rendering.configsync import ConfigSync, same_secret
+from reconciler.rendering.configsync import ConfigSync, same_secret, with_token
 from reconciler.rendering.provisioners.base import Provisioner
 from reconciler.rendering.render import (
     Credentials,
@@ -276,16 +276,20 @@ class Executor:
             note = f"released Exporter {name}: {why}"
             self._event(INSTANCE_RELEASED, "Release", note, exporter, warning=warning)
 
-    def keep_current(self, names: Iterable[str]) -> int:
-        """Bring the config Secrets of running instances up to date; writes made.
-        StepFailed (step "update config <name>") at the first that fails for good."""
+    def keep_current(self, names: Iterable[str], token_only: Iterable[str] = ()) -> int:
+        """Bring the config Secrets of running instances up to date, and only the token
+        in those of `token_only` (outdated: their process keeps the configuration it
+        started with); writes made. StepFailed (step "update config <name>") at the
+        first that fails for good."""
         before = self.writes
-        for name in names:
+        syncs = [(n, self._sync_config) for n in names]
+        syncs += [(n, self._sync_token) for n in token_only]
+        for name, sync in syncs:
             exporter = self._cached_exporter(name)
             try:
                 ctx = self._context(exporter) if exporter is not None else None
                 if ctx is not None:
-                    self._sync_config(ctx)
+                    sync(ctx)
             except NotLeading:
                 raise
             except Exception as exc:
@@ -474,6 +478,24 @@ class Executor:
                 self._stale_secret(ctx.config_secret)
             raise
         self.runtime.secrets.observed_write(answer)
+
+    def _sync_token(self, ctx: InstanceContext) -> None:
+        """An outdated instance's Secret: a rotated token written into what it holds."""
+        configs = self.runtime.configs
+        if not configs.token_unknown(ctx):
+            return
+        current = self.kube.get(SECRETS, self.namespace, ctx.config_secret)
+        if current is None:
+            return  # its Pod cannot run without it: a new Pod brings the new one
+        wanted = with_token(ctx, current)
+        if wanted is not None:
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            body = {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": version}}
+            answer = self._write(
+                lambda: self.kube.update(SECRETS, self.namespace, ctx.config_secret, body)
+            )
+            self.runtime.secrets.observed_write(answer)
+        configs.token_kept(ctx)
 
     def _delete_pod_if_stale(self, name: str, uid: str, owner_gone: bool = False) -> None:
         """Delete the Pod `uid` if it still is what the plan saw: finished, or its

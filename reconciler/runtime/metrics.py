@@ -10,9 +10,9 @@ controller, so existing dashboards and alerts work unchanged, plus the pools' ow
 - `virtualtarget_reconciler_informer_relists_total` and `..._watch_restarts_total` by
   resource, `virtualtarget_reconciler_api_writes_total{verb,resource}`;
 - per pool, by namespace and set: instances by bucket, desired instances, the warm-buffer
-  shortfall, pending leases, and whether the ceiling holds it back; for a pool with
-  `warm-buffer: auto`, the buffer its demand asks for, its arrival rate and boot p95. A
-  deleted set's series go with it.
+  shortfall, pending leases, whether the ceiling holds it back, and its instances of an
+  earlier revision (a rollout's progress); for a pool with `warm-buffer: auto`, the buffer
+  its demand asks for, its arrival rate and boot p95. A deleted set's series go with it.
 
 Everything is read from the runtime's own state when Prometheus scrapes (the queue's
 `stats()`, the informers' counters, the last plan of each set): nothing on the hot path
@@ -227,6 +227,11 @@ class ReconcilerMetrics(Collector):
             "1 while maxReplicas holds the pool below what it wants.",
             labels=_POOL,
         )
+        outdated = GaugeMetricFamily(
+            "virtualtarget_exporterset_outdated_instances",
+            "Instances of an earlier revision than the pool renders now (a rollout's work).",
+            labels=_POOL,
+        )
         for (namespace, name), plan in sorted(self.plans(), key=lambda item: item[0]):
             pool = [namespace, name]
             for bucket in Bucket:
@@ -235,7 +240,8 @@ class ReconcilerMetrics(Collector):
             shortfall.add_metric(pool, plan.warm_shortfall)
             pending.add_metric(pool, plan.pending_leases)
             ceiling.add_metric(pool, 1 if plan.at_ceiling else 0)
-        yield from (instances, desired, shortfall, pending, ceiling)
+            outdated.add_metric(pool, len(plan.outdated))
+        yield from (instances, desired, shortfall, pending, ceiling, outdated)
 
     def _demand(self) -> Iterator[Metric]:
         """Pools with `warm-buffer: auto`: the buffer their demand asks for, and why."""

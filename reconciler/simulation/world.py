@@ -64,6 +64,8 @@ class Instance:
     hooks: HookRecord | None = None
     protected: bool = False  # the lease-protection finalizer
     registered_at: datetime | None = None
+    revision: str = ""  # what it was rendered from (REVISION)
+    step: int = 0  # the pool's failures in a row at its creation (BACKOFF_STEP)
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -80,6 +82,8 @@ class Instance:
             fenced=self.fenced,
             protected=self.protected,
             registered_at=self.registered_at,
+            revision=self.revision,
+            backoff_step=self.step,
         )
 
 
@@ -146,10 +150,10 @@ class World:
     def apply(self, action: Action, now: datetime) -> None:
         self.writes += 1
         match action:
-            case CreateExporter(prefix):  # generateName: the apiserver's serial suffix
+            case CreateExporter(prefix, _, step, revision):  # generateName: serial suffix
                 self.serial += 1
                 name = f"{prefix}{self.serial}"
-                self.instances[name] = Instance(name, now)
+                self.instances[name] = Instance(name, now, revision=revision, step=step)
                 self.pods.setdefault(name, (now, "Pending"))
             case CreatePod(name):
                 if name in self.instances:

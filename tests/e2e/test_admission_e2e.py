@@ -250,3 +250,21 @@ def test_warm_buffer_annotations_are_denied_with_their_names(
         "value: \"half a minute\": invalid duration 'half a minute': expected a number "
         "followed by one of ns, us, ms, s, m, h\n"
     )
+
+
+def test_the_rollout_annotation_takes_only_paused(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    pool = exporter_set("rolled", namespace, class_name="qemu")
+    pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "paused"}
+    assert try_apply(control_plane, pool).returncode == 0
+    pool["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "later"}
+    result = try_apply(control_plane, pool)
+    assert result.returncode == 1
+    assert result.stderr.endswith(
+        'The ExporterSet "rolled" is invalid: '
+        "metadata.annotations[virtualtarget.jumpstarter.dev/rollout]: Unsupported value: "
+        '"later": supported values: "paused" (remove the annotation to resume)\n'
+    )
+    stored = get_json(control_plane, "exportersets", "rolled", "-n", namespace)
+    assert stored["metadata"]["annotations"]["virtualtarget.jumpstarter.dev/rollout"] == "paused"

@@ -92,3 +92,22 @@ def test_a_cache_that_keeps_only_the_data_s_digest_compares_the_same() -> None:
     edited = stored(CTX)
     edited["data"]["config.yaml"] = base64.b64encode(b"token: mine\n").decode()
     assert sync.wanted(CTX, config, keep_credentials(edited)) is not None
+
+
+def test_an_outdated_instance_gets_only_its_rotated_token() -> None:
+    """Its process keeps the drivers it started with: the Secret keeps them too."""
+    sync = ConfigSync()
+    before = stored(CTX)  # rendered from the earlier revision's drivers
+    assert configsync.with_token(CTX, before) is None  # the token it holds is current
+    assert sync.token_unknown(CTX)
+    sync.token_kept(CTX)
+    assert not sync.token_unknown(CTX)
+    rotated = dataclasses.replace(CTX, credentials=Credentials("grpc.example.com:443", "n3w", ""))
+    assert sync.token_unknown(rotated)
+    wanted = configsync.with_token(rotated, before)
+    assert wanted is not None
+    text = base64.b64decode(wanted["data"]["config.yaml"]).decode()
+    old = base64.b64decode(before["data"]["config.yaml"]).decode()
+    assert text == old.replace("t0k3n", "n3w")  # nothing else moved, drivers included
+    sync.forget("ns", "pool-0")
+    assert sync.token_unknown(CTX)

@@ -142,6 +142,17 @@ def test_pool_series_by_namespace_and_set_and_gone_with_the_set() -> None:
     assert samples(families, "virtualtarget_exporterset_desired_instances") == {pool_labels: 3}
     assert samples(families, "virtualtarget_exporterset_pending_leases") == {pool_labels: 0}
     assert samples(families, "virtualtarget_exporterset_at_ceiling") == {pool_labels: 0}
+    assert samples(families, "virtualtarget_exporterset_outdated_instances") == {pool_labels: 0}
+    rolling = plan(
+        Observation(
+            pool=pool(min_available=1, revision="new"),
+            klass=klass(),
+            exporters=(ready("pool-0", revision="old."), ready("pool-1", revision="old.")),
+        ),
+        T0,
+    )
+    rolled = scrape(metrics_with([(("ns", "pool"), rolling)]))
+    assert samples(rolled, "virtualtarget_exporterset_outdated_instances") == {pool_labels: 2}
     buckets = samples(families, "virtualtarget_exporterset_instances")
     assert buckets[(("bucket", "available"), *pool_labels)] == 1
     assert buckets[(("bucket", "busy"), *pool_labels)] == 0

@@ -7,10 +7,11 @@ import re
 from datetime import timedelta
 
 from api.warmbuffer import WarmBufferSettings
-from reconciler.model.views import LeaseView
+from reconciler.model.views import LeaseView, Observation
+from reconciler.rules.planner import plan
 from reconciler.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
 from tests.unit.test_reconciler_planner import run
-from tests.unit.test_reconciler_support import T0, booting
+from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 WAITING = {"pool-1": "no status.credential and status.endpoint yet"}
 
@@ -65,3 +66,22 @@ def test_an_auto_pool_prints_its_demand_and_a_scheduled_lease_its_moment() -> No
     documented = json.loads(re.sub(r"#.*", "", JSON_SHAPE))["sets"][0]["demand"]
     assert printed["sets"][0]["demand"].keys() == documented.keys()
     assert printed["sets"][0]["demand"]["warmBuffer"] == result.warm
+
+
+def test_a_rollout_lists_the_outdated_instances_and_what_each_waits_for() -> None:
+    leased = ready("pool-0", revision="old.", lease_ref="lab-1", exporter_status="LeaseReady")
+    obs = Observation(
+        pool(min_available=1, revision="new"),
+        klass(),
+        (leased, ready("pool-1", revision="old.")),
+        leases=(LeaseView("lab-1", {}, "pool-0"),),
+    )
+    result = plan(obs, T0)
+    text = as_text([SetPlan("ns", "pool", "qemu", result)], "ns").splitlines()
+    at = text.index("  outdated  pool-0: its lease: lease lab-1 must end")
+    assert text[at + 1] == "            pool-1: a replacement for pool-1 is created"
+    document = json.loads(as_json([SetPlan("ns", "pool", "qemu", result)], T0, "q"))
+    assert document["sets"][0]["outdated"][0] == {
+        "name": "pool-0",
+        "waitsFor": "its lease: lease lab-1 must end",
+    }

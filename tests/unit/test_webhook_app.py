@@ -306,3 +306,18 @@ def test_behind_the_apiserver_the_schema_is_not_checked_twice_the_rule_table_is(
     assert rule in [str(e) for e in offline.errors]
     served = asyncio.run(server_admission(None).review(endpoint, request, 1.0))
     assert [str(e) for e in served.errors] == [rule]
+
+
+def test_the_rollout_annotation_takes_only_paused() -> None:
+    paused = a_set()
+    paused["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "paused"}
+    assert call(SET_VALIDATE, review(paused)).json()["response"]["allowed"] is True
+    typo = a_set()
+    typo["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/rollout": "pause"}
+    response = call(SET_VALIDATE, review(typo)).json()["response"]
+    assert response["allowed"] is False
+    assert response["status"]["message"] == (
+        'ExporterSet.virtualtarget.jumpstarter.dev "pool-a" is invalid: '
+        "metadata.annotations[virtualtarget.jumpstarter.dev/rollout]: Unsupported value: "
+        '"pause": supported values: "paused" (remove the annotation to resume)'
+    )

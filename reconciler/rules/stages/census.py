@@ -29,6 +29,7 @@ from reconciler.model.views import (
     RecycleStrategy,
 )
 from reconciler.rules.buckets import Bucket, classify
+from reconciler.rules.rollout import revision_of
 
 __all__ = ["Census", "census"]
 
@@ -83,7 +84,7 @@ def census(obs: Observation) -> Census:
     expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}
     count[Bucket.PROVISIONING] += len(expected)
-    revision = f"{pool.revision}.{klass.revision}" if klass is not None else pool.revision
+    revision = revision_of(pool, klass)
     return Census(
         members, count, pods_of, tuple(orphans), leased_by, tuple(expected), retain,
         release_served, revision,

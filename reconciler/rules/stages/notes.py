@@ -26,6 +26,8 @@ from reconciler.model.backoff import Backoff
 from reconciler.model.reasons import (
     BACK_OFF,
     PODS_FAILING,
+    ROLLING_OUT,
+    ROLLOUT_PAUSED,
     SCALING_DOWN,
     SCALING_UP,
     STEP_FAILURES,
@@ -62,7 +64,7 @@ def notes(
     ceiling = f"{sized.wanted} instance(s) wanted, maxReplicas is {sized.ceiling}"
     ceiling = ceiling if at_ceiling else ""
     waits = [Wait(ceiling)] if ceiling and obs.problem is None else []
-    if kept.awaiting and scale[0] not in (SCALING_UP, SCALING_DOWN):
+    if kept.awaiting and scale[0] not in (SCALING_UP, SCALING_DOWN, ROLLING_OUT, ROLLOUT_PAUSED):
         first = kept.awaiting[0]
         scale = (
             WAITING_FOR_CREDENTIALS,

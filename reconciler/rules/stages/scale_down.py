@@ -36,14 +36,17 @@ class Shrink:
     note: tuple[str, str] = ("", "")  # (reason, message) for Progressing
 
 
-def scale_down(obs: Observation, now: datetime, counted: Census, sized: Size) -> Shrink:
+def scale_down(
+    obs: Observation, now: datetime, counted: Census, sized: Size, surge: int = 0
+) -> Shrink:
+    """`surge`: instances over the desired count a rollout holds (its replacement)."""
     pool, members = obs.pool, counted.members
     if obs.problem is not None:
         reason, message = obs.problem
         return Shrink(Steps(_forget(obs, f"scaling stopped ({reason})"), (Wait(message),)))
     candidates = _newest_first(members[Bucket.PROVISIONING])
     candidates += _newest_first(members[Bucket.AVAILABLE])
-    surplus = min(sized.capacity - sized.desired, len(candidates))
+    surplus = min(sized.capacity - sized.desired - surge, len(candidates))
     if surplus <= 0:
         return Shrink(Steps(_forget(obs, "no surplus now")))
     actions: list[Action] = []

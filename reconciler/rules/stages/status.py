@@ -41,6 +41,8 @@ from reconciler.model.reasons import (
     PODS_STARTING,
     RECYCLING,
     REPLICAS_NOT_READY,
+    ROLLING_OUT,
+    ROLLOUT_PAUSED,
     SCALING_DOWN,
     SCALING_UP,
     WAIT_FOR_FIRST_CONSUMER,
@@ -171,8 +173,10 @@ def _available(available: int, warm: int, wffc: bool, why: str = "") -> Conditio
 def _progressing(obs: Observation, counted: Census, sized: Size, told: Notes) -> ConditionSpec:
     reason, message = told.scale
     provisioning, leaving = counted.count[Bucket.PROVISIONING], counted.leaving
-    if reason in (SCALING_UP, SCALING_DOWN, WAITING_FOR_CREDENTIALS):
+    if reason in (SCALING_UP, SCALING_DOWN, WAITING_FOR_CREDENTIALS, ROLLING_OUT):
         return ConditionSpec("Progressing", True, reason, message)
+    if reason == ROLLOUT_PAUSED:
+        return ConditionSpec("Progressing", False, reason, message)
     if provisioning or leaving:
         pending = any(p.phase == "Pending" and not p.deleting for p in obs.pods)
         booting = PODS_STARTING if pending else REPLICAS_NOT_READY

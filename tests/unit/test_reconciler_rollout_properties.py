@@ -1,0 +1,120 @@
+"""Property test of rollouts: random pools, leases, revisions, pauses and interleavings
+through the real planner in the simulated world (`reconciler.simulation.world`).
+
+After every pass: a busy instance is never removed, a create never takes the pool over
+maxReplicas, and a rollout's removal leaves the warm buffer met whenever a surge fits.
+At the end, once no lease holds an instance and nothing pauses the rollout, every
+instance is on the current revision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciler.model.actions import CreateExporter, Remove, Retain
+from reconciler.rules.buckets import Bucket
+from reconciler.rules.planner import Plan
+from reconciler.rules.rollout import current_revisions
+from reconciler.simulation.world import World
+from tests.unit.test_reconciler_properties import apply_event as pool_event
+from tests.unit.test_reconciler_support import T0, klass, pool
+
+MINUTE = timedelta(minutes=1)
+
+events = st.one_of(
+    st.tuples(st.just("request"), st.integers(1, 30)),
+    st.tuples(st.just("release"), st.integers(0, 5)),
+    st.tuples(st.just("revise"), st.integers(0, 3)),
+    st.tuples(st.just("pause"), st.booleans()),
+    st.tuples(st.just("tick"), st.integers(1, 5)),
+    st.tuples(st.just("crash"), st.integers(0, 2)),
+)
+
+worlds = st.builds(
+    lambda lo, hi, warm, recycle, boot, binding: World(
+        pool=pool(
+            min_replicas=min(lo, hi) if hi else lo,
+            max_replicas=hi,
+            min_available=min(warm, hi) if hi else warm,
+            cooldown=timedelta(minutes=3),
+            recycle=recycle,
+            revision="r0",
+        ),
+        klass=klass(binding),
+        boot=timedelta(minutes=boot),
+    ),
+    st.integers(0, 3),
+    st.integers(0, 5),
+    st.integers(0, 4),
+    st.sampled_from(["ExitAndReplace", "InPlaceReuse"]),
+    st.integers(1, 3),
+    st.sampled_from(["Immediate", "WaitForFirstConsumer"]),
+)
+
+
+def check(world: World, busy: dict[str, bool], ready: set[str], result: Plan) -> None:
+    owned, ceiling, warm = len(busy), world.pool.max_replicas, result.warm
+    creates = [a for a in result.actions if isinstance(a, CreateExporter)]
+    if ceiling:
+        assert owned + len(creates) <= ceiling, "a create would exceed maxReplicas"
+    available = result.buckets[Bucket.AVAILABLE]
+    for action in result.actions:
+        if isinstance(action, Remove | Retain):
+            assert not busy[action.name], f"busy {action.name} chosen for removal"
+        if isinstance(action, Remove) and action.why.startswith("outdated"):
+            surge_fits = not ceiling or owned < ceiling
+            if surge_fits and action.name in ready:
+                assert available - 1 >= warm, f"removing {action.name} breaks the warm buffer"
+
+
+def before(world: World) -> tuple[dict[str, bool], set[str]]:
+    """Which instances are busy, and which ready, before a pass."""
+    busy = {name: world.busy(name) for name in world.instances}
+    return busy, {n for n, i in world.instances.items() if i.registered and i.online}
+
+
+def apply_event(world: World, event: tuple[Any, ...], now: Any, serial: int) -> Any:
+    """Template edits and pauses here; leases and time as the pool's property test plays them."""
+    if event[0] == "revise":  # a template edit (or an edit back to an earlier revision)
+        world.pool = replace(world.pool, revision=f"r{event[1]}")
+    elif event[0] == "pause":
+        world.pool = replace(world.pool, rollout_paused=event[1])
+    else:
+        now = pool_event(world, event, now, serial)
+    return now
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds, script=st.lists(events, max_size=40))
+def test_rollouts_keep_leases_and_bounds_and_finish(world: World, script: list[Any]) -> None:
+    now = T0
+    for serial, event in enumerate(script):
+        now = apply_event(world, event, now, serial)
+        world.advance(now)
+        busy, ready = before(world)
+        crash = event[1] if event[0] == "crash" else None
+        result = world.step(now, crash_after=crash)
+        if crash is None:
+            check(world, busy, ready, result)
+
+    world.pool = replace(world.pool, rollout_paused=False)
+    for request in list(world.requests.values()):
+        if not request.ended:
+            world.release(request.name)
+    end = now + 20 * world.boot + 60 * MINUTE
+    while now < end:
+        now += MINUTE
+        world.advance(now)
+        busy, ready = before(world)
+        check(world, busy, ready, world.step(now))
+
+    current = current_revisions(world.pool, world.klass)
+    stale = {n: i.revision for n, i in world.instances.items() if i.revision not in current}
+    assert not stale, f"outdated after the rollout: {stale}"
+    final = world.step(now)
+    assert final.outdated == () and final.actions == (), f"still acting: {final.actions}"

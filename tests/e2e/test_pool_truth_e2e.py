@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import LEASE_PROTECTION, SET_LABEL
+from reconciler.model.keys import LEASE_PROTECTION, REVISION, SET_LABEL
 from tests.census import Census
 from tests.e2e.objects import (
     apply,
@@ -146,10 +146,9 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
         return found if found.get("reason") == "WriteRejected" else {}
 
     big = wait_for("big2 Degraded WriteRejected", lambda: degraded("big2"), timeout=90)
-    [instance] = [
-        e["metadata"]["name"]
-        for e in get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
-    ]
+    [exporter] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+    instance = exporter["metadata"]["name"]
+    big_revision = exporter["metadata"]["annotations"][REVISION]
     assert big["status"] == "True"
     assert big["message"] == (
         f'create pod {instance}: 422 Invalid: Secret "exporter-config-{instance}" is invalid: '
@@ -186,7 +185,13 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
         lambda: condition(plane, ns, "big2", "Degraded").get("reason") == "AllReplicasHealthy",
         timeout=60,
     )
-    assert get_json(plane, "pod", instance, "-n", ns)["metadata"]["name"] == instance
+    # The instance that never got its Pod is of the earlier revision: the rollout replaces it
+    # with one of the fixed template, whose Pod is written.
+    [current] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+    revision = current["metadata"]["annotations"][REVISION]
+    assert revision != big_revision and current["metadata"]["name"] != instance
+    pod = get_json(plane, "pod", current["metadata"]["name"], "-n", ns)
+    assert pod["metadata"]["name"] == current["metadata"]["name"]
     assert "WriteRejected" not in plan_text(plane, ns, "big2")
 
 

@@ -169,6 +169,10 @@ class PoolView:
     # the warm-buffer annotations (`api.warmbuffer`) and what the pool learned of its demand
     sizing: WarmBufferSettings = field(default_factory=WarmBufferSettings)
     demand: DemandMemory | None = None
+    # what this process learned since (`Plan.learned` of its last pass): the arrivals of
+    # Leases deleted before the memory's next write (an ended Lease goes with its
+    # recycled Exporter) are kept; never written, so a restart loses at most a minute
+    learned: DemandMemory | None = None
     rollout_paused: bool = False  # annotation ROLLOUT is `paused`
     legacy_revision: str = ""  # the same spec's digest as earlier versions computed it
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from reconciler.model.actions import Action
+from reconciler.model.demand import DemandMemory
 from reconciler.model.views import Observation
 from reconciler.rules.buckets import Bucket
 from reconciler.rules.demand import Estimate
@@ -77,6 +78,7 @@ class Plan:
 
     waits: tuple[Wait, ...] = ()
     demand: Estimate | None = None  # `warm-buffer: auto`: the buffer in force and why
+    learned: DemandMemory | None = None  # and its memory as of this pass (`PoolView.learned`)
 
 
 def plan(obs: Observation, now: datetime) -> Plan:
@@ -124,6 +126,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
         at_ceiling=growth.at_ceiling,
         waits=steps.waits,
         demand=asked.estimate,
+        learned=asked.learned,
         keep_token=tuple(n for n in kept.keep_current if n in rolling.names),
         outdated=rolling.outdated,
     )

@@ -63,6 +63,7 @@ from reconciler.model.adapt import (
     pool_view,
     remembered,
 )
+from reconciler.model.demand import DemandMemory
 from reconciler.model.jumpstarter import config_secret_name
 from reconciler.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL, instance_labels
 from reconciler.model.reasons import (
@@ -174,6 +175,9 @@ class Controller:
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
+        # What each `warm-buffer: auto` pool's last pass learned of its demand (written
+        # to its memory once a minute): the next pass starts from it (`PoolView.learned`).
+        self.learned: dict[ObjKey, DemandMemory] = {}
         # Lease protection of instances their set no longer controls (`_leftovers`): the
         # uids whose stay was announced, and per set the instances deleted while leased
         # before they were protected, with the lease, for an Event each.
@@ -445,6 +449,7 @@ class Controller:
             status=self.expectations.status(
                 (namespace, name), str(meta.get("resourceVersion", "")), pool.status
             ),
+            learned=self.learned.get((namespace, name)),
         )
         if klass is None:
             class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
@@ -527,9 +532,14 @@ class Controller:
         decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(decided, str):
             self.plans.pop(key, None)  # its metric series go with it
+            self.learned.pop(key, None)
             return None
         result, observed = decided
         self.plans[key] = result
+        if result.learned is not None:
+            self.learned[key] = result.learned
+        else:
+            self.learned.pop(key, None)
         ordinary = lane not in LANE_STEPS
         work = [a for a in result.actions if not isinstance(a, _REPORT)]
         lane_work = work if ordinary else [a for a in work if isinstance(a, LANE_STEPS[lane])]

@@ -140,11 +140,14 @@ class World:
 
     # -- the runtime -------------------------------------------------------------------
     def step(self, now: datetime, *, crash_after: int | None = None) -> Plan:
-        """One reconcile pass; `crash_after` applies only that many steps (a crash)."""
+        """One reconcile pass; `crash_after` applies only that many steps (a crash, which
+        loses what the process learned of the demand since its last memory write)."""
         result = plan(self.observe(), now)
         steps = result.actions if crash_after is None else result.actions[:crash_after]
         for action in steps:
             self.apply(action, now)
+        learned = result.learned if crash_after is None else None
+        self.pool = replace(self.pool, learned=learned)
         return result
 
     def apply(self, action: Action, now: datetime) -> None:

@@ -194,11 +194,18 @@ class Pool:
 
     # -- write ---------------------------------------------------------------------
 
-    def apply(self, drivers: list[Obj] | None = None, **spec: Any) -> None:
+    def apply(
+        self,
+        drivers: list[Obj] | None = None,
+        annotations: dict[str, str] | None = None,
+        **spec: Any,
+    ) -> None:
         body = exporter_set(
             self.name, self.namespace, class_name="node", with_template=True, **spec
         )
         body["spec"]["template"]["spec"] = {"drivers": DRIVERS if drivers is None else drivers}
+        if annotations:
+            body["metadata"]["annotations"] = annotations
         if not self.created_at:
             self.created_at = time.monotonic()
         apply(self.cluster, body)

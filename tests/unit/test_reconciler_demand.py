@@ -228,6 +228,30 @@ def test_an_auto_pool_writes_its_memory_at_most_once_a_minute() -> None:
     assert [a for a in later.actions if isinstance(a, RememberDemand)]
 
 
+def test_leases_gone_before_the_next_memory_write_stay_learned() -> None:
+    """An ended Lease goes with its recycled Exporter, often within the minute between two
+    memory writes: the next pass starts from what the last one learned, so the burst's
+    arrivals stay in the rate and the buffer holds (it fell back to the floor before)."""
+    memory = DemandMemory(T0, 0.0, (), 1)  # written at T0
+    arrived = T0 + timedelta(seconds=5)
+    burst = tuple(LeaseView(f"l{i}", MATCH, exporter=f"x{i}", created=arrived) for i in range(10))
+    seen = _plan(20, burst, min_available=1, sizing=AUTO, demand=memory)
+    assert seen.learned is not None and seen.warm > 1
+    assert not [a for a in seen.actions if isinstance(a, RememberDemand)]  # not due yet
+    gone = _plan(30, (), min_available=1, sizing=AUTO, demand=memory, learned=seen.learned)
+    assert gone.warm == seen.warm and gone.demand is not None and gone.demand.rate > 0
+    forgotten = _plan(30, (), min_available=1, sizing=AUTO, demand=memory)  # a new process
+    assert forgotten.warm == 1
+
+
+def test_the_memory_written_later_wins_over_an_older_learned_one() -> None:
+    """A takeover or restart: whatever is newer of the memory and what was learned."""
+    old = DemandMemory(T0, 0.0, (), 1)
+    newer = DemandMemory(T0 + timedelta(seconds=50), 0.5, (), 4)
+    result = _plan(55, (), min_available=1, sizing=AUTO, demand=newer, learned=old)
+    assert result.demand is not None and result.demand.rate > 0.4
+
+
 def test_an_auto_pool_falls_back_to_its_floor_when_arrivals_stop() -> None:
     burst = tuple(LeaseView(f"l{i}", MATCH, exporter=f"x{i}", created=T0) for i in range(10))
     first = _plan(30, burst, min_available=1, sizing=AUTO)

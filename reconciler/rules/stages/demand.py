@@ -12,7 +12,10 @@
   `minAvailableReplicas`. The memory is written at most once a minute (the first time at
   once), with an Event when the buffer in force changed; while a rate remains the pass
   runs again after a minute or a quarter of the demand window, whichever is sooner, so
-  the buffer falls as the rate decays.
+  the buffer falls as the rate decays. Between two writes the pass starts from what
+  the previous one learned (`PoolView.learned`, kept by the runtime), not from the memory
+  and the Leases still there: an ended Lease goes with its recycled Exporter, often
+  within the minute, and its arrival must not go with it.
 
 A pool without the annotation keeps `minAvailableReplicas` and writes no memory. No I/O.
 """
@@ -45,6 +48,7 @@ class Demand:
     deferred: frozenset[str]  # pending Leases not counted yet (booked for later)
     estimate: Estimate | None = None  # auto pools: the buffer in force and why
     steps: Steps = field(default_factory=Steps)
+    learned: DemandMemory | None = None  # auto pools: the memory as of this pass
 
 
 def demand(obs: Observation, now: datetime) -> Demand:
@@ -74,7 +78,7 @@ def demand(obs: Observation, now: datetime) -> Demand:
     if sized.rate > _NO_RATE:  # run again as the rate decays: a quarter of its window
         again = min(WRITE_EVERY, settings.demand_window / 4)
         requeue = min(requeue, again) if requeue is not None else again
-    return Demand(claimed, boot, deferred, sized, Steps(actions, waits, requeue))
+    return Demand(claimed, boot, deferred, sized, Steps(actions, waits, requeue), memory)
 
 
 def _later(lease: LeaseView, boot: timedelta, now: datetime) -> bool:
@@ -99,10 +103,12 @@ def _boots(obs: Observation) -> list[tuple[datetime, float]]:
 def _learned(obs: Observation, claimed: tuple[LeaseView, ...], now: datetime) -> DemandMemory:
     """The pool's memory advanced to the last whole second before `now` (a Lease created
     in this second is learned at the next pass). Without memory the pool starts from the
-    Leases still there, as far back as its demand window."""
+    Leases still there, as far back as its demand window; with one, from the later of it
+    and what the last pass learned."""
     pool = obs.pool
     until = now.replace(microsecond=0) - timedelta(seconds=1)
-    start = pool.demand or DemandMemory(
+    known = [m for m in (pool.demand, pool.learned) if m is not None]
+    start = max(known, key=lambda m: m.at, default=None) or DemandMemory(
         until - pool.sizing.demand_window, buffer=pool.min_available
     )
     arrivals = [

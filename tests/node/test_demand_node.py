@@ -22,6 +22,7 @@ demand, no instance deleted while it served a Lease) and prints the figures.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -47,9 +48,11 @@ __all__ = ["controller", "instance_archives", "instance_images"]  # the fixtures
 Obj = dict[str, Any]
 CEILING = 4  # maxReplicas of both pools: four instance Pods on the node's two cores
 BURST, GAP_S, HOLD_S = 8, 2.0, 5.0  # Leases, seconds between two, seconds each is held
-AUTO = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "30s"}
+WINDOW_S = 30.0  # the auto pool's demand window: the time constant of its rate's decay
+AUTO = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: f"{WINDOW_S:g}s"}
 BURST_TIMEOUT_S = 240.0
 _IN_FORCE = re.compile(r"warm buffer (\d+) from demand")
+_RATE = re.compile(r"from demand: ([\d.]+) leases/min")
 
 
 @dataclass
@@ -196,6 +199,21 @@ def pools(
     yield fresh
 
 
+def _learned_rate(seen: Burst) -> float:
+    found = _RATE.search(seen.last_message)
+    assert found, seen.last_message
+    return float(found.group(1))
+
+
+def _every_arrival_learned(seen: Burst) -> float:
+    """The least rate (leases/min) the pool states at the burst's end if it learned every
+    arrival: each of them, decayed over the whole span (and the second creationTimestamp
+    drops), less the message's rounding. An arrival whose Lease went with its recycled
+    Exporter before the memory's next write counted no more before it was kept."""
+    decay = math.exp(-(seen.span_s + 2) / WINDOW_S)
+    return BURST * decay / WINDOW_S * 60 - 0.01
+
+
 def _served(pool: Pool, seen: Burst) -> None:
     assert sorted(seen.leases) == sorted(f"burst-{i}" for i in range(BURST))
     assert all(lease["status"].get("beginTime") for lease in seen.leases.values())
@@ -210,6 +228,7 @@ def test_an_auto_buffer_against_a_fixed_buffer_of_the_same_cost(pools: Any) -> N
         _served(pool, auto)
         assert auto.most_in_force > 0, auto.demand_messages  # above its floor of 0
         assert any("from demand" in m for m in auto.demand_messages)
+        assert _learned_rate(auto) >= _every_arrival_learned(auto), auto.last_message
     same_cost = round(auto.idle_s / auto.span_s)
     with pools("fixed") as pool:
         pool.apply(minAvailableReplicas=same_cost, maxReplicas=CEILING)

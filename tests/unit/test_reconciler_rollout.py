@@ -183,3 +183,16 @@ def test_what_the_revision_covers() -> None:
     assert crev(scheduling={"nodeSelector": {"n": "1"}}) != cbase
     assert crev(parameters={"arch": "aarch64"}) != cbase
     assert crev(images={"runtime": {"image": "r:2"}}) != cbase
+
+
+def test_scale_down_removes_outdated_instances_first() -> None:
+    """A surplus after its cooldown takes instances of the earlier revision first (as a
+    Deployment scales its old ReplicaSet first), the rollout's own victim not twice."""
+    pool_of = (outdated("pool-a"), outdated("pool-b", 1), current("pool-c"), current("pool-d", 11))
+    result = plan(observe(*pool_of, min_available=1), T0 + timedelta(hours=1))
+    removed = sorted(r.name for r in of(result, Remove))
+    # the rollout takes the oldest outdated; scale-down the other outdated, then the newest
+    assert removed == ["pool-a", "pool-b", "pool-d"], removed
+    paused = observe(*pool_of, min_available=2, rollout_paused=True)
+    held = plan(paused, T0 + timedelta(hours=1))
+    assert sorted(r.name for r in of(held, Remove)) == ["pool-a", "pool-b"]

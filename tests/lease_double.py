@@ -16,6 +16,12 @@ stubs and the Kubernetes objects Jumpstarter keeps (release 0.9.0's controller:
   Exporter as its controller owner), else a `Pending` reason; a released or expired
   Lease ends (`ended`, `endTime`, `Ready` False `Released`/`Expired`, label
   `jumpstarter.dev/lease-ended`); a Lease no exporter can ever take is `Unsatisfiable`.
+  A Lease booked for later (`spec.beginTime` ahead) is left as it is, no exporter and no
+  condition, until that moment; it expires at `spec.endTime`, else `spec.beginTime` plus
+  `spec.duration`, else its actual begin plus the duration (0.9.0's
+  `controller/internal/controller/lease_controller.go`, `reconcileStatusExporterRef` and
+  `reconcileStatusEnded`). CreateLease books `begin_time`/`end_time` as
+  `LeaseFromProtobuf` does (`api/v1alpha1/lease_helpers.go`, `ReconcileLeaseTimeFields`).
 - **The exporter controller's `status.leaseRef`**: each Exporter names the active Lease
   that holds it, and none otherwise.
 
@@ -41,7 +47,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
 from jumpstarter_protocol.jumpstarter.v1 import kubernetes_pb2
 
-__all__ = ["GROUP", "LeaseDouble", "LeaseTimes", "now", "set_condition"]
+__all__ = ["GROUP", "LeaseDouble", "LeaseTimes", "now", "requested_times", "set_condition"]
 
 GROUP, VERSION = "jumpstarter.dev", "v1alpha1"
 ENDED_LABEL = "jumpstarter.dev/lease-ended"
@@ -142,6 +148,10 @@ def lease_message(lease: Obj) -> Any:
         )
     if spec.get("duration"):
         message.duration.CopyFrom(duration_pb2.Duration(seconds=int(_seconds(spec["duration"]))))
+    for field_name, key in (("begin_time", "beginTime"), ("end_time", "endTime")):
+        requested = _time(spec.get(key))
+        if requested is not None:  # the requested times, from the spec (`ToProtobuf`)
+            getattr(message, field_name).CopyFrom(requested)
     begin, end = _time(status.get("beginTime")), _time(status.get("endTime"))
     if begin is not None:
         message.effective_begin_time.CopyFrom(begin)
@@ -277,8 +287,7 @@ class LeaseDouble(client_pb2_grpc.ClientServiceServicer):  # type: ignore[misc]
             "clientRef": {"name": caller[1]},
             "selector": {"matchLabels": labels},
         }
-        if request.lease.HasField("duration"):
-            spec["duration"] = go_duration(request.lease.duration.seconds)
+        spec.update(requested_times(request.lease))
         if request.lease.exporter_name:
             spec["exporterRef"] = {"name": request.lease.exporter_name}
         body = {
@@ -366,7 +375,7 @@ class LeaseDouble(client_pb2_grpc.ClientServiceServicer):  # type: ignore[misc]
                 self._end(lease, "Released", "The lease was marked for release")
             elif self._expired(lease):
                 self._end(lease, "Expired", "The lease has expired")
-            elif not (status.get("exporterRef") or {}).get("name"):
+            elif not (status.get("exporterRef") or {}).get("name") and not _booked_ahead(lease):
                 self._assign(lease, leases, exporters)
         held = {_holder(lease): lease for lease in leases if _holder(lease)}
         for name, exporter in exporters.items():
@@ -384,10 +393,21 @@ class LeaseDouble(client_pb2_grpc.ClientServiceServicer):  # type: ignore[misc]
 
     @staticmethod
     def _expired(lease: Obj) -> bool:
-        begin, duration = lease["status"].get("beginTime"), lease["spec"].get("duration")
-        if not begin or not duration:
+        """`reconcileStatusEnded` of 0.9.0's lease controller: a begun Lease expires at
+        `spec.endTime`, else at `spec.beginTime` plus `spec.duration` (a scheduled lease),
+        else at its actual begin plus the duration. A Lease with neither end nor duration
+        (CreateLease refuses one; a test may write it) never expires here."""
+        spec, begun = lease.get("spec") or {}, lease["status"].get("beginTime")
+        duration = timedelta(seconds=_seconds(spec["duration"])) if spec.get("duration") else None
+        if not begun:
             return False
-        return _parse_time(begin) + timedelta(seconds=_seconds(duration)) < datetime.now(UTC)
+        if spec.get("endTime"):
+            expiration = _parse_time(spec["endTime"])
+        elif duration is None:
+            return False
+        else:
+            expiration = _parse_time(spec.get("beginTime") or begun) + duration
+        return expiration < datetime.now(UTC)
 
     def _end(self, lease: Obj, reason: str, message: str) -> None:
         status = lease["status"]
@@ -500,6 +520,32 @@ class LeaseDouble(client_pb2_grpc.ClientServiceServicer):  # type: ignore[misc]
             times = self.times.get((meta["namespace"], meta["name"]))
             if times is not None:
                 times.assigned, times.exporter = time.monotonic(), name
+
+
+def _booked_ahead(lease: Obj) -> bool:
+    """`reconcileStatusExporterRef` of 0.9.0's lease controller: a Lease whose requested
+    `spec.beginTime` is after now gets no exporter (and no condition) until then."""
+    begin = (lease.get("spec") or {}).get("beginTime")
+    return isinstance(begin, str) and bool(begin) and _parse_time(begin) > datetime.now(UTC)
+
+
+def requested_times(requested: Any) -> Obj:
+    """The spec times CreateLease writes from a `client.v1.Lease` (`LeaseFromProtobuf`):
+    begin and end give the duration, end and duration give the begin."""
+    begin = requested.begin_time.ToDatetime(UTC) if requested.HasField("begin_time") else None
+    end = requested.end_time.ToDatetime(UTC) if requested.HasField("end_time") else None
+    seconds = requested.duration.seconds if requested.HasField("duration") else None
+    if begin is not None and end is not None:
+        seconds = int((end - begin).total_seconds())
+    elif end is not None and seconds:
+        begin = end - timedelta(seconds=seconds)
+    times: Obj = {}
+    if seconds is not None:
+        times["duration"] = go_duration(seconds)
+    for key, moment in (("beginTime", begin), ("endTime", end)):
+        if moment is not None:
+            times[key] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times
 
 
 def _holder(lease: Obj) -> str:

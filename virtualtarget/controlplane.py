@@ -250,6 +250,9 @@ class ControlPlane:
             # namespace's default account; no controller runs here.
             "disable-admission-plugins": "ServiceAccount",
             "enable-admission-plugins": "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            # On SIGTERM, drain the requests in flight, then give open watches 2 s, not
+            # the request timeout (60 s): a client still watching must not hold the stop.
+            "shutdown-send-retry-after": "true",
             "v": "1",
         }
         flags |= self.apiserver_flags
@@ -409,7 +412,9 @@ class ControlPlane:
         )
 
     def stop(self) -> None:
-        """Stop both processes by their ids (apiserver first), then close the logs."""
+        """Stop both processes by their ids, then close the logs: the apiserver first, and
+        etcd once it has exited (without its store the apiserver's shutdown waits out the
+        10 s below)."""
         for process in reversed(self.processes):
             if process.poll() is None:  # resumed first: a stopped process ignores SIGTERM
                 with contextlib.suppress(ProcessLookupError):
@@ -417,7 +422,6 @@ class ControlPlane:
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGTERM)
-        for process in reversed(self.processes):
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -14,6 +14,7 @@ from api.merge import deep_merge
 from api.provisioners import DEFAULT_IMAGES
 from api.provisioners.check import check_parameters
 from api.provisioners.qemu_layout import set_layout_findings
+from api.warmbuffer import AUTO, WARM_BUFFER
 from webhook.checks_images import inherited_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.jsontext import compact_json
@@ -57,21 +58,7 @@ async def check_set_against_class(
             ]
         )
     class_spec = _mapping(found.get("spec"))
-    verdict = Verdict()
-    warm = set_spec.get("minAvailableReplicas")
-    if (
-        class_spec.get("bindingMode") == "WaitForFirstConsumer"
-        and isinstance(warm, int)
-        and warm > 0
-    ):
-        verdict.errors.append(
-            FieldError.invalid(
-                "spec.minAvailableReplicas",
-                warm,
-                f'must be 0: VirtualTargetClass "{name}" has bindingMode WaitForFirstConsumer, '
-                "which keeps no warm instances",
-            )
-        )
+    verdict = _warm_findings(exporter_set, name, class_spec)
     provisioner = class_spec.get("provisioner")
     if isinstance(provisioner, str):
         errors, warnings = _set_parameter_findings(
@@ -91,6 +78,34 @@ async def check_set_against_class(
         defaults = DEFAULT_IMAGES.get(provisioner, {}) if isinstance(provisioner, str) else {}
         verdict.extend(
             inherited_image_findings(image_policy, exporter_set, old, name, found, defaults)
+        )
+    return verdict
+
+
+def _warm_findings(
+    exporter_set: Mapping[str, Any], name: str, class_spec: Mapping[str, Any]
+) -> Verdict:
+    """A WaitForFirstConsumer class creates instances for pending Leases only: a warm
+    buffer on its set is an error, `warm-buffer: auto` a warning (it asks for nothing the
+    pool could keep, and the reconciler sizes no buffer for it)."""
+    verdict = Verdict()
+    if class_spec.get("bindingMode") != "WaitForFirstConsumer":
+        return verdict
+    warm = _mapping(exporter_set.get("spec")).get("minAvailableReplicas")
+    if isinstance(warm, int) and warm > 0:
+        verdict.errors.append(
+            FieldError.invalid(
+                "spec.minAvailableReplicas",
+                warm,
+                f'must be 0: VirtualTargetClass "{name}" has bindingMode WaitForFirstConsumer, '
+                "which keeps no warm instances",
+            )
+        )
+    annotations = _mapping(_mapping(exporter_set.get("metadata")).get("annotations"))
+    if annotations.get(WARM_BUFFER) == AUTO:
+        verdict.warnings.append(
+            f'{WARM_BUFFER}: {AUTO} has no effect: class "{name}" binds WaitForFirstConsumer, '
+            "keeps none warm"
         )
     return verdict
 

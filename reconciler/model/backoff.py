@@ -11,11 +11,12 @@ restart and a change of leader. Pure; no I/O.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.model.timefmt import format_duration, format_time, parse_time
+from reconciler.model.memorycodec import count, decode_memory, encode_memory, moment, text
+from reconciler.model.timefmt import format_duration, format_time
 
 __all__ = ["BASE", "CAP", "Backoff", "decode", "delay", "encode"]
 
@@ -60,30 +61,22 @@ class Backoff:
 
 def encode(backoff: Backoff) -> str:
     """The BACKOFF annotation's value."""
-    return json.dumps(
+    return encode_memory(
         {
             "failures": backoff.failures,
             "lastFailure": format_time(backoff.at),
             "instance": backoff.instance,
             "message": backoff.quote,
             "revision": backoff.revision,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
+        }
     )
 
 
-def decode(text: object) -> Backoff | None:
-    """The backoff an annotation value holds; None when absent or unreadable (a value
-    someone edited into nonsense is forgotten, not fatal)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        raw = json.loads(text)
-        failures, at = raw["failures"], parse_time(raw["lastFailure"])
-        fields = [raw.get(k, "") for k in ("instance", "message", "revision")]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(failures, int) or failures < 1 or not all(isinstance(f, str) for f in fields):
-        return None
-    return Backoff(failures, at.replace(microsecond=0), *fields)
+def _backoff(raw: Mapping[str, object]) -> Backoff:
+    fields = (text(raw.get(key, "")) for key in ("instance", "message", "revision"))
+    return Backoff(count(raw["failures"], least=1), moment(raw["lastFailure"]), *fields)
+
+
+def decode(value: object) -> Backoff | None:
+    """The backoff an annotation value holds; None when absent or unreadable."""
+    return decode_memory(value, _backoff)

@@ -12,12 +12,12 @@ from zero (`reconciler.rules.demand` learns it). Pure; no I/O.
 
 from __future__ import annotations
 
-import json
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.model.timefmt import format_time, parse_time
+from reconciler.model.memorycodec import count, decode_memory, encode_memory, moment, number
+from reconciler.model.timefmt import format_time
 
 __all__ = ["DemandMemory", "decode_demand", "encode_demand"]
 
@@ -32,36 +32,25 @@ class DemandMemory:
 
 def encode_demand(memory: DemandMemory) -> str:
     """The DEMAND annotation's value."""
-    return json.dumps(
+    return encode_memory(
         {
             "at": format_time(memory.at),
             "rate": memory.rate,
             "boots": list(memory.boots),
             "buffer": memory.buffer,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
+        }
     )
 
 
-def _number(value: object) -> bool:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    return math.isfinite(value) and value >= 0
+def _demand(raw: Mapping[str, object]) -> DemandMemory:
+    boots = raw["boots"]
+    if not isinstance(boots, list):
+        raise TypeError("boots is a list")
+    return DemandMemory(
+        moment(raw["at"]), number(raw["rate"]), tuple(map(number, boots)), count(raw["buffer"])
+    )
 
 
-def decode_demand(text: object) -> DemandMemory | None:
-    """The memory an annotation value holds; None when absent or unreadable (a value
-    someone edited into nonsense is forgotten, not fatal)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        raw = json.loads(text)
-        at, rate, boots, buffer = parse_time(raw["at"]), raw["rate"], raw["boots"], raw["buffer"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not _number(rate) or not isinstance(boots, list) or not all(map(_number, boots)):
-        return None
-    if not isinstance(buffer, int) or isinstance(buffer, bool) or buffer < 0:
-        return None
-    return DemandMemory(at.replace(microsecond=0), float(rate), tuple(map(float, boots)), buffer)
+def decode_demand(value: object) -> DemandMemory | None:
+    """The memory an annotation value holds; None when absent or unreadable."""
+    return decode_memory(value, _demand)

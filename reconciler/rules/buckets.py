@@ -143,14 +143,19 @@ def classify(
     leased_names: Container[str],
     recycle: str,
     release_served: bool,
+    outdated: bool = False,
 ) -> Bucket:
-    """The bucket of one instance; `release_served` is true when served instances leave."""
+    """The bucket of one instance; `release_served` is true when served instances leave.
+    An idle instance whose Pods finished leaves under ExitAndReplace, and under
+    InPlaceReuse too when it is `outdated` (of an earlier revision): a new Pod would boot
+    it from the new spec only for the rollout to replace it."""
     if exporter.deleting:
         return Bucket.TERMINATING
     busy = is_busy(exporter, leased_names)
     if not busy and pods_failed(exporter, pods):
         return Bucket.FAILED
-    if not busy and recycle == RecycleStrategy.EXIT_AND_REPLACE and pods_finished(pods):
+    leaves = recycle == RecycleStrategy.EXIT_AND_REPLACE or outdated
+    if not busy and leaves and pods_finished(pods):
         return Bucket.TERMINATING
     if not exporter.enabled:
         return Bucket.DRAINING

@@ -92,7 +92,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     kept = upkeep(obs, counted)
     growth = scale_up(obs, now, counted, failing, sized, kept.withheld)
     rolling = rollout(obs, now, counted, failing, sized, len(growth.creates))
-    shrink = scale_down(obs, now, counted, sized, rolling.surge)
+    shrink = scale_down(obs, now, counted, sized, rolling.surge, rolling.removing)
     released = release(obs, now, marked.verdicts, leaving, shrink.steps)
     scaling = rolling.note if rolling.note[0] else shrink.note if shrink.note[0] else growth.note
     told = notes(obs, failing, sized, kept, scaling, growth.at_ceiling)

@@ -52,7 +52,8 @@ def test_killed_mid_rollout_the_next_reconciler_finishes_it_once(
     spec = {"minReplicas": SIZE, "maxReplicas": CEILING, "minAvailableReplicas": 2}
     apply(plane, exporter_set("pool", ns, class_name="qemu", with_template=True, **spec))
     census, kubelet = Census(plane, ns), Kubelet(plane, ns)
-    threading.Thread(target=kubelet.run, args=(stop,), daemon=True).start()
+    playing = threading.Thread(target=kubelet.run, args=(stop,), daemon=True)
+    playing.start()
     extra = ["--namespace", ns, "--no-leader-election"]
     try:
         with running_reconciler(plane, tmp_path, name="first", extra=extra) as first:
@@ -88,3 +89,4 @@ def test_killed_mid_rollout_the_next_reconciler_finishes_it_once(
     finally:
         stop.set()
         census.stop()
+        playing.join(timeout=60)  # its last kubectl ends before the plane stops

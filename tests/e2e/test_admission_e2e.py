@@ -77,6 +77,15 @@ def test_warm_buffer_with_wait_for_first_consumer_is_denied(
     result = try_apply(control_plane, warm)
     assert result.returncode == 1
     assert result.stderr == CROSS_OBJECT_DENIAL
+    # `warm-buffer: auto` asks for nothing such a class keeps: admitted, with a warning.
+    auto = exporter_set("auto", namespace, class_name="lazy", minAvailableReplicas=0)
+    auto["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/warm-buffer": "auto"}
+    result = try_apply(control_plane, auto)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        "Warning: virtualtarget.jumpstarter.dev/warm-buffer: auto has no effect: "
+        'class "lazy" binds WaitForFirstConsumer, keeps none warm\n'
+    )
 
 
 def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(

@@ -24,6 +24,9 @@ TYPES = (
     "reconciler.model.views:PoolClaim",
     "reconciler.model.status:ConditionSpec",
     "reconciler.model.backoff:Backoff",
+    "reconciler.model.demand:DemandMemory",
+    "api.warmbuffer:WarmBufferSettings",
+    "reconciler.rules.demand:Estimate",
     "reconciler.rules.buckets:Bucket",
     "reconciler.rules.planner:Plan",
     "reconciler.rules.steps:Wait",
@@ -37,6 +40,7 @@ TYPES = (
     "reconciler.model.actions:Unprotect",
     "reconciler.model.actions:SetSurplusSince",
     "reconciler.model.actions:RememberBackoff",
+    "reconciler.model.actions:RememberDemand",
     "reconciler.model.actions:PatchStatus",
     "reconciler.model.actions:RecordEvent",
 )

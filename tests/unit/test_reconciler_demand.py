@@ -271,3 +271,21 @@ def test_a_quiet_auto_pool_stops_writing_and_waking() -> None:
     result = _plan(3600, (), min_available=1, sizing=AUTO, demand=quiet)
     assert not [a for a in result.actions if isinstance(a, RememberDemand)]
     assert result.requeue_after is None and result.warm == 1
+
+
+def test_an_auto_pool_of_a_wait_for_first_consumer_class_sizes_no_buffer() -> None:
+    """WaitForFirstConsumer keeps no instance warm: `warm-buffer: auto` has no effect (the
+    webhook warns of it), and neither the plan, the memory nor Available claims a buffer."""
+    burst = tuple(LeaseView(f"l{i}", MATCH, exporter=f"x{i}", created=T0) for i in range(10))
+    obs = Observation(pool=pool(min_available=0, sizing=AUTO), klass=klass("WaitForFirstConsumer"),
+                      leases=(*burst, LeaseView("wants", MATCH, created=T0)))  # fmt: skip
+    result = plan(obs, T0 + timedelta(seconds=30))
+    assert result.demand is None and result.warm == 0
+    assert not [a for a in result.actions if isinstance(a, RememberDemand)]
+    events = [a.reason for a in result.actions if isinstance(a, RecordEvent)]
+    assert WARM_BUFFER_CHANGED not in events
+    assert result.desired == 1  # the pending Lease's instance, no more
+    available = result.status["conditions"][0]  # type: ignore[index]
+    assert available["reason"] == "WaitForFirstConsumer"
+    assert "from demand" not in available["message"]
+    assert not any("demand" in str(step) for step in explain(result))

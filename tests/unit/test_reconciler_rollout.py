@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from reconciler.model.actions import CreateExporter, RecordEvent, Remove
+from reconciler.model.actions import CreateExporter, CreatePod, DeletePod, RecordEvent, Remove
 from reconciler.model.adapt import class_view, pool_view
 from reconciler.model.backoff import Backoff
 from reconciler.model.keys import ROLLOUT
@@ -183,3 +183,36 @@ def test_what_the_revision_covers() -> None:
     assert crev(scheduling={"nodeSelector": {"n": "1"}}) != cbase
     assert crev(parameters={"arch": "aarch64"}) != cbase
     assert crev(images={"runtime": {"image": "r:2"}}) != cbase
+
+
+def test_scale_down_removes_outdated_instances_first() -> None:
+    """A surplus after its cooldown takes instances of the earlier revision first (as a
+    Deployment scales its old ReplicaSet first), the rollout's own victim not twice."""
+    pool_of = (outdated("pool-a"), outdated("pool-b", 1), current("pool-c"), current("pool-d", 11))
+    result = plan(observe(*pool_of, min_available=1), T0 + timedelta(hours=1))
+    removed = sorted(r.name for r in of(result, Remove))
+    # the rollout takes the oldest outdated; scale-down the other outdated, then the newest
+    assert removed == ["pool-a", "pool-b", "pool-d"], removed
+    paused = observe(*pool_of, min_available=2, rollout_paused=True)
+    held = plan(paused, T0 + timedelta(hours=1))
+    assert sorted(r.name for r in of(held, Remove)) == ["pool-a", "pool-b"]
+
+
+def test_under_in_place_reuse_an_outdated_instance_whose_pod_finished_is_replaced() -> None:
+    """A new Pod would boot it from the new spec only for the rollout to replace it: it
+    goes instead (a current one whose Pod finished gets a new Pod, as before)."""
+
+    def finished(name: str) -> PodView:
+        return PodView(name, name, "Succeeded", name, f"pod-{name}", created=T0, exited=True,
+                       exit_code=0)  # fmt: skip
+
+    obs = observe(outdated("pool-a"), current("pool-c"), current("pool-d", 11),
+                  recycle="InPlaceReuse")  # fmt: skip
+    result = plan(replace(obs, pods=(finished("pool-a"),)), T0 + timedelta(minutes=30))
+    (remove,) = of(result, Remove)
+    assert remove.name == "pool-a" and remove.why == "its Pod finished (outdated)"
+    assert not [p for p in of(result, CreatePod) if p.exporter == "pool-a"]
+    assert not of(result, DeletePod)  # Remove deletes its Pod; no restart is asked for
+    again = plan(replace(obs, pods=(finished("pool-c"),)), T0 + timedelta(minutes=30))
+    assert not of(again, Remove)
+    assert [p.name for p in of(again, DeletePod)] == ["pool-c"]  # a new Pod follows

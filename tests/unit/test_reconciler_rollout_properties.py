@@ -2,7 +2,8 @@
 through the real planner in the simulated world (`reconciler.simulation.world`).
 
 After every pass: a busy instance is never removed, a create never takes the pool over
-maxReplicas, and a rollout's removal leaves the warm buffer met whenever a surge fits.
+maxReplicas, a rollout's removal leaves the warm buffer met whenever a surge fits, and
+scale-down takes a current instance only once every idle outdated one goes.
 At the end, once no lease holds an instance and nothing pauses the rollout, every
 instance is on the current revision.
 """
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.actions import CreateExporter, Remove, Retain
+from reconciler.model.reasons import SCALE_DOWN
 from reconciler.rules.buckets import Bucket
 from reconciler.rules.planner import Plan
 from reconciler.rules.rollout import current_revisions
@@ -70,6 +72,17 @@ def check(world: World, busy: dict[str, bool], ready: set[str], result: Plan) ->
             surge_fits = not ceiling or owned < ceiling
             if surge_fits and action.name in ready:
                 assert available - 1 >= warm, f"removing {action.name} breaks the warm buffer"
+    _outdated_go_first(result)
+
+
+def _outdated_go_first(result: Plan) -> None:
+    """Scale-down takes a current instance only once every idle outdated one goes."""
+    removed = {a.name for a in result.actions if isinstance(a, Remove)}
+    shrunk = {a.name for a in result.actions if isinstance(a, Remove) and a.event == SCALE_DOWN}
+    outdated = dict(result.outdated)  # every outdated instance that stays, and what it awaits
+    if shrunk - outdated.keys():  # a current instance goes
+        idle = {name for name, why in outdated.items() if not why.startswith("its lease")}
+        assert idle <= removed, f"current instances go before outdated {idle - removed}"
 
 
 def before(world: World) -> tuple[dict[str, bool], set[str]]:

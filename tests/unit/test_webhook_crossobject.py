@@ -56,6 +56,20 @@ def test_wait_for_first_consumer_contradicts_a_warm_buffer() -> None:
     assert validate([a_class()], a_set(minAvailableReplicas=2)).allowed
 
 
+def test_auto_warm_buffer_under_wait_for_first_consumer_is_a_warning() -> None:
+    auto = a_set(minAvailableReplicas=0)
+    auto["metadata"]["annotations"] = {"virtualtarget.jumpstarter.dev/warm-buffer": "auto"}
+    outcome = validate([a_class(bindingMode="WaitForFirstConsumer")], auto)
+    assert outcome.allowed
+    assert outcome.warnings == [
+        'virtualtarget.jumpstarter.dev/warm-buffer: auto has no effect: class "qemu" binds '
+        "WaitForFirstConsumer, keeps none warm"
+    ]
+    assert validate([a_class()], auto).warnings == []
+    lazy = validate([a_class(bindingMode="WaitForFirstConsumer")], a_set(minAvailableReplicas=0))
+    assert lazy.warnings == []
+
+
 def test_merged_parameters_are_checked_against_the_qemu_model() -> None:
     cls = a_class(parameters={"arch": "aarch64", "resources": {"cpu": 4, "memory": "4Gi"}})
     assert validate([cls], a_set(parameters={"resources": {"cpu": 8}})).allowed

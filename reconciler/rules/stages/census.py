@@ -29,7 +29,7 @@ from reconciler.model.views import (
     RecycleStrategy,
 )
 from reconciler.rules.buckets import Bucket, classify
-from reconciler.rules.rollout import revision_of
+from reconciler.rules.rollout import current_revisions, is_outdated, revision_of
 
 __all__ = ["Census", "census"]
 
@@ -78,9 +78,13 @@ def census(obs: Observation) -> Census:
     retain = klass is not None and klass.reclaim_policy == ReclaimPolicy.RETAIN
     release_served = retain or pool.recycle == RecycleStrategy.EXIT_AND_REPLACE
     members: dict[Bucket, list[ExporterView]] = {bucket: [] for bucket in Bucket}
+    current = current_revisions(pool, klass)
     for exporter in obs.exporters:
         pods = tuple(pods_of.get(exporter.identity, ()))
-        members[classify(exporter, pods, leased_by, pool.recycle, release_served)].append(exporter)
+        old = is_outdated(exporter, current)
+        members[classify(exporter, pods, leased_by, pool.recycle, release_served, old)].append(
+            exporter
+        )
     expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}
     count[Bucket.PROVISIONING] += len(expected)

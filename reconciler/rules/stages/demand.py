@@ -15,7 +15,9 @@
   the buffer falls as the rate decays. Between two writes the pass starts from what
   the previous one learned (`PoolView.learned`, kept by the runtime), not from the memory
   and the Leases still there: an ended Lease goes with its recycled Exporter, often
-  within the minute, and its arrival must not go with it.
+  within the minute, and its arrival must not go with it. Under a WaitForFirstConsumer
+  class, which keeps no instance warm, the annotation has no effect (the webhook warns of
+  it): no buffer is sized, no memory written.
 
 A pool without the annotation keeps `minAvailableReplicas` and writes no memory. No I/O.
 """
@@ -30,7 +32,7 @@ from reconciler.model.demand import DemandMemory
 from reconciler.model.keys import instance_labels
 from reconciler.model.reasons import WARM_BUFFER_CHANGED
 from reconciler.model.timefmt import format_time
-from reconciler.model.views import LeaseView, Observation, PoolClaim
+from reconciler.model.views import BindingMode, LeaseView, Observation, PoolClaim
 from reconciler.rules.claims import counts_lease
 from reconciler.rules.demand import Estimate, advance, boot_p95, estimate
 from reconciler.rules.steps import Steps, Wait
@@ -46,16 +48,19 @@ class Demand:
     claimed: tuple[LeaseView, ...]  # the Leases this pool counts, any state
     boot: timedelta  # the pool's boot time: p95 seen, else its estimate
     deferred: frozenset[str]  # pending Leases not counted yet (booked for later)
+    wffc: bool  # the class binds WaitForFirstConsumer: no warm buffer, auto or not
     estimate: Estimate | None = None  # auto pools: the buffer in force and why
     steps: Steps = field(default_factory=Steps)
     learned: DemandMemory | None = None  # auto pools: the memory as of this pass
 
 
 def demand(obs: Observation, now: datetime) -> Demand:
-    pool, settings = obs.pool, obs.pool.sizing
+    pool, settings, klass = obs.pool, obs.pool.sizing, obs.klass
+    wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
+    auto = settings.auto and not wffc
     me = PoolClaim(pool.name, pool.created, instance_labels(pool.name, pool.template_labels))
     claimed = tuple(lease for lease in obs.leases if counts_lease(lease.selector, me, obs.rivals))
-    memory = _learned(obs, claimed, now) if settings.auto else pool.demand
+    memory = _learned(obs, claimed, now) if auto else pool.demand
     boot = boot_p95(memory.boots if memory else _boots_seen(obs), settings.boot_estimate)
     later = [lease for lease in claimed if _later(lease, boot, now)]
     waits = tuple(
@@ -69,8 +74,8 @@ def demand(obs: Observation, now: datetime) -> Demand:
     )
     deferred = frozenset(lease.name for lease in later)
     requeue = min((w.at - now for w in waits if w.at is not None), default=None)
-    if memory is None or not settings.auto:
-        return Demand(claimed, boot, deferred, None, Steps((), waits, requeue))
+    if memory is None or not auto:
+        return Demand(claimed, boot, deferred, wffc, None, Steps((), waits, requeue))
     sized = estimate(memory, settings.boot_estimate, settings.target_wait, pool.min_available,
                      pool.max_replicas)  # fmt: skip
     memory = replace(memory, buffer=sized.buffer)
@@ -78,7 +83,7 @@ def demand(obs: Observation, now: datetime) -> Demand:
     if sized.rate > _NO_RATE:  # run again as the rate decays: a quarter of its window
         again = min(WRITE_EVERY, settings.demand_window / 4)
         requeue = min(requeue, again) if requeue is not None else again
-    return Demand(claimed, boot, deferred, sized, Steps(actions, waits, requeue), memory)
+    return Demand(claimed, boot, deferred, wffc, sized, Steps(actions, waits, requeue), memory)
 
 
 def _later(lease: LeaseView, boot: timedelta, now: datetime) -> bool:

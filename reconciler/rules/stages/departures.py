@@ -2,7 +2,9 @@
 scaling (`Observation.problem`) stops them too: no fence, no delete.
 
 - Recycling: ExitAndReplace removes an instance once it has served a lease and is no
-  longer busy (released), or once its Pod finished; InPlaceReuse leaves it in the pool.
+  longer busy (released), or once its Pod finished; InPlaceReuse leaves it in the pool,
+  unless its Pod finished while it is of an earlier revision: a new Pod would boot it
+  from the new spec only for the rollout to replace it, so it goes (a wasted boot saved).
   reclaimPolicy Retain overrides both: a released instance is fenced and detached from
   the set, so it stays for debugging outside the pool's count.
 - Failed instances (`reconciler.rules.stages.failures`): the pool's memory is written
@@ -24,7 +26,7 @@ from reconciler.model.actions import Action, RememberBackoff, Retain
 from reconciler.model.backoff import Backoff
 from reconciler.model.reasons import SCALE_DOWN
 from reconciler.model.timefmt import format_time
-from reconciler.model.views import Observation
+from reconciler.model.views import Observation, RecycleStrategy
 from reconciler.rules.buckets import Bucket, is_busy, served_lease
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.failures import Failing
@@ -42,9 +44,11 @@ def departures(obs: Observation, now: datetime, counted: Census, failing: Failin
         return Steps()
     members, remove = counted.members, counted.remove
     actions: list[Action] = []
+    exit_and_replace = obs.pool.recycle == RecycleStrategy.EXIT_AND_REPLACE
+    why = "its Pod finished (" + ("ExitAndReplace)" if exit_and_replace else "outdated)")
     for exporter in members[Bucket.TERMINATING]:
         if not exporter.deleting:  # not being deleted: its Pods finished (classify)
-            actions.append(remove(exporter, exporter.enabled, "its Pod finished (ExitAndReplace)"))
+            actions.append(remove(exporter, exporter.enabled, why))
     failed = _failed(obs, now, counted, failing)
     actions += failed.actions
     leaving = "reclaimPolicy Retain keeps it" if counted.retain else "ExitAndReplace replaces it"

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.actions import Action, CreateExporter, RecordEvent
+from reconciler.model.actions import Action, CreateExporter, RecordEvent, Remove
 from reconciler.model.keys import ROLLOUT, generate_name
 from reconciler.model.reasons import (
     ROLLING_OUT,
@@ -71,6 +71,11 @@ class Rollout:
     @property
     def names(self) -> frozenset[str]:
         return frozenset(name for name, _ in self.outdated)
+
+    @property
+    def removing(self) -> frozenset[str]:
+        """The outdated instance this pass removes, if any."""
+        return frozenset(a.name for a in self.steps.actions if isinstance(a, Remove))
 
 
 @dataclass(slots=True)

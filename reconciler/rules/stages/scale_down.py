@@ -4,8 +4,11 @@ The surplus is capacity - desired, limited to instances that are not busy. The f
 that sees a surplus records the moment in the pool's memory (SURPLUS_SINCE, an
 annotation of the set or its memory Lease), so a restart does not reset the cooldown; a
 pass without surplus clears it. Until the cooldown is over the removals wait, due at its
-end. Victims are never busy: provisioning before available, then newest first (name
-breaks ties).
+end. Victims are never busy. Instances of an earlier revision go first, as a Deployment
+scales its old ReplicaSet down first (the rollout would replace them anyway: removing a
+current one instead costs a replacement boot later); within each revision group,
+provisioning before available, then newest first (name breaks ties). An instance the
+rollout removes in this pass is not chosen again.
 
 A problem (`Observation.problem`: a missing class, a class of another provisioner,
 invalid merged parameters) stops scaling: no create, no fence, no delete; the pass waits
@@ -23,6 +26,7 @@ from reconciler.model.reasons import SCALE_DOWN, SCALE_DOWN_COOLDOWN, SCALING_DO
 from reconciler.model.timefmt import format_duration, format_time
 from reconciler.model.views import ExporterView, Observation
 from reconciler.rules.buckets import Bucket
+from reconciler.rules.rollout import current_revisions, is_outdated
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.size import Size
 from reconciler.rules.steps import Steps, Wait
@@ -37,15 +41,20 @@ class Shrink:
 
 
 def scale_down(
-    obs: Observation, now: datetime, counted: Census, sized: Size, surge: int = 0
+    obs: Observation,
+    now: datetime,
+    counted: Census,
+    sized: Size,
+    surge: int = 0,
+    removing: frozenset[str] = frozenset(),
 ) -> Shrink:
-    """`surge`: instances over the desired count a rollout holds (its replacement)."""
-    pool, members = obs.pool, counted.members
+    """`surge`: instances over the desired count a rollout holds (its replacement, or the
+    outdated instance it removes in this pass, named in `removing`)."""
+    pool = obs.pool
     if obs.problem is not None:
         reason, message = obs.problem
         return Shrink(Steps(_forget(obs, f"scaling stopped ({reason})"), (Wait(message),)))
-    candidates = _newest_first(members[Bucket.PROVISIONING])
-    candidates += _newest_first(members[Bucket.AVAILABLE])
+    candidates = [e for e in _victims_first(obs, counted) if e.name not in removing]
     surplus = min(sized.capacity - sized.desired - surge, len(candidates))
     if surplus <= 0:
         return Shrink(Steps(_forget(obs, "no surplus now")))
@@ -73,6 +82,15 @@ def scale_down(
 def _forget(obs: Observation, why: str) -> tuple[Action, ...]:
     """Clear the surplus memory, if it holds a moment."""
     return () if obs.pool.surplus_since is None else (SetSurplusSince(None, why),)
+
+
+def _victims_first(obs: Observation, counted: Census) -> list[ExporterView]:
+    """The idle instances in the order they go: outdated before current, provisioning
+    before available, newest first."""
+    current = current_revisions(obs.pool, obs.klass)
+    idle = [*_newest_first(counted.members[Bucket.PROVISIONING]),
+            *_newest_first(counted.members[Bucket.AVAILABLE])]  # fmt: skip
+    return sorted(idle, key=lambda e: not is_outdated(e, current))  # stable: keeps the rest
 
 
 def _newest_first(exporters: list[ExporterView]) -> list[ExporterView]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.model.views import BindingMode, Observation
+from reconciler.model.views import Observation
 from reconciler.rules.buckets import Bucket
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.demand import Demand
@@ -51,7 +51,7 @@ class Size:
 
 
 def size(obs: Observation, counted: Census, asked: Demand) -> Size:
-    pool, klass, count = obs.pool, obs.klass, counted.count
+    pool, count = obs.pool, counted.count
     serving = {e.lease_ref for e in obs.exporters if e.lease_ref}
     pending = sum(
         1
@@ -61,13 +61,12 @@ def size(obs: Observation, counted: Census, asked: Demand) -> Size:
         and lease.name not in serving
         and lease.name not in asked.deferred
     )
-    wffc = klass is not None and klass.binding_mode == BindingMode.WAIT_FOR_FIRST_CONSUMER
-    sized = asked.estimate
+    wffc, sized = asked.wffc, asked.estimate
     warm = 0 if wffc else sized.buffer if sized is not None else pool.min_available
     ceiling = pool.max_replicas
     wanted = max(pool.min_replicas, count[Bucket.BUSY] + warm + pending)
     desired = min(wanted, ceiling) if ceiling else wanted
     capacity = count[Bucket.BUSY] + count[Bucket.AVAILABLE] + count[Bucket.PROVISIONING]
     owned = len(obs.exporters) + len(counted.expected)
-    why = sized.reason() if sized is not None and not wffc else ""
+    why = sized.reason() if sized is not None else ""
     return Size(pending, warm, wffc, ceiling, wanted, desired, capacity, owned, why)

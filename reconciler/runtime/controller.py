@@ -175,9 +175,6 @@ class Controller:
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
-        # What each `warm-buffer: auto` pool's last pass learned of its demand (written
-        # to its memory once a minute): the next pass starts from it (`PoolView.learned`).
-        self.learned: dict[ObjKey, DemandMemory] = {}
         # Lease protection of instances their set no longer controls (`_leftovers`): the
         # uids whose stay was announced, and per set the instances deleted while leased
         # before they were protected, with the lease, for an Event each.
@@ -214,6 +211,12 @@ class Controller:
         self.watches[CLASSES].add_handler(self._on_class)
         self.secrets.add_handler(self._on_secret)
         self.watches[CONFIGMAPS].add_handler(self._on_configmap)
+
+    def _learned(self, key: ObjKey) -> DemandMemory | None:
+        """What a `warm-buffer: auto` pool's last pass learned of its demand (written to its
+        memory once a minute): the next pass starts from it (`PoolView.learned`)."""
+        last = self.plans.get(key)
+        return last.learned if last is not None else None
 
     # -- event routing -------------------------------------------------------------------
     def _on_set(self, kind: str, new: Obj, old: Obj | None) -> None:
@@ -449,7 +452,7 @@ class Controller:
             status=self.expectations.status(
                 (namespace, name), str(meta.get("resourceVersion", "")), pool.status
             ),
-            learned=self.learned.get((namespace, name)),
+            learned=self._learned((namespace, name)),
         )
         if klass is None:
             class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
@@ -532,14 +535,9 @@ class Controller:
         decided = self.decide(exporter_set, now) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(decided, str):
             self.plans.pop(key, None)  # its metric series go with it
-            self.learned.pop(key, None)
             return None
         result, observed = decided
         self.plans[key] = result
-        if result.learned is not None:
-            self.learned[key] = result.learned
-        else:
-            self.learned.pop(key, None)
         ordinary = lane not in LANE_STEPS
         work = [a for a in result.actions if not isinstance(a, _REPORT)]
         lane_work = work if ordinary else [a for a in work if isinstance(a, LANE_STEPS[lane])]

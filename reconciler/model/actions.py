@@ -27,6 +27,7 @@ __all__ = [
     "CreateExporter",
     "CreatePod",
     "DeletePod",
+    "LiftFence",
     "MarkServed",
     "PatchStatus",
     "Protect",
@@ -76,9 +77,11 @@ class DeletePod:
 
 @dataclass(frozen=True, slots=True)
 class Remove:
-    """Take an instance out: fence (`enabled=false` + FENCED_AT) unless already fenced,
-    then read the Leases live and delete the Exporter only if none holds it; then its
-    Pods. Each delete carries the uid it was planned for."""
+    """Take an instance out, in two passes. With `fence`: fence it (`enabled=false`,
+    FENCED_AT, and FENCED_FOR carrying `event` and `why` to the pass that deletes) and
+    stop there. Without: read the Leases live and delete the Exporter only if none holds
+    it; then its Pods. A pool's fence settles before its delete
+    (`reconciler.rules.stages.settle`). Each delete carries the uid it was planned for."""
 
     name: str
     fence: bool
@@ -86,6 +89,15 @@ class Remove:
     uid: str = field(default="", compare=False)
     pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
     event: str = field(default=RECYCLE, compare=False)  # the Event's reason (ScaleDown)
+
+
+@dataclass(frozen=True, slots=True)
+class LiftFence:
+    """Enable an instance the pool fenced and take FENCED_AT and FENCED_FOR off: a Lease
+    took it before its removal (a pick made from a read before the fence)."""
+
+    name: str
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +188,7 @@ Action = (
     | CreatePod
     | DeletePod
     | Remove
+    | LiftFence
     | Retain
     | MarkServed
     | Protect

@@ -19,6 +19,7 @@ __all__ = [
     "BACKOFF_STEP",
     "DEMAND",
     "FENCED_AT",
+    "FENCED_FOR",
     "GROUP",
     "JUMPSTARTER_SET_GROUP",
     "LEASE_PROTECTION",
@@ -60,6 +61,10 @@ SERVED_LEASE = f"{GROUP}/served-lease"
 # On an Exporter: set together with `spec.enabled=false` when the pool fences it for
 # removal, so an instance an administrator disabled for maintenance is left alone.
 FENCED_AT = f"{GROUP}/fenced-at"
+# Written with FENCED_AT: the Event reason and the why of the removal it was fenced for
+# ("Recycle: served lease lab-1; ..."). The delete comes a later pass, once the fence
+# has settled (`reconciler.rules.stages.settle`), and says the same.
+FENCED_FOR = f"{GROUP}/fenced-for"
 # On an Exporter detached by reclaimPolicy Retain: the set it came from.
 RETAINED_FROM = f"{GROUP}/retained-from"
 # On an Exporter and its Pod: how many instances of the pool had failed in a row when it

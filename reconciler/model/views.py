@@ -78,6 +78,8 @@ class ExporterView:
     hooks: HookRecord | None = None
     served_lease: str = ""  # annotation SERVED_LEASE
     fenced: bool = False  # annotation FENCED_AT: disabled by the pool, not by a person
+    fenced_at: datetime | None = None  # its time (None: unreadable, as if long settled)
+    fenced_for: str = ""  # annotation FENCED_FOR: "<Event reason>: <why>"
     uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
     registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation

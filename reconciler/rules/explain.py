@@ -25,6 +25,7 @@ from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
+    LiftFence,
     MarkServed,
     PatchStatus,
     Protect,
@@ -62,6 +63,8 @@ VERBS = (
     "note backoff",
     "forget backoff",
     "remove",
+    "delete",
+    "lift fence",
     "retain",
     "delete pod",
     "create pod",
@@ -122,8 +125,10 @@ def describe(action: Action) -> tuple[str, str, str]:
             return "create pod", name, why
         case DeletePod(name, why):
             return "delete pod", name, why
-        case Remove(name, _, why):
-            return "remove", name, why
+        case Remove(name, fence, why):
+            return ("remove" if fence else "delete"), name, why
+        case LiftFence(name, why):
+            return "lift fence", name, why
         case Retain(name, why):
             return "retain", name, why
         case MarkServed(name, lease):

@@ -45,6 +45,7 @@ from reconciler.rules.stages.release import release
 from reconciler.rules.stages.rollout import rollout
 from reconciler.rules.stages.scale_down import scale_down
 from reconciler.rules.stages.scale_up import scale_up
+from reconciler.rules.stages.settle import settle
 from reconciler.rules.stages.size import size
 from reconciler.rules.stages.status import status
 from reconciler.rules.stages.upkeep import upkeep
@@ -101,17 +102,21 @@ def plan(obs: Observation, now: datetime) -> Plan:
     written = status(obs, now, counted, sized, told)
     if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
         leaving = replace(leaving, requeue=None)
-    steps = join(
-        asked.steps,
-        marked.steps,
-        leaving,
-        kept.steps,
-        growth.steps,
-        rolling.steps,
-        shrink.steps,
-        released,
-        told.steps,
-        written.steps,
+    steps = settle(
+        obs,
+        now,
+        join(
+            asked.steps,
+            marked.steps,
+            leaving,
+            kept.steps,
+            growth.steps,
+            rolling.steps,
+            shrink.steps,
+            released,
+            told.steps,
+            written.steps,
+        ),
     )
     return Plan(
         (*growth.creates, *rolling.creates, *steps.actions),

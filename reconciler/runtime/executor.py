@@ -7,8 +7,10 @@
   exists" as success;
 - a fence is a merge patch conditioned on the resourceVersion the plan was made from,
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
-- before any delete or detach, the Leases are read live (not from the cache); if one
-  holds the instance, the fence is lifted and nothing is deleted;
+- a fence is the whole of its pass's part in a removal; the delete is a later pass's,
+  once the fence has settled (`reconciler.rules.stages.settle`);
+- after a fence and before any delete or detach, the Leases are read live (not from the
+  cache); if one holds the instance, the fence is lifted and nothing is deleted;
 - deletes carry a uid precondition, so a newer object of the same name survives, and a
   Pod already being deleted is not deleted again;
 - each create accepted is noted in the runtime's expectations, so the passes that follow
@@ -50,6 +52,7 @@ from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
+    LiftFence,
     MarkServed,
     PatchStatus,
     Protect,
@@ -69,6 +72,7 @@ from reconciler.model.keys import (
     BACKOFF_STEP,
     DEMAND,
     FENCED_AT,
+    FENCED_FOR,
     LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     NAME_LABEL,
@@ -185,7 +189,7 @@ class Executor:
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
-                if self._fence_and_check(name, fence):
+                if self._fence_and_check(name, fence, f"{reason}: {why}") and not fence:
                     exporter = self._cached_exporter(name) or {}
                     uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
@@ -193,6 +197,8 @@ class Executor:
                         self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
                     note = _because(f"removed Exporter {name}", why)
                     self._event(reason, "Delete", note, exporter)
+            case LiftFence(name, why):
+                self._lift_fence(name, why)
             case Retain(name, why):
                 if self._fence_and_check(name, True):
                     self._detach(name)
@@ -535,7 +541,7 @@ class Executor:
         live = self.kube.get(EXPORTERS, self.namespace, name)
         return bool(live and ((live.get("status") or {}).get("leaseRef") or {}).get("name"))
 
-    def _fence_and_check(self, name: str, fence: bool) -> bool:
+    def _fence_and_check(self, name: str, fence: bool, fenced_for: str = "") -> bool:
         """Fence (conditionally), then True only if no Lease holds the instance."""
         exporter = self._cached_exporter(name)
         if exporter is None:
@@ -545,7 +551,8 @@ class Executor:
             # The lease protection goes with the fence (a Lease that took the instance
             # first gets it back at the next pass).
             patch = without_protection(exporter) if protected else _version(exporter)
-            patch["metadata"]["annotations"] = {FENCED_AT: format_time(self.this.now)}
+            fenced = {FENCED_AT: format_time(self.this.now), FENCED_FOR: fenced_for or None}
+            patch["metadata"]["annotations"] = fenced
             patch["spec"] = {"enabled": False}
             if not self._patch_if_unchanged(name, patch):
                 return False  # gone, or changed since the plan: re-plan
@@ -556,14 +563,17 @@ class Executor:
         ):
             return False
         if self._held_by_lease(name):
-            log.info("%s/%s: a Lease took it before the fence; keeping it", self.namespace, name)
-            unfence = {"metadata": {"annotations": {FENCED_AT: None}}, "spec": {"enabled": True}}
-            self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
-            self._event(
-                FENCE_LIFTED, "Keep", f"kept Exporter {name}: a Lease took it first", exporter
-            )
+            self._lift_fence(name, "a Lease took it first")
             return False
         return True
+
+    def _lift_fence(self, name: str, why: str) -> None:
+        log.info("%s/%s: %s; keeping it", self.namespace, name, why)
+        lifted = {FENCED_AT: None, FENCED_FOR: None}
+        unfence = {"metadata": {"annotations": lifted}, "spec": {"enabled": True}}
+        self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, unfence))
+        note = _because(f"kept Exporter {name}", why)
+        self._event(FENCE_LIFTED, "Keep", note, self._cached_exporter(name))
 
     def _detach(self, name: str) -> None:
         """reclaimPolicy Retain: the Pod first, then the Exporter, leave the set."""

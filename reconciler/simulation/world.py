@@ -20,6 +20,7 @@ from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
+    LiftFence,
     MarkServed,
     PatchStatus,
     Protect,
@@ -54,7 +55,8 @@ class Instance:
     name: str
     created: datetime
     enabled: bool = True
-    fenced: bool = False
+    fenced_at: datetime | None = None  # fenced by the pool (FENCED_AT)
+    fenced_for: str = ""  # FENCED_FOR
     served: str = ""
     registered: bool = False
     online: bool = False
@@ -79,7 +81,9 @@ class Instance:
             records_lease_hooks=self.records_hooks,
             hooks=self.hooks,
             served_lease=self.served,
-            fenced=self.fenced,
+            fenced=self.fenced_at is not None,
+            fenced_at=self.fenced_at,
+            fenced_for=self.fenced_for,
             protected=self.protected,
             registered_at=self.registered_at,
             revision=self.revision,
@@ -166,12 +170,19 @@ class World:
                     name not in self.instances
                 ):
                     self.pods.pop(name, None)
-            case Remove(name, _):
+            case Remove(name, fence, why, _, _, reason):
                 inst = self.instances.get(name)
                 if inst is None or self.busy(name):
                     return  # precondition failed or a Lease took it: not fenced, not deleted
+                if fence:  # the delete is a later pass's
+                    inst.enabled, inst.fenced_at, inst.fenced_for = False, now, f"{reason}: {why}"
+                    return
                 del self.instances[name]
                 self.pods.pop(name, None)
+            case LiftFence(name):
+                if name in self.instances:
+                    inst = self.instances[name]
+                    inst.enabled, inst.fenced_at, inst.fenced_for = True, None, ""
             case Retain(name):
                 if name in self.instances and not self.busy(name):
                     del self.instances[name]

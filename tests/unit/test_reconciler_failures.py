@@ -22,6 +22,7 @@ from reconciler.model.backoff import Backoff, delay
 from reconciler.model.reasons import BACK_OFF, PODS_FAILING, SET_DEGRADED
 from reconciler.model.views import ExporterView, Observation, PodView
 from reconciler.rules.planner import Plan, plan
+from reconciler.rules.stages.settle import FENCE_SETTLE
 from reconciler.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
@@ -96,7 +97,9 @@ def test_failures_back_off_with_one_probe_and_say_so() -> None:
     assert [r.name for r in of(early, Remove)] == ["pool-0"]
     assert not of(early, CreateExporter) and not of(early, RememberBackoff)
     assert not of(early, RecordEvent)  # the same step: no second Event
-    assert early.requeue_after == T0 + 2 * S + delay(0) - (T0 + 4 * S)
+    (record,) = early.waits  # the newest stays until its delay is over
+    assert record.at == T0 + 2 * S + delay(0) and record.action == Remove("pool-1", True)
+    assert early.requeue_after == FENCE_SETTLE  # sooner: the pass that deletes pool-0
     # the delay is over: the record goes and exactly one probe comes, one step further
     due = plan(observe([b], pods[1:], **kept), T0 + 2 * S + delay(0))
     assert [r.name for r in of(due, Remove)] == ["pool-1"]

@@ -10,6 +10,7 @@ from reconciler.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
+    LiftFence,
     MarkServed,
     PatchStatus,
     Protect,
@@ -191,8 +192,9 @@ def test_served_leases_are_remembered_while_busy() -> None:
 def test_fenced_instance_is_deleted_once_not_busy() -> None:
     fenced = ready("pool-0", enabled=False, fenced=True)
     assert of(run([fenced], min_available=0), Remove) == [Remove("pool-0", fence=False)]
-    leased = replace(fenced, lease_ref="l1")
+    leased = replace(fenced, lease_ref="l1")  # a Lease took it: its fence is lifted
     assert not of(run([leased], min_available=0), Remove)
+    assert of(run([leased], min_available=0), LiftFence) == [LiftFence("pool-0")]
 
 
 def test_missing_pods_are_created_and_orphans_deleted() -> None:

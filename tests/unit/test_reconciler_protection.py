@@ -4,6 +4,7 @@ instance, or an instance lost before it was protected, is an Event."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 
 from reconciler.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, Resource
 from reconciler.model.actions import Protect, Remove, Retain, Unprotect
-from reconciler.model.keys import LEASE_PROTECTION
+from reconciler.model.keys import FENCED_AT, FENCED_FOR, LEASE_PROTECTION
+from reconciler.model.reasons import SCALE_DOWN
 from reconciler.model.timefmt import format_time
 from reconciler.rendering.provisioners import provisioner
 from reconciler.rules.protection import PROTECTION_BOUND, Verdict, verdict
@@ -103,6 +105,21 @@ class LiveKube(RecordingKube):
         return super().patch(resource, ns, name, body, sub)
 
 
+class LateLeaseKube(LiveKube):
+    """A lease controller that chose the instance from what it read before the fence:
+    its assignment lands `lag` seconds after the fence is written."""
+
+    def __init__(self, exporters: list[Obj], lag: float) -> None:
+        super().__init__(exporters)
+        self.lag = lag
+
+    def patch(self, resource: Resource, ns: str, name: str, body: Obj, sub: str = "") -> Obj:
+        if (body.get("spec") or {}).get("enabled") is False:
+            assigned = {"metadata": {"name": "late"}, "status": {"exporterRef": {"name": name}}}
+            threading.Timer(self.lag, self.leases.append, (assigned,)).start()
+        return super().patch(resource, ns, name, body, sub)
+
+
 def _protected(name: str = INSTANCE, **meta: Any) -> Obj:
     exporter = _exporter(name)
     exporter["metadata"].update(finalizers=["keep.example/x", LEASE_PROTECTION], **meta)
@@ -128,7 +145,20 @@ def test_a_removal_takes_the_protection_off_in_its_conditional_write(fence: bool
     assert name == INSTANCE
     assert first["metadata"]["finalizers"] == ["keep.example/x"]
     assert first["metadata"]["resourceVersion"] == "3"
-    assert ("delete", "exporters", INSTANCE) in kube.writes
+    # The fence is its pass's whole part; the delete is a later pass's.
+    assert (("delete", "exporters", INSTANCE) in kube.writes) is not fence
+
+
+def test_a_fence_says_what_it_was_for_and_deletes_nothing() -> None:
+    kube = LiveKube([_exporter(INSTANCE)])
+    _executor(kube).run([Remove(INSTANCE, True, "surplus since T, cooldown 5m", event=SCALE_DOWN)])
+    ((name, fence),) = kube.patches
+    assert name == INSTANCE and fence["spec"] == {"enabled": False}
+    assert fence["metadata"]["annotations"] == {
+        FENCED_AT: format_time(NOW),
+        FENCED_FOR: "ScaleDown: surplus since T, cooldown 5m",
+    }
+    assert not [w for w in kube.writes if w[0] == "delete"] and not kube.events
 
 
 def test_retain_detaches_without_the_protection() -> None:

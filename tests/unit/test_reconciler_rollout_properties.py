@@ -68,7 +68,7 @@ def check(world: World, busy: dict[str, bool], ready: set[str], result: Plan) ->
     for action in result.actions:
         if isinstance(action, Remove | Retain):
             assert not busy[action.name], f"busy {action.name} chosen for removal"
-        if isinstance(action, Remove) and action.why.startswith("outdated"):
+        if isinstance(action, Remove) and action.fence and action.why.startswith("outdated"):
             surge_fits = not ceiling or owned < ceiling
             if surge_fits and action.name in ready:
                 assert available - 1 >= warm, f"removing {action.name} breaks the warm buffer"
@@ -77,8 +77,14 @@ def check(world: World, busy: dict[str, bool], ready: set[str], result: Plan) ->
 
 def _outdated_go_first(result: Plan) -> None:
     """Scale-down takes a current instance only once every idle outdated one goes."""
-    removed = {a.name for a in result.actions if isinstance(a, Remove)}
-    shrunk = {a.name for a in result.actions if isinstance(a, Remove) and a.event == SCALE_DOWN}
+    settling = (w.action for w in result.waits)  # fenced, the delete waits for the settle
+    removed = {a.name for a in (*result.actions, *settling) if isinstance(a, Remove)}
+    # the decisions: a fence; the delete a later pass makes of it follows from it
+    shrunk = {
+        a.name
+        for a in result.actions
+        if isinstance(a, Remove) and a.fence and a.event == SCALE_DOWN
+    }
     outdated = dict(result.outdated)  # every outdated instance that stays, and what it awaits
     if shrunk - outdated.keys():  # a current instance goes
         idle = {name for name, why in outdated.items() if not why.startswith("its lease")}

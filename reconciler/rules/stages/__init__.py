@@ -1,7 +1,7 @@
 """The planner's stages, one module each, in the order `reconciler.rules.planner.plan`
 calls them: census, failures (and backoff), size, marks (served marks and lease
 protection), departures, upkeep, scale_up, scale_down, release (of lease protection),
-notes, status.
+notes, status; and settle, over the joined steps (no delete before its fence settles).
 
 A stage is a pure function of the observation, `now` and what earlier stages found; it
 returns its `Steps` (or a small result holding them) and states its rule in its

@@ -12,9 +12,13 @@ scaling (`Observation.problem`) stops them too: no fence, no delete.
   once the memory holds its failure (a pass that writes it removes none). The newest
   stays as the record of the backoff until its delay is over; the others go now, and
   those of an earlier revision go at once.
-- An instance the pool fenced earlier goes once it is not busy.
+- An instance the pool fenced earlier goes for the reason it was fenced for (FENCED_FOR:
+  its Event's reason and why); if it is busy, a Lease took it before the fence settled
+  (a pick from a read before the fence), and its fence is lifted (`LiftFence`).
 
-Removal is `Remove`: fence, a live check that no Lease took it, delete. No I/O.
+Removal is `Remove`: fence in one pass; in a later one, once the fence has settled
+(`reconciler.rules.stages.settle`), a live check that no Lease took it, and the delete.
+No I/O.
 """
 
 from __future__ import annotations
@@ -22,11 +26,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from reconciler.model.actions import Action, RememberBackoff, Retain
+from reconciler.model.actions import Action, LiftFence, RememberBackoff, Remove, Retain
 from reconciler.model.backoff import Backoff
-from reconciler.model.reasons import SCALE_DOWN
+from reconciler.model.reasons import RECYCLE, SCALE_DOWN
 from reconciler.model.timefmt import format_time
-from reconciler.model.views import Observation, RecycleStrategy
+from reconciler.model.views import ExporterView, Observation, RecycleStrategy
 from reconciler.rules.buckets import Bucket, is_busy, served_lease
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.failures import Failing
@@ -58,10 +62,24 @@ def departures(obs: Observation, now: datetime, counted: Census, failing: Failin
             Retain(exporter.name, why) if counted.retain else remove(exporter, True, why)
         )
     for exporter in members[Bucket.DRAINING]:
-        if exporter.fenced and not is_busy(exporter, counted.leased_by):
-            fenced = remove(exporter, False, "fenced by the pool, not busy")
-            actions.append(replace(fenced, event=SCALE_DOWN))
+        if not exporter.fenced:
+            continue  # disabled by a person: left alone
+        if is_busy(exporter, counted.leased_by):
+            lease = counted.leased_by.get(exporter.name) or exporter.lease_ref
+            why = f"a Lease ({lease}) took it before the fence settled" if lease else "busy"
+            actions.append(LiftFence(exporter.name, why))
+        else:
+            actions.append(_fenced_earlier(exporter, counted))
     return Steps(tuple(actions), failed.waits, failed.requeue)
+
+
+def _fenced_earlier(exporter: ExporterView, counted: Census) -> Remove:
+    """The delete of an instance the pool fenced, with the reason it was fenced for; a
+    fence without one (written before FENCED_FOR was) reads as a scale-down."""
+    reason, _, why = exporter.fenced_for.partition(": ")
+    if reason not in (RECYCLE, SCALE_DOWN) or not why:
+        reason, why = SCALE_DOWN, "fenced by the pool, not busy"
+    return replace(counted.remove(exporter, False, why), event=reason)
 
 
 def _failed(obs: Observation, now: datetime, counted: Census, failing: Failing) -> Steps:

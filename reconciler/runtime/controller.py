@@ -73,7 +73,7 @@ from reconciler.model.reasons import (
     INSTANCE_RELEASED,
     INVALID_PARAMETERS,
 )
-from reconciler.model.views import Observation, PoolClaim, PoolView
+from reconciler.model.views import Observation, PodView, PoolClaim, PoolView
 from reconciler.rendering.configsync import ConfigSync
 from reconciler.rendering.credentials import (
     ca_source,
@@ -92,7 +92,7 @@ from reconciler.runtime.caches import build_caches
 from reconciler.runtime.events import build_event
 from reconciler.runtime.eventsender import EventSender
 from reconciler.runtime.executor import Executor, Pass, Runtime, without_protection
-from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.expectations import EXPORTER, POD, POD_DELETED, Expectations
 from reconciler.runtime.failures import StepFailed
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
@@ -410,7 +410,7 @@ class Controller:
             for exporter in exporters.by_index("owner", uid):
                 credentials[_meta(exporter).get("name", "")] = self.credentials(exporter, klass)
         awaiting = {n: found for n, found in credentials.items() if isinstance(found, str)}
-        pods = tuple(self.watches[PODS].derived_by_index("set", (namespace, name)))
+        pods = self._pods((namespace, name))
         with_pods = {pod.owner_uid for pod in pods}
         observation = Observation(
             pool=pool,
@@ -432,6 +432,18 @@ class Controller:
             rivals=self._rivals(namespace, name),
         )
         return Observed(observation, klass, credentials)
+
+    def _pods(self, key: tuple[str, str]) -> tuple[PodView, ...]:
+        """The set's Pods as cached, those this process deleted already terminating
+        (the pass right after a delete would otherwise plan it again)."""
+        pods = tuple(self.watches[PODS].derived_by_index("set", key))
+        terminating = {pod.uid: pod.deleting for pod in pods}
+        deleted = self.expectations.pending(
+            key, POD_DELETED, lambda uid: terminating.get(uid, True)
+        )
+        if not deleted:
+            return pods
+        return tuple(replace(p, deleting=True) if p.uid in deleted else p for p in pods)
 
     def _pool_view(
         self, exporter_set: Obj, klass: Obj | None

@@ -103,7 +103,7 @@ from reconciler.rules.explain import describe
 from reconciler.runtime.cache import Cache
 from reconciler.runtime.events import build_event
 from reconciler.runtime.eventsender import EventSender
-from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from reconciler.runtime.expectations import EXPORTER, POD, POD_DELETED, Expectations
 from reconciler.runtime.failures import RenderError, StepFailed, classify
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
@@ -519,12 +519,14 @@ class Executor:
                 owner_uid
             )
         if finished or owner_gone or pod_exited(pod):
-            live_uid = meta.get("uid")
+            live_uid = str(meta.get("uid", ""))
             try:
                 self._write(lambda: self.kube.delete(PODS, self.namespace, name, live_uid))
             except ApiError as exc:
                 if exc.status != 409:  # the precondition: a newer Pod took the name
                     raise
+                return
+            self.runtime.expectations.expect(self._key, POD_DELETED, live_uid)
 
     def _held_by_lease(self, name: str) -> bool:
         try:

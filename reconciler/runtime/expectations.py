@@ -5,10 +5,11 @@ apiserver answered it. The pass right after a write (the Pods lane's pass is fol
 once by an ordinary one, a create's own event requeues the set) would otherwise plan the
 same step again: a second Pod create answered 409, a second Event for a wait that began
 once. As a ReplicaSet controller keeps its expectations, the runtime notes each create
-here when the apiserver accepts it and treats it as done until the cache shows it, or
-until `ttl` has passed (a write the cache never shows: deleted at once, say; the next
-pass then sees the world as it is). The set's status the same way: the status last
-written stands for the cached one until the cached set changes. Thread-safe.
+(and each Pod it deletes) here when the apiserver accepts it and treats it as done until
+the cache shows it, or until `ttl` has passed (a write the cache never shows: deleted at
+once, say; the next pass then sees the world as it is). The set's status the same way:
+the status last written stands for the cached one until the cached set changes.
+Thread-safe.
 
 Exporters are created with generateName, so these expectations are what keeps a lagging
 cache from making a duplicate. Where this memory cannot know, the set is doubted and its
@@ -30,10 +31,11 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-__all__ = ["EXPORTER", "POD", "Expectations"]
+__all__ = ["EXPORTER", "POD", "POD_DELETED", "Expectations"]
 
 EXPORTER = "exporter"  # an Exporter created, by name
 POD = "pod"  # an instance's Pod created, by the Exporter's uid
+POD_DELETED = "pod-deleted"  # a Pod deleted, by its uid: terminating until the cache says
 
 
 class Expectations:

@@ -185,11 +185,19 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
         lambda: condition(plane, ns, "big2", "Degraded").get("reason") == "AllReplicasHealthy",
         timeout=60,
     )
+
     # The instance that never got its Pod is of the earlier revision: the rollout replaces it
-    # with one of the fixed template, whose Pod is written.
-    [current] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
-    revision = current["metadata"]["annotations"][REVISION]
-    assert revision != big_revision and current["metadata"]["name"] != instance
+    # (fenced, deleted once the fence settled, then the new one: maxReplicas 1) with one of
+    # the fixed template, whose Pod is written.
+    def replaced() -> Obj | None:
+        found = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+        revisions = [e["metadata"]["annotations"][REVISION] for e in found]
+        return found[0] if revisions and big_revision not in revisions else None
+
+    current = wait_for("the instance of the earlier revision replaced", replaced, timeout=60)
+    [only] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+    assert only["metadata"]["uid"] == current["metadata"]["uid"]
+    assert current["metadata"]["name"] != instance
     pod = get_json(plane, "pod", current["metadata"]["name"], "-n", ns)
     assert pod["metadata"]["name"] == current["metadata"]["name"]
     assert "WriteRejected" not in plan_text(plane, ns, "big2")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from reconciler.model.access import PODS
+from reconciler.model.actions import DeletePod
+from reconciler.model.keys import NAME_LABEL
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
+from tests.unit.test_reconciler_step_failures import NS, SET, make_lab
 
 KEY = ("ns", "pool")
 
@@ -52,3 +56,27 @@ def test_a_doubt_lasts_until_a_live_read_resolves_it() -> None:
     assert expectations.doubted(KEY) and expectations.doubted(KEY)  # a failed read keeps it
     expectations.resolved(KEY)
     assert not expectations.doubted(KEY)
+
+
+def test_a_pod_deleted_is_terminating_for_the_pass_before_the_cache_says_so() -> None:
+    """An orphan Pod is deleted once: the pass right after the delete, planned from a
+    cache that still shows it running, does not plan its delete again."""
+    controller, kube = make_lab()
+    orphan = {
+        "metadata": {
+            "name": "pool-gone",
+            "namespace": NS,
+            "uid": "pod-uid-1",
+            "labels": {NAME_LABEL: SET},
+            "ownerReferences": [{"kind": "Exporter", "uid": "uid-gone", "controller": True}],
+        },
+        "status": {"phase": "Running"},
+    }
+    kube.stored[PODS.plural, "pool-gone"] = orphan  # what a live GET finds
+    controller.informers[PODS].apply("ADDED", orphan)
+    first = controller.sync((NS, SET))
+    assert first is not None and any(isinstance(a, DeletePod) for a in first.actions)
+    assert ("delete", "pods", "pool-gone") in kube.writes
+    second = controller.sync((NS, SET))  # the cache has not shown the deletion yet
+    assert second is not None and not any(isinstance(a, DeletePod) for a in second.actions)
+    assert kube.writes.count(("delete", "pods", "pool-gone")) == 1

@@ -433,9 +433,13 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
 
         new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
         print(f"\nrelease -> replacement Pod Running: {time.monotonic() - released:.1f} s")
-        held = get_json(pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace)
+
+        def old_pod_deleting() -> Obj | None:  # its Exporter goes once its fence settled
+            held = get_json(pool.cluster, "pod", old_pod["metadata"]["name"], "-n", pool.namespace)
+            return held if held["metadata"].get("deletionTimestamp") else None
+
+        held = pool.wait("the old Pod being deleted", old_pod_deleting, timeout=60)
         assert held["metadata"]["uid"] == _uid(old_pod)
-        assert held["metadata"].get("deletionTimestamp"), "the old Pod is being deleted"
         # A few passes with the finished old Pod still there (its phase is settled).
         pool.wait(
             "the old Pod's containers stopped",

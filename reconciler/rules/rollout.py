@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from reconciler.model.views import ClassView, ExporterView, PoolView
 
-__all__ = ["current_revisions", "is_outdated", "revision_of"]
+__all__ = [
+    "ROLLOUT_REMOVAL",
+    "current_revisions",
+    "fenced_by_rollout",
+    "is_outdated",
+    "revision_of",
+]
+
+# How the why of every removal a rollout makes begins; on a fenced instance (FENCED_FOR)
+# it says the fence was the rollout's, which a pause lifts.
+ROLLOUT_REMOVAL = "outdated; "
 
 
 def revision_of(pool: PoolView, klass: ClassView | None) -> str:
@@ -31,3 +41,8 @@ def current_revisions(pool: PoolView, klass: ClassView | None) -> frozenset[str]
 
 def is_outdated(exporter: ExporterView, current: frozenset[str]) -> bool:
     return exporter.revision not in current
+
+
+def fenced_by_rollout(exporter: ExporterView) -> bool:
+    """Whether the pool fenced the instance for a rollout's removal (FENCED_FOR)."""
+    return exporter.fenced and exporter.fenced_for.partition(": ")[2].startswith(ROLLOUT_REMOVAL)

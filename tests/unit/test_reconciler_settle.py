@@ -11,8 +11,10 @@ from datetime import timedelta
 import pytest
 
 from reconciler.model.actions import LiftFence, Remove
+from reconciler.model.keys import ROLLOUT
 from reconciler.model.reasons import FENCE_LIFTED, RECYCLE, SCALE_DOWN
 from reconciler.model.views import ExporterView, LeaseView
+from reconciler.rules.rollout import ROLLOUT_REMOVAL
 from reconciler.rules.stages.settle import FENCE_SETTLE
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_protection import LateLeaseKube, _executor
@@ -96,3 +98,19 @@ def test_without_the_settle_that_lease_is_lost() -> None:
     executor.run([Remove(INSTANCE, True, "surplus", event=SCALE_DOWN)])
     executor.run([Remove(INSTANCE, False, "surplus", event=SCALE_DOWN)])
     assert ("delete", "exporters", INSTANCE) in kube.writes
+
+
+def test_a_pause_lifts_the_fence_of_a_rollout_s_removal_only() -> None:
+    """A pause holds what has not gone yet: the rollout's fence is lifted; a recycle's or
+    a scale-down's fence is not the rollout's, and its instance still goes."""
+    rollout = f"{RECYCLE}: {ROLLOUT_REMOVAL}3 instance(s) for 2 wanted, none booting"
+    fenced = _fenced(ready("pool-0"), T0, rollout)
+    paused = run([fenced], min_available=0, rollout_paused=True, now=T0 + FENCE_SETTLE)
+    assert of(paused, LiftFence) == [LiftFence("pool-0")] and not of(paused, Remove)
+    assert of(paused, LiftFence)[0].why == f"the rollout is paused ({ROLLOUT})"
+    going = run([fenced], min_available=0, now=T0 + FENCE_SETTLE)
+    assert of(going, Remove) == [Remove("pool-0", False)] and not of(going, LiftFence)
+    for other in ("ScaleDown: surplus since T, cooldown 5m", f"{RECYCLE}: served lease l1"):
+        kept = _fenced(ready("pool-0"), T0, other)
+        result = run([kept], min_available=0, rollout_paused=True, now=T0 + FENCE_SETTLE)
+        assert of(result, Remove) == [Remove("pool-0", False)] and not of(result, LiftFence)

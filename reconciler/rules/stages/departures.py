@@ -14,7 +14,8 @@ scaling (`Observation.problem`) stops them too: no fence, no delete.
   those of an earlier revision go at once.
 - An instance the pool fenced earlier goes for the reason it was fenced for (FENCED_FOR:
   its Event's reason and why); if it is busy, a Lease took it before the fence settled
-  (a pick from a read before the fence), and its fence is lifted (`LiftFence`).
+  (a pick from a read before the fence), and its fence is lifted (`LiftFence`); so is a
+  rollout's fence once the rollout is paused (a pause holds what has not gone yet).
 
 Removal is `Remove`: fence in one pass; in a later one, once the fence has settled
 (`reconciler.rules.stages.settle`), a live check that no Lease took it, and the delete.
@@ -28,10 +29,12 @@ from datetime import datetime, timedelta
 
 from reconciler.model.actions import Action, LiftFence, RememberBackoff, Remove, Retain
 from reconciler.model.backoff import Backoff
+from reconciler.model.keys import ROLLOUT
 from reconciler.model.reasons import RECYCLE, SCALE_DOWN
 from reconciler.model.timefmt import format_time
 from reconciler.model.views import ExporterView, Observation, RecycleStrategy
 from reconciler.rules.buckets import Bucket, is_busy, served_lease
+from reconciler.rules.rollout import fenced_by_rollout
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.failures import Failing
 from reconciler.rules.steps import Steps, Wait, sooner
@@ -68,6 +71,8 @@ def departures(obs: Observation, now: datetime, counted: Census, failing: Failin
             lease = counted.leased_by.get(exporter.name) or exporter.lease_ref
             why = f"a Lease ({lease}) took it before the fence settled" if lease else "busy"
             actions.append(LiftFence(exporter.name, why))
+        elif obs.pool.rollout_paused and fenced_by_rollout(exporter):
+            actions.append(LiftFence(exporter.name, f"the rollout is paused ({ROLLOUT})"))
         else:
             actions.append(_fenced_earlier(exporter, counted))
     return Steps(tuple(actions), failed.waits, failed.requeue)

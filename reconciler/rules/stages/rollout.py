@@ -45,7 +45,7 @@ from reconciler.model.status import condition_of
 from reconciler.model.views import ExporterView, Observation
 from reconciler.rules.buckets import Bucket
 from reconciler.rules.protection import busy_lease
-from reconciler.rules.rollout import current_revisions, is_outdated
+from reconciler.rules.rollout import ROLLOUT_REMOVAL, current_revisions, is_outdated
 from reconciler.rules.stages.census import Census
 from reconciler.rules.stages.failures import Failing
 from reconciler.rules.stages.size import Size
@@ -172,14 +172,14 @@ def _replace(
     if growing or pool.leaving or capacity < desired:
         return Steps(), (), 0, "waits for the pool to reach its desired count"
     if capacity > desired:
-        why = f"outdated; {capacity} instance(s) for {desired} wanted, none booting"
+        why = f"{ROLLOUT_REMOVAL}{capacity} instance(s) for {desired} wanted, none booting"
         step = counted.remove(victim, True, why)
         return Steps((step,)), (), 1, f"removing outdated {victim.name}"
     if not sized.ceiling or sized.owned < sized.ceiling:
         why = f"surge of one to replace outdated {victim.name}"
         create = CreateExporter(generate_name(obs.pool.name), why, 0, counted.revision)
         return Steps(), (create,), 1, f"a replacement for {victim.name} is created"
-    why = f"outdated; no surge fits under maxReplicas {sized.ceiling}: goes first"
+    why = f"{ROLLOUT_REMOVAL}no surge fits under maxReplicas {sized.ceiling}: goes first"
     step = counted.remove(victim, True, why)
     return Steps((step,)), (), 0, f"at maxReplicas {sized.ceiling}: replacing without a surge"
 

@@ -90,6 +90,11 @@ class Remove:
     pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
     event: str = field(default=RECYCLE, compare=False)  # the Event's reason (ScaleDown)
 
+    @property
+    def fenced_for(self) -> str:
+        """What its fence writes in FENCED_FOR (`ExporterView.fence_reason` reads it)."""
+        return f"{self.event}: {self.why}"
+
 
 @dataclass(frozen=True, slots=True)
 class LiftFence:

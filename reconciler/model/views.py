@@ -92,6 +92,12 @@ class ExporterView:
         """What an instance's Pods are matched by: the uid (names may be reused)."""
         return self.uid or self.name
 
+    @property
+    def fence_reason(self) -> tuple[str, str]:
+        """(Event reason, why) of the removal the pool fenced it for (`Remove.fenced_for`)."""
+        reason, _, why = self.fenced_for.partition(": ")
+        return reason, why
+
 
 @dataclass(frozen=True, slots=True)
 class PodView:

@@ -45,4 +45,4 @@ def is_outdated(exporter: ExporterView, current: frozenset[str]) -> bool:
 
 def fenced_by_rollout(exporter: ExporterView) -> bool:
     """Whether the pool fenced the instance for a rollout's removal (FENCED_FOR)."""
-    return exporter.fenced and exporter.fenced_for.partition(": ")[2].startswith(ROLLOUT_REMOVAL)
+    return exporter.fenced and exporter.fence_reason[1].startswith(ROLLOUT_REMOVAL)

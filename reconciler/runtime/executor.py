@@ -189,7 +189,7 @@ class Executor:
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
-                if self._fence_and_check(name, fence, f"{reason}: {why}") and not fence:
+                if self._fence_and_check(name, fence, action.fenced_for) and not fence:
                     exporter = self._cached_exporter(name) or {}
                     uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))

@@ -170,12 +170,12 @@ class World:
                     name not in self.instances
                 ):
                     self.pods.pop(name, None)
-            case Remove(name, fence, why, _, _, reason):
+            case Remove(name, fence):
                 inst = self.instances.get(name)
                 if inst is None or self.busy(name):
                     return  # precondition failed or a Lease took it: not fenced, not deleted
                 if fence:  # the delete is a later pass's
-                    inst.enabled, inst.fenced_at, inst.fenced_for = False, now, f"{reason}: {why}"
+                    inst.enabled, inst.fenced_at, inst.fenced_for = False, now, action.fenced_for
                     return
                 del self.instances[name]
                 self.pods.pop(name, None)

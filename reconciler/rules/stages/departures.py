@@ -81,7 +81,7 @@ def departures(obs: Observation, now: datetime, counted: Census, failing: Failin
 def _fenced_earlier(exporter: ExporterView, counted: Census) -> Remove:
     """The delete of an instance the pool fenced, with the reason it was fenced for; a
     fence without one (written before FENCED_FOR was) reads as a scale-down."""
-    reason, _, why = exporter.fenced_for.partition(": ")
+    reason, why = exporter.fence_reason
     if reason not in (RECYCLE, SCALE_DOWN):
         reason, why = SCALE_DOWN, "fenced by the pool, not busy"
     return replace(counted.remove(exporter, False, why), event=reason)

@@ -9,8 +9,8 @@
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - a fence is the whole of its pass's part in a removal; the delete is a later pass's,
   once the fence has settled (`reconciler.rules.stages.settle`);
-- after a fence and before any delete or detach, the Leases are read live (not from the
-  cache); if one holds the instance, the fence is lifted and nothing is deleted;
+- before any delete or detach, the Leases are read live (not from the cache); if one
+  holds the instance, the fence is lifted and nothing is deleted;
 - deletes carry a uid precondition, so a newer object of the same name survives, and a
   Pod already being deleted is not deleted again;
 - each create accepted is noted in the runtime's expectations, so the passes that follow
@@ -189,7 +189,9 @@ class Executor:
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
-                if self._fence_and_check(name, fence, action.fenced_for) and not fence:
+                if fence:  # the pass's whole part: the delete pass reads the Leases live
+                    self._fence(name, action.fenced_for)
+                elif self._fence_and_check(name, False):
                     exporter = self._cached_exporter(name) or {}
                     uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
                     self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
@@ -543,24 +545,31 @@ class Executor:
         live = self.kube.get(EXPORTERS, self.namespace, name)
         return bool(live and ((live.get("status") or {}).get("leaseRef") or {}).get("name"))
 
-    def _fence_and_check(self, name: str, fence: bool, fenced_for: str = "") -> bool:
-        """Fence (conditionally), then True only if no Lease holds the instance."""
+    def _fence(self, name: str, fenced_for: str = "") -> bool:
+        """Fence, conditional on the planned resourceVersion; False when the Exporter is
+        gone or changed since the plan (the next pass plans again)."""
         exporter = self._cached_exporter(name)
         if exporter is None:
             return False
+        # The lease protection goes with the fence (a Lease that took the instance first
+        # gets it back at the next pass).
         protected = LEASE_PROTECTION in _finalizers(exporter)
-        if fence:
-            # The lease protection goes with the fence (a Lease that took the instance
-            # first gets it back at the next pass).
-            patch = without_protection(exporter) if protected else _version(exporter)
-            fenced = {FENCED_AT: format_time(self.this.now), FENCED_FOR: fenced_for or None}
-            patch["metadata"]["annotations"] = fenced
-            patch["spec"] = {"enabled": False}
-            if not self._patch_if_unchanged(name, patch):
-                return False  # gone, or changed since the plan: re-plan
+        patch = without_protection(exporter) if protected else _version(exporter)
+        fenced = {FENCED_AT: format_time(self.this.now), FENCED_FOR: fenced_for or None}
+        patch["metadata"]["annotations"] = fenced
+        patch["spec"] = {"enabled": False}
+        return self._patch_if_unchanged(name, patch)
+
+    def _fence_and_check(self, name: str, fence: bool) -> bool:
+        """Fence (unless fenced already), then True only if no Lease holds the instance."""
+        exporter = self._cached_exporter(name)
+        if exporter is None:
+            return False
+        if fence and not self._fence(name):
+            return False
         if (
             not fence
-            and protected
+            and LEASE_PROTECTION in _finalizers(exporter)
             and not self._patch_if_unchanged(name, without_protection(exporter))
         ):
             return False

@@ -27,6 +27,7 @@ COPY pyproject.toml README.md ./
 COPY api api
 COPY certs certs
 COPY webhook webhook
+COPY pool pool
 COPY reconciler reconciler
 COPY scrape scrape
 COPY virtualtarget virtualtarget

@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 ## (byte for byte reproducible), and deploy/base/rbac/ from the components' access tables.
 crds: $(STAMP)
 	$(VT) crds
-	$(PY) -m virtualtarget.rbac
+	$(PY) -m harness.rbac
 
 ## The documentation site (mkdocs.yml) into .site/, strictly: a broken link or anchor, or
 ## a page missing from the navigation, fails. Nothing is fetched.
@@ -80,13 +80,13 @@ node: $(STAMP) control-plane
 
 ## The product image and the QEMU exporter image (images/qemu-exporter) on a local
 ## debootstrap base (no registry needed), as docker-archives for `ctr -n k8s.io images
-## import` (see virtualtarget/images.py; the base is built once per cache folder).
+## import` (see harness/images.py; the base is built once per cache folder).
 image: $(STAMP)
-	$(PY) -m virtualtarget.images
+	$(PY) -m harness.images
 
 ## Resolve requirements.lock (every runtime and build dependency, with hashes) with uv.
 lock: $(STAMP)
-	$(PY) -m virtualtarget.lock
+	$(PY) -m harness.lock
 
 ## ruff, mypy (strict), the import contracts, generated api/models/, crds/, docs/reference/
 ## and requirements.lock up to date, and the documentation site's strict build.
@@ -96,17 +96,17 @@ check: $(STAMP)
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
 	$(VT) crds --check
-	$(PY) -m virtualtarget.rbac --check
-	$(PY) -m virtualtarget.lock --check
+	$(PY) -m harness.rbac --check
+	$(PY) -m harness.lock --check
 	$(MAKE) --no-print-directory docs
 
 ## The main job: a loopback control plane with the webhook and the reconciler.
 run: $(STAMP) control-plane
-	$(VT) dev
+	$(PY) -m harness.dev
 
 ## A real single-node cluster (kubelet, containerd, kube-proxy, ...) on this machine (root).
 cluster: $(STAMP) control-plane
-	$(VT) cluster
+	$(PY) -m harness.cluster
 
 bench: $(STAMP) control-plane
 	$(PY) -m bench

@@ -1,7 +1,7 @@
 """The Kubernetes API access a component needs, declared once next to its code.
 
 The webhook and the reconciler each keep one table, `ACCESS: tuple[Permission, ...]`
-(`webhook/access.py`, `reconciler/model/access.py`), listing every API call they make. The
+(`webhook/access.py`, `pool/model/access.py`), listing every API call they make. The
 ClusterRoles under `deploy/base/rbac/` are generated from those tables, and a test
 checks that the committed files equal the generated ones, so RBAC grants exactly what
 the code uses: there is no second, hand-maintained list.

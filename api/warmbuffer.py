@@ -3,7 +3,7 @@ for both the webhook (which denies a bad value, naming it) and the reconciler (w
 a bad value as absent: the pool then keeps the buffer `minAvailableReplicas` says). No I/O.
 
 - `virtualtarget.jumpstarter.dev/warm-buffer: auto` opts the pool in: the buffer is sized
-  from the pool's lease arrivals and boot times (`reconciler.rules.demand`), never below
+  from the pool's lease arrivals and boot times (`pool.rules.demand`), never below
   `minAvailableReplicas`. Absent: the pool behaves as without this feature.
 - `virtualtarget.jumpstarter.dev/target-lease-wait`: how long a lease may wait for an
   instance (a duration such as `30s`; default `0s`: a lease should find a warm instance).

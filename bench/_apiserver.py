@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from virtualtarget.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 __all__ = ["READ_VERBS", "WRITE_VERBS", "audit_requests", "request_totals", "resource_of"]
 

@@ -16,9 +16,9 @@ import sys
 from datetime import datetime, timedelta
 from unittest import mock
 
-from reconciler.model.actions import CreateExporter
-from reconciler.model.views import Observation
-from reconciler.rules.planner import Plan, plan
+from pool.model.actions import CreateExporter
+from pool.model.views import Observation
+from pool.rules.planner import Plan, plan
 from reconciler.runtime import controller
 
 __all__ = ["REQUEUE", "one_create_per_pass", "planner"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from unittest import mock
 
-from reconciler.model.access import SECRETS, allowed
+from pool.model.access import SECRETS, allowed
 from reconciler.runtime import caches, kube
 
 __all__ = ["main"]

@@ -1,8 +1,8 @@
 """Admission cost through kube-apiserver: what our two webhooks add to each request.
 
 Creates, updates and deletes of VirtualTargetClasses and ExporterSets are sent to a
-loopback kube-apiserver (`virtualtarget.controlplane`) with the webhook configurations
-registered (the webhook served by `virtualtarget.stack.running_webhook` and registered
+loopback kube-apiserver (`harness.controlplane`) with the webhook configurations
+registered (the webhook served by `harness.stack.running_webhook` and registered
 from the rendered deploy manifests, as `make run` does) and with them removed (CRD schema
 and CEL only). The two configurations alternate in rounds, every other round in reverse
 order, so both see the same machine; the table gives each one's p50, p99 and sequential
@@ -47,8 +47,8 @@ from typing import Any
 import yaml
 
 from bench._stats import ms, percentile
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
-from virtualtarget.stack import (
+from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.stack import (
     WebhookServer,
     register_webhooks,
     running_webhook,

@@ -1,7 +1,7 @@
 """A warm buffer sized from demand against fixed buffers, on the example scenarios.
 
 For each scenario of examples/scenarios/ and each seed, the simulation (the real planner
-and the real demand estimator, `reconciler.simulation.simulate`) runs the pool once with
+and the real demand estimator, `pool.simulation.simulate`) runs the pool once with
 `warmBuffer: auto` (floor 0) and once with every fixed `minAvailableReplicas` from 0 up:
 the baseline is the smallest fixed buffer whose lease-wait p95 is at most auto's, and the
 figure is auto's idle instance-minutes over that baseline's, both measured in this run on
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.simulation.simulate import Outcome, simulate
+from pool.simulation.simulate import Outcome, simulate
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
 GOAL = 0.8

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from reconciler.model.access import (
+from pool.model.access import (
     CLASSES,
     CONFIGMAPS,
     EXPORTERS,
@@ -49,12 +49,12 @@ from reconciler.model.access import (
     PODS,
     SECRETS,
 )
-from reconciler.model.adapt import exporter_view, lease_view, pod_view, pool_view
-from reconciler.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
-from reconciler.model.keys import LEASE_PROTECTION, NAME_LABEL, SERVED_LEASE, SET_LABEL
-from reconciler.model.views import ClassView, Observation
-from reconciler.rendering.provisioners import provisioner
-from reconciler.rules.planner import plan
+from pool.model.adapt import exporter_view, lease_view, pod_view, pool_view
+from pool.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
+from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SERVED_LEASE, SET_LABEL
+from pool.model.views import ClassView, Observation
+from pool.rendering.provisioners import provisioner
+from pool.rules.planner import plan
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.executor import Executor
 

@@ -2,7 +2,7 @@
 
 The warm buffer exists so that a lease never waits for a boot: when a lease takes the
 last warm instance, the replacement must be on its way at once. This benchmark plays
-Jumpstarter on a loopback kube-apiserver (`virtualtarget.controlplane`), as the
+Jumpstarter on a loopback kube-apiserver (`harness.controlplane`), as the
 end-to-end tests do: it creates a Lease (the tests' stand-in of Jumpstarter's Lease CRD),
 assigns it (the Lease's `status.exporterRef`, then the Exporter's `status.leaseRef`),
 issues credentials as Jumpstarter's controller would (`CredentialStandIn.issue`, driven
@@ -54,22 +54,22 @@ from typing import Any
 
 from bench._stats import percentile
 from bench.webhook import _cpu_seconds as process_cpu_seconds
-from reconciler.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
-from reconciler.model.keys import SET_LABEL
-from reconciler.runtime.cache import Informer, ObjKey, key_of
-from reconciler.runtime.kube import Kube
-from scrape.serving import SERVING_METRICS
-from tests.e2e.objects import install_lease_crd
-from tests.e2e.objects import lease as pending_lease
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
-from virtualtarget.stack import (
+from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.stack import (
     ChildProcess,
     reconciler_args,
     register_webhooks,
     running_webhook,
     served_url,
 )
-from virtualtarget.standin import CredentialStandIn
+from harness.standin import CredentialStandIn
+from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, PODS
+from pool.model.keys import SET_LABEL
+from reconciler.runtime.cache import Informer, ObjKey, key_of
+from reconciler.runtime.kube import Kube
+from scrape.serving import SERVING_METRICS
+from tests.e2e.objects import install_lease_crd
+from tests.e2e.objects import lease as pending_lease
 
 WARM = 2  # minAvailableReplicas of every pool
 SINGLE_ROUNDS = 100  # one pool: rounds per reconciler (one sample each)

@@ -1,6 +1,6 @@
 """Scale: N pools (min 2, warm buffer 2: 2N instances) on the loopback dev stack, in one run.
 
-The stack is `virtualtarget dev`'s: etcd and kube-apiserver on loopback (with Jumpstarter's
+The stack is `make run`'s (`harness.dev`): etcd and kube-apiserver on loopback (with Jumpstarter's
 Lease CRD, as in a cluster with Jumpstarter), the webhook served and registered, the
 reconciler cluster-wide as its own process (leader election on), and the development
 stand-in issuing credentials as Jumpstarter's controller would. Each of them, and the
@@ -40,14 +40,14 @@ from typing import Any
 
 from bench._apiserver import READ_VERBS, WRITE_VERBS, audit_requests, request_totals
 from bench.webhook import _cpu_seconds as cpu_seconds
-from reconciler.model.access import EXPORTERS, PODS
-from reconciler.model.keys import NAME_LABEL
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import register_webhooks, running_reconciler, running_webhook
+from harness.standin import CredentialStandIn
+from pool.model.access import EXPORTERS, PODS
+from pool.model.keys import NAME_LABEL
 from reconciler.runtime.cache import Informer, keep_only
 from reconciler.runtime.kube import Kube
 from tests.e2e.objects import exporter_set, install_lease_crd, virtual_target_class
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import register_webhooks, running_reconciler, running_webhook
-from virtualtarget.standin import CredentialStandIn
 
 __all__ = ["main"]
 

@@ -2,7 +2,7 @@
 
 A cluster-wide install reads the Secrets it needs by name (`reconciler.runtime.named`); before,
 it listed and watched every Secret in the cluster. On a loopback kube-apiserver
-(`virtualtarget.controlplane`) holding `UNRELATED` Secrets the reconciler never uses
+(`harness.controlplane`) holding `UNRELATED` Secrets the reconciler never uses
 (`PAYLOAD` bytes of data each, in `SPREAD` namespaces, as Helm releases and tokens are)
 and a few pools whose instances have credentials (the development stand-in plays
 Jumpstarter), two reconcilers run as processes, one at a time, in alternating rounds:
@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.webhook import _cpu_seconds as process_cpu_seconds
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import ChildProcess, reconciler_args, served_url
+from harness.standin import CredentialStandIn
 from scrape.serving import SERVING_PROBES
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import ChildProcess, reconciler_args, served_url
-from virtualtarget.standin import CredentialStandIn
 
 UNRELATED = 10_000
 SPREAD = 20  # namespaces the unrelated Secrets are spread over

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.model.access import EXPORTERS, PODS
+from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.stack import reconciler_args
+from harness.standin import CredentialStandIn
+from pool.model.access import EXPORTERS, PODS
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube
 from tests.e2e.objects import install_lease_crd
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane, running_control_plane
-from virtualtarget.stack import reconciler_args
-from virtualtarget.standin import CredentialStandIn
 
 WINDOW_S = 60.0
 # Condition Events a broken pool has no reason to write again and again.

@@ -191,7 +191,7 @@ def _probes(controller: Controller) -> dict[str, Route]:
 def _metrics_route(exposition: Callable[[], bytes], kube: Kube, secure: bool) -> Route:
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from reconciler.model.access import REVIEWS
+    from pool.model.access import REVIEWS
     from scrape.auth import ScrapeAuth
 
     auth = ScrapeAuth(lambda path, body: kube.review(REVIEWS[path], body)) if secure else None
@@ -317,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
 def build(args: argparse.Namespace) -> Reconciler | str:
     """The client, controller, elector and metrics the arguments ask for, or what is
     wrong with them."""
-    from reconciler.rendering.provisioners import provisioner
+    from pool.rendering.provisioners import provisioner
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.kube import ConfigError, Kube, api_client
     from reconciler.runtime.leader import ElectionConfig, Elector

@@ -6,8 +6,8 @@ namespace given with -n; any kubeconfig that may read them will do), fills the
 reconciler's own caches with them (`Controller.snapshot`) and asks the reconciler's
 own reading and planning code (`Controller.decide`, the first half of every pass) for
 each set's plan. So what it prints is what a pass started now would do, in the words
-the reconciler logs and puts in its Events (`reconciler.rules.explain`). The text and the
-JSON shape are described in `reconciler.rules.planreport`.
+the reconciler logs and puts in its Events (`pool.rules.explain`). The text and the
+JSON shape are described in `pool.rules.planreport`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ EXIT_CODES = """exit codes:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from reconciler.rules.explain import VERBS
-    from reconciler.rules.planreport import JSON_SHAPE
+    from pool.rules.explain import VERBS
+    from pool.rules.planreport import JSON_SHAPE
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
 def _plans(args: argparse.Namespace) -> str:
     from urllib3.exceptions import HTTPError
 
-    from reconciler.model.access import EXPORTERSETS
-    from reconciler.rendering.provisioners import provisioner
-    from reconciler.rules.planreport import SetPlan, as_json, as_text
+    from pool.model.access import EXPORTERSETS
+    from pool.rendering.provisioners import provisioner
+    from pool.rules.planreport import SetPlan, as_json, as_text
     from reconciler.runtime.cache import key_of
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.kube import ApiError, ConfigError, Kube, api_client

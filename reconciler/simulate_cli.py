@@ -31,8 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reconciler.simulation.simreport import summary_markdown, write_plot
-    from reconciler.simulation.simulate import ScenarioError, run_scenario
+    from pool.simulation.simreport import summary_markdown, write_plot
+    from pool.simulation.simulate import ScenarioError, run_scenario
 
     try:
         scenario = yaml.safe_load(args.scenario.read_text())

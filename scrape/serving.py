@@ -1,6 +1,6 @@
 """What the webhook and the reconciler print once each of their servers listens. With
 port 0 that line is the only place that names the port the kernel chose, and the test
-harness reads it there (`virtualtarget.stack.served_url`)."""
+harness reads it there (`harness.stack.served_url`)."""
 
 from __future__ import annotations
 

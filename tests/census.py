@@ -8,8 +8,8 @@ import subprocess
 import threading
 from collections import Counter
 
-from reconciler.model.keys import SET_LABEL
-from virtualtarget.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
+from pool.model.keys import SET_LABEL
 
 
 def watch_exporters(plane: ControlPlane, ns: str, *output: str) -> subprocess.Popen[str]:

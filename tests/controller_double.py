@@ -51,7 +51,7 @@ from jumpstarter_protocol.jumpstarter.v1 import (
 )
 
 from certs.authority import CertificateSet, ensure_certificates
-from reconciler.model.jumpstarter import TOKEN_KEY
+from pool.model.jumpstarter import TOKEN_KEY
 from tests.lease_double import LeaseDouble, now, set_condition
 from tests.router_double import RouterDouble
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import shlex
 
+from harness.deploy_render import OWN_OVERLAY, REPO
 from tests.docpages import Command, Substitution, commands
-from virtualtarget.deploy_render import OWN_OVERLAY, REPO
 
 __all__ = [
     "EXAMPLES_APPLY",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from virtualtarget.deploy_render import render_overlay
+from harness.deploy_render import render_overlay
 
 Obj = dict[str, Any]
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.deploy_render import REPO
 from tests.docpages import Block, Command, blocks, commands
-from virtualtarget.deploy_render import REPO
 
 __all__ = [
     "MAKE_RUN",

@@ -23,8 +23,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("reconciler.cli", "run the ExporterSet pool reconciler"),
     "plan": ("reconciler.plan_cli", "show what the reconciler would do now to each pool, and why"),
     "simulate": ("reconciler.simulate_cli", "replay a lease-demand trace through the planner"),
-    "dev": ("virtualtarget.dev", "start a loopback control plane with webhook and reconciler"),
-    "cluster": ("virtualtarget.cluster", "start a real single-node cluster on this machine (root)"),
 }
 
 

@@ -179,7 +179,7 @@ async def check_set_overlap(
     exporter_set: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
 ) -> Verdict:
     """A warning for each set of the namespace whose instances a Lease for this one may
-    match too, naming the set that counts such a Lease (`reconciler.rules.claims`)."""
+    match too, naming the set that counts such a Lease (`pool.rules.claims`)."""
     others = await view.sets_of(namespace, budget)
     return Verdict(
         warnings=[
@@ -222,7 +222,7 @@ async def check_set_delete(
     budget: float,
 ) -> Verdict:
     """Warnings naming the instances of a set being deleted that serve a lease: each stays
-    until its lease ends (`reconciler.rules.protection`). Never a denial."""
+    until its lease ends (`pool.rules.protection`). Never a denial."""
     try:
         exporters, leases = await view.pool_instances(namespace, name, budget)
     except ClusterUnavailable as exc:

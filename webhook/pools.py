@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.fielderrors import FieldError
-from reconciler.model.adapt import exporter_view, lease_view, pool_claim
-from reconciler.model.jumpstarter import CONFIG_KEY
-from reconciler.model.keys import SET_LABEL, generate_name
-from reconciler.rendering.provisioners import PROVISIONERS
-from reconciler.rendering.render import (
+from pool.model.adapt import exporter_view, lease_view, pool_claim
+from pool.model.jumpstarter import CONFIG_KEY
+from pool.model.keys import SET_LABEL, generate_name
+from pool.rendering.provisioners import PROVISIONERS
+from pool.rendering.render import (
     Credentials,
     config_secret,
     config_text,
@@ -33,9 +33,9 @@ from reconciler.rendering.render import (
     instance_context,
     render_exporter,
 )
-from reconciler.rules.buckets import is_busy
-from reconciler.rules.claims import overlap
-from reconciler.rules.protection import busy_lease, leased_names
+from pool.rules.buckets import is_busy
+from pool.rules.claims import overlap
+from pool.rules.protection import busy_lease, leased_names
 from webhook.jsontext import compact_json
 
 __all__ = [
@@ -209,7 +209,7 @@ def _storable_errors(exporter_set: Obj, klass: Obj, who: str) -> list[FieldError
 
 def overlapping(exporter_set: Obj, others: Iterable[Obj]) -> list[tuple[str, str]]:
     """The other sets (not being deleted) whose instances a Lease for this one may match,
-    each with the set that counts such a Lease (`reconciler.rules.claims`: the older one)."""
+    each with the set that counts such a Lease (`pool.rules.claims`: the older one)."""
     others = list(others)
     if not others:
         return []

@@ -15,7 +15,7 @@ unchanged. All optional:
   Jumpstarter's: `exporter` (in the exporter's own container, as release 0.9.0's QEMU
   driver runs it) or `sidecar` (in a runtime sidecar reached through the driver's
   `launcher_socket`, as Jumpstarter main renders it). Unset, the reconciler's entry point
-  chooses (`reconciler.rendering.provisioners.qemu`).
+  chooses (`pool.rendering.provisioners.qemu`).
 
 Jumpstarter's provisioner passes keys it does not know through, so an unknown key is not
 an error here either: `api.provisioners.check` reports it as a warning (the models allow

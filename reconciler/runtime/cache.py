@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from reconciler.model.access import Resource
+from pool.model.access import Resource
 from reconciler.runtime.kube import ApiError, Kube, WatchExpired
 
 __all__ = ["Cache", "Informer", "ObjKey", "interned", "keep_only", "key_of"]

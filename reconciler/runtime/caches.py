@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.access import NAMESPACED
-from reconciler.model.access import (
+from pool.model.access import (
     CONFIGMAPS,
     EXPORTERS,
     EXPORTERSETS,
@@ -25,15 +25,15 @@ from reconciler.model.access import (
     WATCHED,
     Resource,
 )
-from reconciler.model.adapt import (
+from pool.model.adapt import (
     controller_of,
     exporter_view,
     lease_view,
     pod_view,
     pod_view_after,
 )
-from reconciler.model.keys import NAME_LABEL, SET_LABEL
-from reconciler.rendering.credentials import (
+from pool.model.keys import NAME_LABEL, SET_LABEL
+from pool.rendering.credentials import (
     credential_secret_name,
     keep_certificates,
     keep_credentials,

@@ -5,7 +5,7 @@ indexes, so a pass costs the size of the pool, not of the cluster), build the
 observation, call the pure planner, let the executor make the writes, and requeue at
 the next cooldown deadline the planner reports. Failures back off per key. Each pass
 that acts logs the steps it carried out in the planner's words
-(`reconciler.rules.explain`); a step that fails for good still gets its pass's status
+(`pool.rules.explain`); a step that fails for good still gets its pass's status
 written (`reconciler.runtime.failures`).
 
 The caches are made and indexed once (`reconciler.runtime.caches`); what every pass
@@ -44,7 +44,7 @@ from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
 from api.labels import selector_matches
 from api.provisioners.check import check_parameters
-from reconciler.model.access import (
+from pool.model.access import (
     CLASSES,
     CONFIGMAPS,
     EVENTS,
@@ -53,8 +53,8 @@ from reconciler.model.access import (
     JUMPSTARTER_LEASES,
     PODS,
 )
-from reconciler.model.actions import Action, CreateExporter, CreatePod, PatchStatus, RecordEvent
-from reconciler.model.adapt import (
+from pool.model.actions import Action, CreateExporter, CreatePod, PatchStatus, RecordEvent
+from pool.model.adapt import (
     class_view,
     controller_of,
     exporter_view,
@@ -63,30 +63,30 @@ from reconciler.model.adapt import (
     pool_view,
     remembered,
 )
-from reconciler.model.demand import DemandMemory
-from reconciler.model.jumpstarter import config_secret_name
-from reconciler.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL, instance_labels
-from reconciler.model.reasons import (
+from pool.model.demand import DemandMemory
+from pool.model.jumpstarter import config_secret_name
+from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL, instance_labels
+from pool.model.reasons import (
     CLASS_NOT_FOUND,
     INSTANCE_KEPT,
     INSTANCE_LOST,
     INSTANCE_RELEASED,
     INVALID_PARAMETERS,
 )
-from reconciler.model.views import Observation, PodView, PoolClaim, PoolView
-from reconciler.rendering.configsync import ConfigSync
-from reconciler.rendering.credentials import (
+from pool.model.views import Observation, PodView, PoolClaim, PoolView
+from pool.rendering.configsync import ConfigSync
+from pool.rendering.credentials import (
     ca_source,
     credential_secret_name,
     resolve,
 )
-from reconciler.rendering.imagecheck import images_condition
-from reconciler.rendering.provisioners.base import Provisioner
-from reconciler.rendering.render import Credentials, merged_parameters
-from reconciler.rules.explain import UPDATE_STATUS, held, steps
-from reconciler.rules.planner import Plan, plan
-from reconciler.rules.protection import busy_lease, leased_names, verdict
-from reconciler.rules.steps import Wait
+from pool.rendering.imagecheck import images_condition
+from pool.rendering.provisioners.base import Provisioner
+from pool.rendering.render import Credentials, merged_parameters
+from pool.rules.explain import UPDATE_STATUS, held, steps
+from pool.rules.planner import Plan, plan
+from pool.rules.protection import busy_lease, leased_names, verdict
+from pool.rules.steps import Wait
 from reconciler.runtime.cache import ObjKey, key_of
 from reconciler.runtime.caches import build_caches
 from reconciler.runtime.events import build_event
@@ -592,7 +592,7 @@ class Controller:
 
     def _leftovers(self, key: ObjKey, exporter_set: Obj | None, now: datetime) -> None:
         """The lease protection of the instances labelled for the set that it does not
-        control any more (`reconciler.rules.protection`): it was deleted (they are deleted with
+        control any more (`pool.rules.protection`): it was deleted (they are deleted with
         it, or orphaned), is being deleted, or was made again under the same name. Each is
         released once no lease holds it, or at the bound; while a deleted one is held an
         Event says once that it stays, and the set's key is requeued for the bound.

@@ -16,7 +16,7 @@ import queue
 import threading
 from typing import Any
 
-from reconciler.model.access import EVENTS
+from pool.model.access import EVENTS
 from reconciler.runtime.kube import Kube, NotLeading
 
 __all__ = ["EventSender"]

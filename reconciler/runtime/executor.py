@@ -8,7 +8,7 @@
 - a fence is a merge patch conditioned on the resourceVersion the plan was made from,
   so an Exporter that changed since (for example got a `leaseRef`) is not fenced;
 - a fence is the whole of its pass's part in a removal; the delete is a later pass's,
-  once the fence has settled (`reconciler.rules.stages.settle`);
+  once the fence has settled (`pool.rules.stages.settle`);
 - before any delete or detach, the Leases are read live (not from the cache); if one
   holds the instance, the fence is lifted and nothing is deleted;
 - deletes carry a uid precondition, so a newer object of the same name survives, and a
@@ -18,7 +18,7 @@
 - an instance's config Secret is rendered and compared with the cached one, and written
   only when it differs (a steady pool writes nothing; a rotated token is written at once);
 - the Event of a created, removed or retained instance carries the planner's reason;
-- an instance's lease protection (`reconciler.rules.protection`) is added and taken off with
+- an instance's lease protection (`pool.rules.protection`) is added and taken off with
   conditional patches, in the same write as the fence or the detach where there is one;
 - a step that fails for good (`reconciler.runtime.failures`: rendering raised, a 4xx answer)
   raises `StepFailed`, saying which step on which instance; `done` lists the steps
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.model.access import (
+from pool.model.access import (
     EVENTS,
     EXPORTERS,
     EXPORTERSETS,
@@ -47,7 +47,7 @@ from reconciler.model.access import (
     PODS,
     SECRETS,
 )
-from reconciler.model.actions import (
+from pool.model.actions import (
     Action,
     CreateExporter,
     CreatePod,
@@ -64,10 +64,10 @@ from reconciler.model.actions import (
     SetSurplusSince,
     Unprotect,
 )
-from reconciler.model.adapt import controller_of, lease_view, pod_exited
-from reconciler.model.backoff import encode
-from reconciler.model.demand import encode_demand
-from reconciler.model.keys import (
+from pool.model.adapt import controller_of, lease_view, pod_exited
+from pool.model.backoff import encode
+from pool.model.demand import encode_demand
+from pool.model.keys import (
     BACKOFF,
     BACKOFF_STEP,
     DEMAND,
@@ -82,24 +82,24 @@ from reconciler.model.keys import (
     SET_LABEL,
     SURPLUS_SINCE,
 )
-from reconciler.model.reasons import (
+from pool.model.reasons import (
     FENCE_LIFTED,
     INSTANCE_RELEASED,
     POD_CREATED,
     RETAINED,
     SCALE_UP,
 )
-from reconciler.model.timefmt import format_time
-from reconciler.rendering.configsync import ConfigSync, same_secret, with_token
-from reconciler.rendering.provisioners.base import Provisioner
-from reconciler.rendering.render import (
+from pool.model.timefmt import format_time
+from pool.rendering.configsync import ConfigSync, same_secret, with_token
+from pool.rendering.provisioners.base import Provisioner
+from pool.rendering.render import (
     Credentials,
     InstanceContext,
     exporter_config,
     instance_context,
     render_exporter,
 )
-from reconciler.rules.explain import describe
+from pool.rules.explain import describe
 from reconciler.runtime.cache import Cache
 from reconciler.runtime.events import build_event
 from reconciler.runtime.eventsender import EventSender

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from reconciler.model.reasons import RENDER_FAILED, WRITE_REJECTED
-from reconciler.model.views import StepFailure
+from pool.model.reasons import RENDER_FAILED, WRITE_REJECTED
+from pool.model.views import StepFailure
 from reconciler.runtime.kube import ApiError
 
 __all__ = ["MESSAGE_LIMIT", "RenderError", "StepFailed", "classify", "trimmed"]

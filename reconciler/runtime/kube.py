@@ -2,7 +2,7 @@
 
 Objects stay plain dicts end to end (the planner's adapter reads dicts), custom and
 built-in resources go through one code path, and every call is checked against
-`reconciler.model.access.ACCESS` before it is sent, so an undeclared call fails in tests
+`pool.model.access.ACCESS` before it is sent, so an undeclared call fails in tests
 rather than in a cluster with generated RBAC.
 
 Writes are counted by verb and resource (a metric), and each one is preceded by the
@@ -27,7 +27,7 @@ from kubernetes.client import ApiClient
 from kubernetes.watch.watch import iter_resp_lines
 
 from api.access import CLUSTER
-from reconciler.model.access import Resource, allowed
+from pool.model.access import Resource, allowed
 
 __all__ = ["ApiError", "ConfigError", "Kube", "NotLeading", "WatchExpired", "api_client"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.model.access import ELECTION_LEASES
-from reconciler.model.timefmt import parse_time
+from pool.model.access import ELECTION_LEASES
+from pool.model.timefmt import parse_time
 from reconciler.runtime.kube import ApiError, Kube
 
 __all__ = ["ElectionConfig", "Elector", "default_identity"]

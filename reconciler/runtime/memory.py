@@ -6,7 +6,7 @@ A cluster-wide install writes this memory into annotations of the set (SURPLUS_S
 BACKOFF). The Role that Jumpstarter's operator gives an exporter-set controller has no
 update or patch on exportersets (only on their status, whose schema has no field for it),
 but all verbs on coordination Leases in its namespace; a namespaced install of this
-product is granted the same (`reconciler.model.access`). So there the memory is a Lease
+product is granted the same (`pool.model.access`). So there the memory is a Lease
 named after the set (`lease_name`), owned by it (garbage collected with it), holding the
 same annotation keys. It is named for the first thing it held, the cooldown's moment, and
 keeps that name so an upgrade keeps a running cooldown. The set's own annotations are read
@@ -24,8 +24,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.model.access import MEMORY_LEASES
-from reconciler.model.keys import BACKOFF, DEMAND, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
+from pool.model.access import MEMORY_LEASES
+from pool.model.keys import BACKOFF, DEMAND, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
 from reconciler.runtime.kube import ApiError, Kube
 
 __all__ = ["MemoryLeases", "lease_name"]

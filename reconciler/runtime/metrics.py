@@ -34,8 +34,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from reconciler.rules.buckets import Bucket
-from reconciler.rules.planner import Plan
+from pool.rules.buckets import Bucket
+from pool.rules.planner import Plan
 from reconciler.runtime.cache import Cache, ObjKey
 from reconciler.runtime.kube import Kube
 from reconciler.runtime.workqueue import WorkQueue

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.model.access import Resource
+from pool.model.access import Resource
 from reconciler.runtime.cache import Handler, ObjKey, Transform, interned, key_of
 from reconciler.runtime.kube import Kube
 from reconciler.runtime.readschedule import ReadSchedule

@@ -3,7 +3,7 @@
 The scope decides, in one place, what every other part follows: the caches list and
 watch only its namespaces, writes outside it are refused before they are sent
 (`reconciler.runtime.kube`), the leader Lease of a one-namespace install lives in that
-namespace, and which of the access table's entries apply (`reconciler.model.access`):
+namespace, and which of the access table's entries apply (`pool.model.access`):
 
 - `cluster`: one ClusterRole. RBAC cannot restrict a list or watch by label, so it holds
   no `list` or `watch` on Secrets: the two kinds of Secret the reconciler needs (the

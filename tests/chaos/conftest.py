@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.standin import CredentialStandIn
 from tests.e2e.objects import install_lease_crd, playing_credentials
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.standin import CredentialStandIn
 
 _FIGURES: list[tuple[str, str, float]] = []
 

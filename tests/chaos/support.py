@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.controlplane import ControlPlane
+from harness.stack import WebhookServer
 from tests.e2e.objects import get_json
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import WebhookServer
 
 
 def identity(plane: ControlPlane, namespace: str, name: str, folder: Path) -> Path:

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
 from tests.census import Census
 from tests.chaos.support import until
 from tests.e2e.objects import apply, exporter_set, lease, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
 
 WARM = 2
 # pool -> (maxReplicas, Leases): three pools meet their ceiling, one does not.

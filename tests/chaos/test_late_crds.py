@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import running_reconciler
 from tests.chaos.support import names, until
 from tests.e2e.objects import apply, exporter_set, install_lease_crd, lease, virtual_target_class
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import running_reconciler
 
 # What the cache's retry of a resource that is not served is built for (0.5 s doubling to
 # at most 2 s), plus a pass: the bound the issue set.

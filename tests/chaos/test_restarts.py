@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.support import names, review, until
-from tests.e2e.objects import apply, exporter_set, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import (
+from harness.controlplane import ControlPlane
+from harness.stack import (
     WebhookServer,
     register_webhooks,
     running_reconciler,
     running_webhook,
     unregister_webhooks,
 )
-from virtualtarget.standin import CredentialStandIn
+from harness.standin import CredentialStandIn
+from tests.chaos.support import names, review, until
+from tests.e2e.objects import apply, exporter_set, virtual_target_class
 
 SIZE = 30
 

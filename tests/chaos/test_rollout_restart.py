@@ -12,15 +12,15 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.model.keys import REVISION
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
+from pool.model.keys import REVISION
 from tests.census import Census
 from tests.chaos.support import until
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
 from tests.e2e.test_replacement_e2e import instances
 from tests.e2e.test_rollout_e2e import Kubelet, available, edit_template
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 SIZE, CEILING = 4, 5
 

@@ -14,11 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
 from tests.chaos.support import identity, names, until
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 # Short, in the ratio of the defaults (15 / 10 / 2): takeover after 4 s of silence.
 ELECTION = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5"]

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
 from tests.chaos.support import identity, metric, names, until
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 RELISTS = "virtualtarget_reconciler_informer_relists_total"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.controlplane import ControlPlane
+from harness.stack import running_webhook
 from tests.chaos.support import review
 from tests.e2e.objects import exporter_set, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_webhook
 
 
 @pytest.mark.parametrize("fault", ["paused", "killed"])

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.objects import install_lease_crd, playing_credentials
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import (
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import (
     WebhookServer,
     reconciler_args,
     register_webhooks,
     running_webhook,
     unregister_webhooks,
 )
+from tests.e2e.objects import install_lease_crd, playing_credentials
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 
 from api.rules import RULES
+from harness.controlplane import REPO_ROOT
 from tests.docpages import Ran
 from tests.e2e.objects import exporter_set, virtual_target_class
-from virtualtarget.controlplane import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "examples"
 RULES_BY_ID = {rule.id: rule for rule in RULES}

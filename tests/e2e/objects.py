@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from reconciler.model.keys import SURPLUS_SINCE
+from harness.controlplane import ControlPlane
+from harness.standin import CredentialStandIn
+from pool.model.keys import SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.standin import CredentialStandIn
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"

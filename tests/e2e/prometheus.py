@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
+from harness.controlplane import free_port
+from harness.stack import ChildProcess
 from tests.monitoring import Obj, binary, of_kind, selected_service
-from virtualtarget.controlplane import free_port
-from virtualtarget.stack import ChildProcess
 
 SCRAPE_INTERVAL = "1s"
 _ENDPOINT_FIELDS = {"port", "path", "scheme", "honorLabels", "bearerTokenFile", "tlsConfig"}

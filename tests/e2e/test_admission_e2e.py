@@ -12,15 +12,15 @@ from typing import Any
 
 import yaml
 
+from harness.controlplane import REPO_ROOT, ControlPlane
+from harness.stack import (
+    WebhookServer,
+)
 from tests.e2e.examples import (
     CROSS_OBJECT_DENIAL,
     cross_object_case,
 )
 from tests.e2e.objects import exporter_set, get_json, try_apply, virtual_target_class
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane
-from virtualtarget.stack import (
-    WebhookServer,
-)
 
 EXAMPLES = REPO_ROOT / "examples"
 

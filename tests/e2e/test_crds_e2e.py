@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from api.schema import openapi_schema
+from harness.controlplane import ControlPlane, crd_files
 from tests.e2e.examples import EXAMPLES, assert_refused_by_its_rule, in_namespace, rule_examples
-from virtualtarget.controlplane import ControlPlane, crd_files
 
 
 def _crd_name(path: Path) -> str:

@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 
 from api.warmbuffer import BOOT_ESTIMATE, DEMAND_WINDOW, WARM_BUFFER
-from reconciler.model.demand import decode_demand
-from reconciler.model.keys import DEMAND
-from reconciler.model.reasons import WARM_BUFFER_CHANGED
-from reconciler.model.timefmt import format_time, parse_time
+from harness.controlplane import ControlPlane
+from pool.model.demand import decode_demand
+from pool.model.keys import DEMAND
+from pool.model.reasons import WARM_BUFFER_CHANGED
+from pool.model.timefmt import format_time, parse_time
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -39,7 +40,6 @@ from tests.e2e.objects import (
     wait_for,
 )
 from tests.e2e.test_reconciler_e2e import Reconciler, bring_online, names
-from virtualtarget.controlplane import ControlPlane
 
 
 @pytest.fixture

@@ -20,22 +20,22 @@ from typing import Any
 import pytest
 
 from api.access import NAMESPACED
-from reconciler.model.access import ACCESS
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.deploy_render import (
+from harness.controlplane import ControlPlane
+from harness.deploy_render import (
     WEBHOOK_CONFIGURATION_KINDS,
     WEBHOOK_NAMESPACE,
     render_overlay,
 )
-from virtualtarget.rbac import render_component
-from virtualtarget.stack import (
+from harness.rbac import render_component
+from harness.stack import (
     register_webhooks,
     running_reconciler,
     running_webhook,
     unregister_webhooks,
 )
-from virtualtarget.standin import CredentialStandIn
+from harness.standin import CredentialStandIn
+from pool.model.access import ACCESS
+from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.model.keys import SET_LABEL
-from tests.docpages import Session, commands
-from tests.e2e.examples import assert_examples_applied
-from tests.e2e.objects import wait_for
-from tests.installpage import EXAMPLES_APPLY, EXAMPLES_DELETE, PAGE
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane
-from virtualtarget.stack import (
+from harness.controlplane import REPO_ROOT, ControlPlane
+from harness.stack import (
     register_webhooks,
     running_reconciler,
     running_webhook,
     unregister_webhooks,
 )
+from pool.model.keys import SET_LABEL
+from tests.docpages import Session, commands
+from tests.e2e.examples import assert_examples_applied
+from tests.e2e.objects import wait_for
+from tests.installpage import EXAMPLES_APPLY, EXAMPLES_DELETE, PAGE
 
 NAMESPACE = "default"  # the examples' own
 POOL = "fedora-x86"

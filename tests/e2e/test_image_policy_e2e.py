@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
+from harness.controlplane import ControlPlane
+from harness.deploy_render import container_args, render_overlay
+from harness.stack import register_webhooks, running_webhook, unregister_webhooks
 from tests.e2e.objects import apply, exporter_set, try_apply, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.deploy_render import container_args, render_overlay
-from virtualtarget.stack import register_webhooks, running_webhook, unregister_webhooks
 
 OTHER = "registry.example.com/lab/qemu-runtime:1"
 ALLOWED = f"{JUMPSTARTER_REPOSITORIES}virtual/qemu-runtime:0.9.1"

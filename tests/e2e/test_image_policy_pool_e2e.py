@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
-from reconciler.model.keys import NAME_LABEL, SET_LABEL
+from harness.controlplane import ControlPlane
+from harness.stack import (
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+    unregister_webhooks,
+)
+from pool.model.keys import NAME_LABEL, SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -27,13 +34,6 @@ from tests.e2e.objects import (
     wait_for,
 )
 from tests.e2e.test_image_policy_e2e import ALLOWED, OTHER, images, overlay_image_flags
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import (
-    register_webhooks,
-    running_reconciler,
-    running_webhook,
-    unregister_webhooks,
-)
 
 # The pool's objects, by the label each kind carries: Exporters the product's set label,
 # instance Pods Jumpstarter's (the Exporter's SET_LABEL is not copied onto its Pod).

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.model.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
+from harness.controlplane import ControlPlane
+from pool.model.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
 from tests.e2e.objects import get_json, wait_for
 from tests.e2e.test_replacement_e2e import (
     HOLD,
@@ -27,7 +28,6 @@ from tests.e2e.test_replacement_e2e import (
     pods_of,
     register,
 )
-from virtualtarget.controlplane import ControlPlane
 
 
 def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn, token_secret_name
+from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
 from tests.controller_double import DRIVERS, RunningController, serve_controller
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn, token_secret_name
 
 
 @pytest.fixture

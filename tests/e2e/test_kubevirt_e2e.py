@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane
+from harness.controlplane import REPO_ROOT, ControlPlane
 
 DATA = REPO_ROOT / "tests" / "data" / "kubevirt"
 CRD = "virtualmachineinstances.kubevirt.io"

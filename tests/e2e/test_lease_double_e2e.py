@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.model.timefmt import format_time, parse_time
+from harness.controlplane import ControlPlane
+from pool.model.timefmt import format_time, parse_time
 from tests.e2e.objects import apply, get_json, install_lease_crd, set_status, wait_for
 from tests.lease_double import LeaseDouble
-from virtualtarget.controlplane import ControlPlane
 
 
 def _exporter(name: str, namespace: str) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.model.keys import SET_LABEL
+from harness.controlplane import ControlPlane
+from harness.stack import (
+    register_webhooks,
+    running_reconciler,
+    running_webhook,
+    unregister_webhooks,
+)
+from harness.standin import CredentialStandIn
+from pool.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -30,14 +38,6 @@ from tests.e2e.objects import (
 )
 from tests.e2e.prometheus import Prometheus, running_prometheus, scrape_configs
 from tests.monitoring import one, rendered, rule_groups, service_of, webhook_tls_secret
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import (
-    register_webhooks,
-    running_reconciler,
-    running_webhook,
-    unregister_webhooks,
-)
-from virtualtarget.standin import CredentialStandIn
 
 ALERT = "VirtualTargetWarmBufferShort"
 FOR = "2s"

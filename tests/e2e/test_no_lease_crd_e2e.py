@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import reconciler_args
+from harness.standin import CredentialStandIn
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 from tests.e2e.test_replacement_e2e import end_pod, instances, pods_of, register
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import reconciler_args
-from virtualtarget.standin import CredentialStandIn
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,22 @@ from typing import Any
 
 import pytest
 
+from harness.controlplane import (
+    REPO_ROOT,
+    ControlPlane,
+    crd_files,
+    running_control_plane,
+)
+from harness.stack import (
+    ChildProcess,
+    register_webhooks,
+    running_webhook,
+    served_url,
+    unregister_webhooks,
+)
+from harness.standin import CredentialStandIn
+from pool.model.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
-from reconciler.model.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.runtime.memory import lease_name
 from scrape.serving import SERVING_PROBES
 from tests.e2e.objects import (
@@ -42,20 +56,6 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
-from virtualtarget.controlplane import (
-    REPO_ROOT,
-    ControlPlane,
-    crd_files,
-    running_control_plane,
-)
-from virtualtarget.stack import (
-    ChildProcess,
-    register_webhooks,
-    running_webhook,
-    served_url,
-    unregister_webhooks,
-)
-from virtualtarget.standin import CredentialStandIn
 
 JUMPSTARTER_CRDS = sorted((REPO_ROOT / "tests" / "data" / "jumpstarter").glob("*.yaml"))
 PROVISIONER = "qemu.jumpstarter.dev"

@@ -3,7 +3,7 @@ reconciler runs is what the reconciler then does, and the reconciler's log and E
 give the same reasons.
 
 Jumpstarter's credential step is played by the development stand-in
-(`virtualtarget.standin`), as in the other end-to-end tests. Waits are bounded polls.
+(`harness.standin`), as in the other end-to-end tests. Waits are bounded polls.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from reconciler.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
-from reconciler.rules.transitions import REASONS as TRANSITIONS
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
+from pool.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
+from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 WHY = "warm buffer 2, available 0"
 

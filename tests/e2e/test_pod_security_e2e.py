@@ -12,11 +12,11 @@ import base64
 import json
 import secrets
 
-from reconciler.model.keys import generate_name
-from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
-from reconciler.rendering.render import Credentials, instance_context, render_exporter
+from harness.controlplane import ControlPlane
+from pool.model.keys import generate_name
+from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from pool.rendering.render import Credentials, instance_context, render_exporter
 from tests.e2e.objects import exporter_set, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
 
 # The resource KubeVirt's KVM device plugin advertises for /dev/kvm.
 KVM = "devices.kubevirt.io/kvm"

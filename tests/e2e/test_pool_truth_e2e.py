@@ -22,7 +22,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import LEASE_PROTECTION, REVISION, SET_LABEL
+from harness.controlplane import ControlPlane
+from harness.stack import ReconcilerProcess, running_reconciler
+from harness.standin import CredentialStandIn
+from pool.model.keys import LEASE_PROTECTION, REVISION, SET_LABEL
 from tests.census import Census
 from tests.e2e.objects import (
     apply,
@@ -35,9 +38,6 @@ from tests.e2e.objects import (
     wait_for,
 )
 from tests.unit.test_webhook_pools import MOCK, deep_drivers
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import ReconcilerProcess, running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 Obj = dict[str, Any]
 CLI = (sys.executable, "-m", "virtualtarget.cli")

@@ -2,7 +2,7 @@
 leader election, and a SIGKILL in the middle of a scale-up.
 
 The apiserver runs no controllers, so these tests play the Jumpstarter controller and
-the exporters: the development stand-in (`virtualtarget.standin`) issues credentials as
+the exporters: the development stand-in (`harness.standin`) issues credentials as
 Jumpstarter's controller would, and the tests patch Exporter status through the status
 subresource, as the controller and the exporters would. Jumpstarter's Lease CRD is not
 part of this project; a minimal stand-in with the fields the reconciler reads is
@@ -24,7 +24,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from harness.controlplane import ControlPlane
+from harness.stack import reconciler_args
+from harness.standin import CredentialStandIn
+from pool.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
 from tests.census import watch_exporters
 from tests.e2e.objects import (
     apply,
@@ -37,9 +40,6 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import reconciler_args
-from virtualtarget.standin import CredentialStandIn
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ from bench.storm import (
     ended_status,
     reconciler,
 )
-from reconciler.model.keys import SET_LABEL
+from harness.controlplane import REPO_ROOT, ControlPlane
+from pool.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     backoff_steps,
@@ -37,7 +38,6 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
-from virtualtarget.controlplane import REPO_ROOT, ControlPlane
 
 HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
 

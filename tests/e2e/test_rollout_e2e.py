@@ -22,7 +22,9 @@ from typing import Any
 import yaml
 
 from bench.storm import FailingKubelet, SecretCollector
-from reconciler.model.keys import REVISION, ROLLOUT
+from harness.controlplane import ControlPlane
+from harness.standin import CredentialStandIn
+from pool.model.keys import REVISION, ROLLOUT
 from tests.e2e.objects import get_json, wait_for
 from tests.e2e.test_replacement_e2e import (
     condition,
@@ -32,8 +34,6 @@ from tests.e2e.test_replacement_e2e import (
     pods_of,
     register,
 )
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.standin import CredentialStandIn
 
 CEILING, WARM = 4, 2
 

@@ -1,7 +1,7 @@
 """Each install scope under the RBAC generated for it, with the reconciler's own token.
 
 For the whole cluster, one namespace (the reconciler's own, `NAMESPACE` set as its
-Deployment does) and a listed set of namespaces, the RBAC `virtualtarget.rbac` renders
+Deployment does) and a listed set of namespaces, the RBAC `harness.rbac` renders
 for that scope is applied for a ServiceAccount of the test's own, and the reconciler runs
 with a TokenRequest token of it. Then:
 
@@ -31,16 +31,16 @@ from typing import Any
 import pytest
 
 from api.access import CLUSTER, NAMESPACED
-from reconciler.model.access import ACCESS
-from reconciler.model.jumpstarter import config_secret_name
-from reconciler.model.keys import SET_LABEL
-from reconciler.rendering.provisioners.qemu import POD_SECURITY_LEVEL
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.deploy_render import WEBHOOK_NAMESPACE
+from harness.rbac import render_component
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
+from pool.model.access import ACCESS
+from pool.model.jumpstarter import config_secret_name
+from pool.model.keys import SET_LABEL
+from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.deploy_render import WEBHOOK_NAMESPACE
-from virtualtarget.rbac import render_component
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 RESYNC = 4.0  # --secret-resync of the cluster-wide run (the resync's floor per Secret)
 WATCH_BOUND = 5.0  # what docs/install.md states for a watch: an event and a pass, within seconds

@@ -23,12 +23,12 @@ from typing import Any
 import yaml
 
 from bench._apiserver import WRITE_VERBS, audit_requests, request_totals
-from reconciler.model.jumpstarter import CONFIG_KEY, config_secret_name
+from harness.controlplane import running_control_plane
+from harness.stack import running_reconciler
+from harness.standin import CredentialStandIn
+from pool.model.jumpstarter import CONFIG_KEY, config_secret_name
 from tests.chaos.support import identity
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import running_control_plane
-from virtualtarget.stack import running_reconciler
-from virtualtarget.standin import CredentialStandIn
 
 NS = "reads"
 POOLS, INSTANCES = 5, 2  # 10 instances: 20 Secrets tracked by name

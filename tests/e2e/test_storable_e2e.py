@@ -15,7 +15,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import SET_LABEL
+from harness.controlplane import ControlPlane
+from harness.stack import (
+    WebhookServer,
+)
+from pool.model.keys import SET_LABEL
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -25,10 +29,6 @@ from tests.e2e.objects import (
     virtual_target_class,
 )
 from tests.unit.test_webhook_pools import QEMU_DRIVERS, at_config_size, blob_set, deep_drivers
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import (
-    WebhookServer,
-)
 from webhook.pools import REQUEST_LIMIT, SECRET_DATA_LIMIT, render_instance
 
 Obj = dict[str, Any]

@@ -27,8 +27,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
-from reconciler.model.timefmt import format_time
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.stack import running_reconciler
+from pool.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from pool.model.timefmt import format_time
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -40,8 +42,6 @@ from tests.e2e.objects import (
     wait_for,
 )
 from tests.e2e.test_replacement_e2e import instances, patch, register
-from virtualtarget.controlplane import ControlPlane, running_control_plane
-from virtualtarget.stack import running_reconciler
 
 COOLDOWN = 60  # seconds
 LEFT = 20  # of the cooldown, when ours starts

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy_render import REPO
 from tests.docpages import Session
 from tests.tutorialpage import MAKE_RUN, PAGE, TUTORIAL, normalised, shown, steps
-from virtualtarget.deploy_render import REPO
 
 READY_LINE = "Ctrl-C stops everything."
 START_TIMEOUT_S = 120.0

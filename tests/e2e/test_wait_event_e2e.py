@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
+from harness.controlplane import ControlPlane
+from harness.stack import running_reconciler
+from pool.model.reasons import WAITING_FOR_CREDENTIALS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import running_reconciler
 
 
 def _waiting(plane: ControlPlane, ns: str) -> list[dict[str, Any]]:

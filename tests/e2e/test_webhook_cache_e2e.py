@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from harness.controlplane import ControlPlane
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
-from virtualtarget.controlplane import ControlPlane
 from webhook.cache import ClusterCache
 
 

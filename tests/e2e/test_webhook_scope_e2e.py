@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reconciler.model.keys import SET_LABEL
+from harness.controlplane import ControlPlane
+from harness.stack import register_webhooks, running_webhook, unregister_webhooks
+from pool.model.keys import SET_LABEL
 from tests.e2e.objects import apply, get_json, try_apply
-from virtualtarget.controlplane import ControlPlane
-from virtualtarget.stack import register_webhooks, running_webhook, unregister_webhooks
 
 
 def exporter(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The product image, built once per run from the repository's Dockerfile on the local
-debootstrap base (virtualtarget/images.py), and its root filesystem for runc."""
+debootstrap base (harness/images.py), and its root filesystem for runc."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from virtualtarget.images import CACHE, Unpacked, build_product, unpacked
+from harness.images import CACHE, Unpacked, build_product, unpacked
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from cryptography import x509
 
+from harness.deploy_render import DEPLOY, REPO, kubectl
+from harness.images import Unpacked
 from tests.installpage import documented_certs_run
-from virtualtarget.deploy_render import DEPLOY, REPO, kubectl
-from virtualtarget.images import Unpacked
 
 pytestmark = pytest.mark.image
 

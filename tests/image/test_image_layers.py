@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.image.conftest import layer_members
-from virtualtarget.images import (
+from harness.images import (
     CACHE,
     PIP_CA_SECRET,
     PIP_CONF_SECRET,
@@ -22,6 +21,7 @@ from virtualtarget.images import (
     pip_secrets,
     product_image,
 )
+from tests.image.conftest import layer_members
 
 pytestmark = pytest.mark.image
 

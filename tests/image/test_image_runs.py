@@ -13,11 +13,11 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from harness.deploy_render import render_overlay
+from harness.images import Unpacked
+from harness.lock import LOCK
 from tests.unit.test_lock import PYPROJECT, locked
 from virtualtarget.cli import SUBCOMMANDS
-from virtualtarget.deploy_render import render_overlay
-from virtualtarget.images import Unpacked
-from virtualtarget.lock import LOCK
 
 pytestmark = pytest.mark.image
 
@@ -120,3 +120,28 @@ def test_installs_exactly_the_locked_runtime_without_extras_or_build_tools(
     assert "pip" not in got and "matplotlib" not in got and "pytest" not in got
     probe = "import importlib.util as u; print(u.find_spec('matplotlib'), u.find_spec('pytest'))"
     assert image.run(["-c", probe], entrypoint=["python3"]).stdout.strip() == "None None"
+
+
+# The product's packages as the image installs them: the two adapters, the pool's logic
+# they share, and what both use. `harness/` (control planes, clusters, image and guest
+# builds, the stand-in) is development tooling and stays in the checkout.
+PRODUCT_PACKAGES = {"api", "certs", "pool", "reconciler", "scrape", "virtualtarget", "webhook"}
+
+
+def test_the_image_holds_the_product_and_none_of_the_harness(image: Unpacked) -> None:
+    probe = (
+        "import importlib.metadata as m, importlib.util as u, json\n"
+        "files = m.distribution('virtualtarget').files or []\n"
+        "tops = sorted({f.parts[0] for f in files if f.suffix == '.py'})\n"
+        "print(json.dumps([tops, u.find_spec('harness') is None]))\n"
+    )
+    result = image.run(["-c", probe], entrypoint=["python3"])
+    assert result.returncode == 0, result.stderr
+    tops, no_harness = json.loads(result.stdout)
+    assert set(tops) == PRODUCT_PACKAGES
+    assert no_harness
+    usage = image.run(["--help"])
+    assert usage.returncode == 0, usage.stderr
+    offered = usage.stdout.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert offered == list(SUBCOMMANDS)
+    assert "dev" not in offered and "cluster" not in offered

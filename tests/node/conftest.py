@@ -1,6 +1,6 @@
 """Fixtures for the node tier: a real single-node cluster on this machine (root).
 
-Every test in this folder is marked `node`. The cluster is `virtualtarget.node`'s, the
+Every test in this folder is marked `node`. The cluster is `harness.node`'s, the
 one `make cluster` starts; it needs the binaries of `make control-plane` and Debian's
 container packages, and fails (never skips) without them. How long each start and stop
 took is printed at the end of the run.
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.node import NodeCluster, running_node_cluster
 from tests.node.support import FIGURES, LOCK_WAIT_S, TIMINGS, record_timings
-from virtualtarget.node import NodeCluster, running_node_cluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from virtualtarget.controlplane import REPO_ROOT
+from harness.controlplane import REPO_ROOT
 
 __all__ = ["ClientRun", "run_client", "write_client_config"]
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.deploy_render import REPO
+from harness.images import product_image
+from harness.node import NodeCluster
 from tests.docpages import Ran, Session, commands
 from tests.installpage import (
     EXAMPLES_APPLY,
@@ -27,9 +30,6 @@ from tests.installpage import (
     UNINSTALL,
     UNINSTALL_LEASE_CRD,
 )
-from virtualtarget.deploy_render import REPO
-from virtualtarget.images import product_image
-from virtualtarget.node import NodeCluster
 
 NAMESPACE = "virtualtarget-system"
 WEBHOOK, RECONCILER = "virtualtarget-webhook", "virtualtarget-reconciler"

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from reconciler.model.jumpstarter import config_secret_name
-from reconciler.model.keys import SET_LABEL
+from harness.stack import ReconcilerProcess, running_reconciler
+from harness.standin import CredentialStandIn, token_secret_name
+from pool.model.jumpstarter import config_secret_name
+from pool.model.keys import SET_LABEL
 from tests.controller_double import DRIVERS, RunningController
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from virtualtarget.stack import ReconcilerProcess, running_reconciler
-from virtualtarget.standin import CredentialStandIn, token_secret_name
 
 __all__ = [
     "INSTANCE_POD_SECURITY",

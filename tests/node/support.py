@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from virtualtarget.node import NodeCluster
+from harness.node import NodeCluster
 
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0

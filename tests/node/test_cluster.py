@@ -10,8 +10,8 @@ import socket
 import subprocess
 import time
 
+from harness.node import NodeCluster
 from tests.node.support import apply, busybox_pod, get, wait_for_phase
-from virtualtarget.node import NodeCluster
 
 
 def _guard_rejects(chain: str) -> int:

@@ -35,7 +35,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from api.warmbuffer import BOOT_ESTIMATE, DEMAND_WINDOW, WARM_BUFFER
-from reconciler.model.timefmt import parse_time
+from pool.model.timefmt import parse_time
 from tests.controller_double import RunningController
 from tests.lease_double import GROUP
 from tests.node.pool_support import Pool, fresh_pool

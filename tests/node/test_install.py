@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
+from harness.node import NodeCluster
+from pool.model.reasons import WAITING_FOR_CREDENTIALS
 from scrape.settings import IMAGE_ALLOW_LIST_METRIC as ALLOW_LIST
 from tests.census import Census
 from tests.docpages import commands
@@ -41,7 +42,6 @@ from tests.node.install import (
     install,
 )
 from tests.node.support import apply, record_figure, wait_for_phase
-from virtualtarget.node import NodeCluster
 
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
 # cache) about 5 minutes, which the first test's setup would otherwise not be given.

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.keys import LEASE_PROTECTION
+from pool.model.keys import LEASE_PROTECTION
 from tests.controller_double import RunningController
 from tests.e2e.objects import apply, get_json
 from tests.node.pool_support import Pool, fresh_pool

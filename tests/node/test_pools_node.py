@@ -7,7 +7,7 @@ its Pod with the double of Jumpstarter's controller on the node IP, which marks 
 Exporter Registered and Online as Jumpstarter's controller does. Releases are played as
 Jumpstarter's controller shows them (`status.leaseRef` set, then cleared), except in the
 guest test, where a real Jumpstarter client leases an instance through the double's lease
-controller, flashes the marker guest (`virtualtarget/guest.py`), boots it under TCG and
+controller, flashes the marker guest (`harness/guest.py`), boots it under TCG and
 releases it; failures are real process exits on the node.
 
 Every test prints its figure; the waits are bounded polls, never timing assertions.
@@ -30,9 +30,11 @@ from typing import Any
 import pytest
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from reconciler.model.backoff import delay
-from reconciler.model.jumpstarter import QEMU_DRIVER, TOKEN_KEY
-from reconciler.model.keys import SERVED_LEASE
+from harness.guest import MARKER, build_marker_guest
+from harness.images import build_qemu_exporter
+from pool.model.backoff import delay
+from pool.model.jumpstarter import QEMU_DRIVER, TOKEN_KEY
+from pool.model.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
 from tests.controller_double import RunningController, serve_controller
 from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
@@ -45,8 +47,6 @@ from tests.node.pool_support import (
     running_pool,
 )
 from tests.node.support import record_figure
-from virtualtarget.guest import MARKER, build_marker_guest
-from virtualtarget.images import build_qemu_exporter
 
 # The first test's setup builds the QEMU exporter image on a fresh clone (about 3 minutes
 # on 2 cores) and starts the cluster, past the suite's default 300 s per test.

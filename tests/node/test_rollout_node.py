@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from reconciler.model.keys import REVISION
+from pool.model.keys import REVISION
 from tests.controller_double import RunningController
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure

@@ -15,17 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.node.support import (
-    LOCK_WAIT_S,
-    apply,
-    busybox_pod,
-    busybox_pod_named,
-    record_timings,
-    wait_for_phase,
-)
-from virtualtarget.controlplane import REPO_ROOT, binary_dir
-from virtualtarget.node import NodeCluster, running_node_cluster
-from virtualtarget.nodehost import (
+from harness.controlplane import REPO_ROOT, binary_dir
+from harness.node import NodeCluster, running_node_cluster
+from harness.nodehost import (
     HOST_DIRS,
     KUBELET_SOCKET,
     NETWORK,
@@ -38,7 +30,15 @@ from virtualtarget.nodehost import (
     mounts_under,
     processes_of,
 )
-from virtualtarget.nodeimages import BUSYBOX_IMAGE
+from harness.nodeimages import BUSYBOX_IMAGE
+from tests.node.support import (
+    LOCK_WAIT_S,
+    apply,
+    busybox_pod,
+    busybox_pod_named,
+    record_timings,
+    wait_for_phase,
+)
 
 # Programs nobody else on the machine runs; any left after a stop would be the cluster's.
 NODE_PROGRAMS = ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager")

@@ -4,7 +4,7 @@ auto's, measured on the same trace."""
 from __future__ import annotations
 
 from bench.demand import SCENARIOS, prepared, row
-from reconciler.simulation.simulate import simulate
+from pool.simulation.simulate import simulate
 
 
 def test_the_baseline_is_the_smallest_fixed_buffer_reaching_auto_s_p95() -> None:

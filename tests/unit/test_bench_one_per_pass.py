@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from bench._one_per_pass import REQUEUE, one_create_per_pass
-from reconciler.model.actions import CreateExporter, PatchStatus
-from reconciler.rules.planner import Plan
+from pool.model.actions import CreateExporter, PatchStatus
+from pool.rules.planner import Plan
 
 
 def a_plan(*actions: object, requeue: timedelta | None = None) -> Plan:

@@ -9,8 +9,8 @@ from unittest import mock
 from bench import _secret_watch
 from bench.reconciler import CountingKube
 from bench.secrets import VARIANTS, Run, report
-from reconciler.model.access import EXPORTERS, SECRETS
-from reconciler.rendering.provisioners import provisioner
+from pool.model.access import EXPORTERS, SECRETS
+from pool.rendering.provisioners import provisioner
 from reconciler.runtime import caches, controller, kube
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.named import NamedCache

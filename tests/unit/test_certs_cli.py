@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from certs.overlay import CA_BUNDLE_CONFIGMAP, CA_BUNDLE_FILE
+from harness.deploy_render import DEPLOY
 from virtualtarget.cli import main
-from virtualtarget.deploy_render import DEPLOY
 
 ARGS = ["certs", "--service", "virtualtarget-webhook", "--namespace", "virtualtarget-system"]
 

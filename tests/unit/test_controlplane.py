@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from virtualtarget.cli import main
-from virtualtarget.controlplane import ControlPlaneError, crd_files, running_control_plane
+from harness.controlplane import ControlPlaneError, crd_files, running_control_plane
+from harness.dev import main
 
 
 def test_missing_binaries_name_the_command_to_run(
@@ -26,9 +26,9 @@ def test_dev_reports_missing_binaries_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("VIRTUALTARGET_BIN_DIR", str(tmp_path / "bin"))
-    assert main(["dev", "--workdir", str(tmp_path / "run")]) == 1
+    assert main(["--workdir", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("virtualtarget dev: control plane: etcd, kube-apiserver, kubectl")
+    assert err.startswith("harness.dev: control plane: etcd, kube-apiserver, kubectl")
     assert len(err.strip().splitlines()) == 1
 
 

@@ -22,7 +22,15 @@ from api.access import CLUSTER, NAMESPACED
 from api.imagepolicy import ImagePolicy, from_flags
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
 from api.provisioners import DEFAULT_IMAGES
-from reconciler.rendering.provisioners.qemu import POD_SECURITY_LEVEL
+from harness.deploy_render import (
+    DEPLOY,
+    OVERLAYS,
+    WEBHOOK_NAMESPACE,
+    container_args,
+    render_kustomization,
+)
+from harness.rbac import COMPONENTS, SCOPE_COMPONENTS
+from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.docpages import files
 from tests.installpage import OWN_OVERLAY_FILE, PAGE
 from tests.unit.test_deploy_rbac import (
@@ -34,14 +42,6 @@ from tests.unit.test_deploy_rbac import (
     secret_reads_cluster_wide,
 )
 from virtualtarget.cli import _parser_for
-from virtualtarget.deploy_render import (
-    DEPLOY,
-    OVERLAYS,
-    WEBHOOK_NAMESPACE,
-    container_args,
-    render_kustomization,
-)
-from virtualtarget.rbac import COMPONENTS, SCOPE_COMPONENTS
 
 Obj = dict[str, Any]
 

@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from harness.deploy_render import REPO, render_overlay
 from virtualtarget.cli import SUBCOMMANDS
-from virtualtarget.deploy_render import REPO, render_overlay
 
 
 def containers() -> list[dict[str, Any]]:

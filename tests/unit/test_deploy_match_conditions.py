@@ -18,8 +18,8 @@ import celpy
 import pytest
 import yaml
 
-from virtualtarget.controlplane import REPO_ROOT
-from virtualtarget.deploy_render import render_overlay
+from harness.controlplane import REPO_ROOT
+from harness.deploy_render import render_overlay
 from webhook.admission import Admission
 from webhook.defaulter import default_object
 from webhook.schemas import crd_schema

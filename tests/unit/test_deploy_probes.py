@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from virtualtarget.deploy_render import OVERLAYS, render_overlay
+from harness.deploy_render import OVERLAYS, render_overlay
 
 # The slowest start measured from process start to /readyz 200 (seconds, loopback, 2
 # busy cores: webhook 1.1-2.5, reconciler 0.8-2.1), which the first try must come after.

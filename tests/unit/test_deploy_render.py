@@ -16,9 +16,7 @@ from api.imagepolicy import from_flags
 from api.jumpstarter import JUMPSTARTER_REPOSITORIES
 from api.provisioners import DEFAULT_IMAGES
 from certs.authority import ensure_certificates
-from reconciler.model.keys import SET_LABEL
-from virtualtarget.cli import _parser_for
-from virtualtarget.deploy_render import (
+from harness.deploy_render import (
     DEPLOY,
     OVERLAYS,
     REPO,
@@ -29,6 +27,8 @@ from virtualtarget.deploy_render import (
     container_args,
     render_overlay,
 )
+from pool.model.keys import SET_LABEL
+from virtualtarget.cli import _parser_for
 from webhook.routes import ENDPOINTS, KINDS, Role
 
 Obj = dict[str, Any]
@@ -267,7 +267,7 @@ def test_unknown_overlay_is_refused() -> None:
 
 
 def test_kubectl_kustomize_renders_the_base_alone() -> None:
-    from virtualtarget.deploy_render import kubectl
+    from harness.deploy_render import kubectl
 
     done = subprocess.run([kubectl(), "kustomize", DEPLOY / "base"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -291,7 +291,7 @@ def test_webhook_and_reconciler_get_the_overlays_one_image_allow_list(
 
 
 def test_the_base_alone_configures_no_image_allow_list() -> None:
-    from virtualtarget.deploy_render import kubectl
+    from harness.deploy_render import kubectl
 
     done = subprocess.run([kubectl(), "kustomize", DEPLOY / "base"], capture_output=True, text=True)
     objects = [o for o in yaml.safe_load_all(done.stdout) if o]

@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes.client.models as k8s
 import pytest
 
-from virtualtarget.deploy_render import OVERLAYS, render_overlay
+from harness.deploy_render import OVERLAYS, render_overlay
 
 # Kinds from other projects' CRDs: checked by their own tests (cert-manager's schema is
 # not in the Kubernetes OpenAPI document).

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
+from harness.deploy_render import WEBHOOK_CONFIGURATION_KINDS, render_overlay
 from tests.unit.test_webhook_support import review
-from virtualtarget.deploy_render import WEBHOOK_CONFIGURATION_KINDS, render_overlay
 from webhook.admission import Admission
 from webhook.app import create_app
 from webhook.schemas import crd_schema

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy_render import REPO
+from harness.lock import LOCK
 from tests.unit.test_deploy_dockerfile import copied_sources
-from virtualtarget.deploy_render import REPO
-from virtualtarget.lock import LOCK
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy_render import REPO
 from tests.docpages import commands
 from tests.installpage import INSTALL_SELF_SIGNED
 from tests.installpage import PAGE as INSTALL_PAGE
 from tests.tutorialpage import PAGE as TUTORIAL_PAGE
 from tests.tutorialpage import TUTORIAL
 from virtualtarget.cli import SUBCOMMANDS
-from virtualtarget.deploy_render import REPO
 
 README = REPO / "README.md"
 DESIGN = REPO / "docs" / "design.md"
@@ -117,7 +117,7 @@ def test_every_flag_is_on_the_flags_page(command: str) -> None:
 
 
 def test_every_file_the_pages_name_is_here() -> None:
-    """A page that names a source file (`reconciler/rules/planner.py`) follows it when it moves."""
+    """A page that names a source file (`pool/rules/planner.py`) follows it when it moves."""
     pages = [README, *sorted((REPO / "docs").glob("*.md"))]
     for page in pages:
         for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|md|txt))`", page.read_text()):

@@ -1,4 +1,4 @@
-"""The parts of virtualtarget/images.py that need no build: the mirror debootstrap uses
+"""The parts of harness/images.py that need no build: the mirror debootstrap uses
 and the pip settings handed to a build as secrets."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from virtualtarget.images import PIP_CA_SECRET, PIP_CONF_SECRET, ImageError, apt_mirror, pip_secrets
+from harness.images import PIP_CA_SECRET, PIP_CONF_SECRET, ImageError, apt_mirror, pip_secrets
 
 
 def test_the_mirror_comes_from_deb822_sources(tmp_path: Path) -> None:

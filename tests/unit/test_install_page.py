@@ -11,6 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from harness.cluster import DEFAULT_WORKDIR
+from harness.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
+from harness.images import CACHE
 from tests.docpages import commands
 from tests.e2e.objects import LEASE_CRD
 from tests.installpage import (
@@ -27,9 +30,6 @@ from tests.installpage import (
     words,
 )
 from virtualtarget.cli import main
-from virtualtarget.cluster import DEFAULT_WORKDIR
-from virtualtarget.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
-from virtualtarget.images import CACHE
 
 EXAMPLES = REPO / "examples"
 

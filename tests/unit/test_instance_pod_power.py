@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.images import PULL_POLICIES
-from reconciler.model.jumpstarter import EXPORTER_UID
-from reconciler.model.keys import NAME_LABEL
-from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
-from reconciler.rendering.render import Credentials, instance_context, render_exporter
+from pool.model.jumpstarter import EXPORTER_UID
+from pool.model.keys import NAME_LABEL
+from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from pool.rendering.render import Credentials, instance_context, render_exporter
 from tests.unit.test_webhook_support import a_class, a_set
 
 PLUGIN = QemuProvisioner()

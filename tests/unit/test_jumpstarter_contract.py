@@ -36,7 +36,7 @@ from jumpstarter_driver_qemu.driver import Qemu
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, Layout, qemu_size
 from api.quantity import parse_quantity
-from reconciler.model.jumpstarter import (
+from pool.model.jumpstarter import (
     CONFIG_DIR,
     CONFIG_FILE,
     CONFIG_KEY,
@@ -46,15 +46,15 @@ from reconciler.model.jumpstarter import (
     QEMU_DRIVER,
     TCP_NETWORK_DRIVER,
 )
-from reconciler.model.keys import NAME_LABEL, SET_LABEL
-from reconciler.model.views import RecycleStrategy
-from reconciler.rendering.provisioners.qemu import (
+from pool.model.keys import NAME_LABEL, SET_LABEL
+from pool.model.views import RecycleStrategy
+from pool.rendering.provisioners.qemu import (
     DEFAULT_IMAGES,
     FIRMWARE,
     TMP_DIR,
     QemuProvisioner,
 )
-from reconciler.rendering.render import (
+from pool.rendering.render import (
     Credentials,
     instance_context,
     render_config_secret,
@@ -169,9 +169,9 @@ def test_each_entry_point_defaults_to_the_layout_of_the_jumpstarter_beside_it() 
     Jumpstarter main's operator runs: main's."""
     import argparse
 
+    from pool.rendering.provisioners import provisioner
     from reconciler import cli
     from reconciler.exporter_set_controller import reconcile_args
-    from reconciler.rendering.provisioners import provisioner
 
     parser = argparse.ArgumentParser()
     cli.configure(parser)
@@ -334,7 +334,7 @@ def test_the_default_pod_runs_qemu_in_the_exporters_container_sized_for_the_gues
 
 def test_guest_sized_requests_fill_only_what_the_class_leaves_unsaid() -> None:
     from api.provisioners.qemu import QemuResources
-    from reconciler.rendering.provisioners.qemu import guest_resources
+    from pool.rendering.provisioners.qemu import guest_resources
 
     guest = QemuResources(cpu=1, memory="256Mi")
     assert guest_resources(guest) == {"requests": {"cpu": "1", "memory": "512Mi"}}

@@ -13,8 +13,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from virtualtarget.deploy_render import REPO
-from virtualtarget.lock import LOCK, stale
+from harness.deploy_render import REPO
+from harness.lock import LOCK, stale
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 

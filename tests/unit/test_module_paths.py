@@ -1,6 +1,6 @@
 """Every module path the documentation and the docstrings name exists.
 
-A reference in backquotes, `reconciler.rules.planner.plan` or `reconciler/model/keys.py`,
+A reference in backquotes, `pool.rules.planner.plan` or `pool/model/keys.py`,
 of one of the product's packages, must resolve to a module (and the attribute it names) or
 a Python file or folder of this tree; so must each module `.importlinter` names. A module
 that moved leaves no reference behind pointing at where it was.

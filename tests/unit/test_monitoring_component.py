@@ -15,6 +15,7 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from certs.authority import serving_names
+from harness.deploy_render import DEPLOY, OVERLAYS, REPO, WEBHOOK_NAMESPACE, kubectl
 from scrape.auth import METRICS_PATH
 from tests.monitoring import (
     COMPONENT,
@@ -27,7 +28,6 @@ from tests.monitoring import (
     service_of,
     webhook_tls_secret,
 )
-from virtualtarget.deploy_render import DEPLOY, OVERLAYS, REPO, WEBHOOK_NAMESPACE, kubectl
 
 TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # in Prometheus's pod
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from virtualtarget.nodehost import NETWORK, Ledger
-from virtualtarget.nodeimages import BUSYBOX_IMAGE, PAUSE_IMAGE, normalize
+from harness.nodehost import NETWORK, Ledger
+from harness.nodeimages import BUSYBOX_IMAGE, PAUSE_IMAGE, normalize
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from reconciler.model.jumpstarter import JUMPSTARTER_RELEASE, QEMU_DRIVER, TCP_NETWORK_DRIVER
+from harness.images import QEMU_EXPORTER_CONTEXT
+from pool.model.jumpstarter import JUMPSTARTER_RELEASE, QEMU_DRIVER, TCP_NETWORK_DRIVER
 from tests.controller_double import DRIVERS
-from virtualtarget.images import QEMU_EXPORTER_CONTEXT
 
 DOCKERFILE = (QEMU_EXPORTER_CONTEXT / "Dockerfile").read_text()
 REQUIREMENTS = QEMU_EXPORTER_CONTEXT / "requirements.txt"
@@ -61,6 +61,6 @@ def test_it_pins_the_release_and_every_driver_the_pools_use() -> None:
 
 
 def test_its_user_is_the_one_the_pod_runs_jmp_run_as() -> None:
-    from reconciler.model.jumpstarter import EXPORTER_UID
+    from pool.model.jumpstarter import EXPORTER_UID
 
     assert f"USER {EXPORTER_UID}:{EXPORTER_UID}" in DOCKERFILE

@@ -1,4 +1,4 @@
-"""The backoff outlives its failed instances (`reconciler.rules.backoff`): a property test
+"""The backoff outlives its failed instances (`pool.rules.backoff`): a property test
 through the real planner, over pool shapes, lagging caches and restarts.
 
 `Cluster` plays the apiserver (Exporters, Pods, the pool's memory and status), the
@@ -27,7 +27,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.actions import (
+from pool.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -37,11 +37,11 @@ from reconciler.model.actions import (
     Remove,
     SetSurplusSince,
 )
-from reconciler.model.backoff import CAP, Backoff, delay
-from reconciler.model.reasons import BACK_OFF, SET_RECOVERED
-from reconciler.model.status import condition_of
-from reconciler.model.views import ExporterView, Observation, PodView
-from reconciler.rules.planner import Plan, plan
+from pool.model.backoff import CAP, Backoff, delay
+from pool.model.reasons import BACK_OFF, SET_RECOVERED
+from pool.model.status import condition_of
+from pool.model.views import ExporterView, Observation, PodView
+from pool.rules.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 S = timedelta(seconds=1)

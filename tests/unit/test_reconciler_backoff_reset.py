@@ -1,5 +1,5 @@
 """A change of the set's template, images or class ends the backoff: failures of an
-earlier revision are no reason to wait (`reconciler.rules.stages.failures`, REVISION)."""
+earlier revision are no reason to wait (`pool.rules.stages.failures`, REVISION)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.actions import CreateExporter, RememberBackoff, Remove
-from reconciler.model.adapt import class_view, pool_view
-from reconciler.model.backoff import Backoff
-from reconciler.model.views import ExporterView, Observation, PodView
-from reconciler.rules.planner import Plan, plan
+from pool.model.actions import CreateExporter, RememberBackoff, Remove
+from pool.model.adapt import class_view, pool_view
+from pool.model.backoff import Backoff
+from pool.model.views import ExporterView, Observation, PodView
+from pool.rules.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, booting, klass, pool
 
 S = timedelta(seconds=1)

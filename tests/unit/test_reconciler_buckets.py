@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.model.views import HookRecord, PodView
-from reconciler.rules.buckets import Bucket, classify, owes_after_lease
+from pool.model.views import HookRecord, PodView
+from pool.rules.buckets import Bucket, classify, owes_after_lease
 from tests.unit.test_reconciler_support import T0, booting, ready
 
 NONE: frozenset[str] = frozenset()

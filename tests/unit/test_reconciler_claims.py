@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.keys import instance_labels
-from reconciler.model.views import LeaseView, Observation, PoolClaim
-from reconciler.rules.claims import claimant, counts_lease, overlap
-from reconciler.rules.planner import plan
+from pool.model.keys import instance_labels
+from pool.model.views import LeaseView, Observation, PoolClaim
+from pool.rules.claims import claimant, counts_lease, overlap
+from pool.rules.planner import plan
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 KEYS, VALUES = ("board", "arch"), ("a", "b")

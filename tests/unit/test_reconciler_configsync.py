@@ -8,10 +8,10 @@ import dataclasses
 from typing import Any
 from unittest import mock
 
-from reconciler.rendering import configsync
-from reconciler.rendering.configsync import ConfigSync
-from reconciler.rendering.credentials import keep_credentials
-from reconciler.rendering.render import Credentials, InstanceContext, config_secret, exporter_config
+from pool.rendering import configsync
+from pool.rendering.configsync import ConfigSync
+from pool.rendering.credentials import keep_credentials
+from pool.rendering.render import Credentials, InstanceContext, config_secret, exporter_config
 
 CTX = InstanceContext(
     namespace="ns",

@@ -6,15 +6,15 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from reconciler.rendering.configsync import kept_data
-from reconciler.rendering.credentials import (
+from pool.rendering.configsync import kept_data
+from pool.rendering.credentials import (
     NOT_ISSUED,
     ca_source,
     keep_certificates,
     keep_credentials,
     resolve,
 )
-from reconciler.rendering.render import Credentials
+from pool.rendering.render import Credentials
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

@@ -1,4 +1,4 @@
-"""The demand estimator (`reconciler.rules.demand`), its memory (`reconciler.model.demand`)
+"""The demand estimator (`pool.rules.demand`), its memory (`pool.model.demand`)
 and the planner's demand stage: scheduled Leases and the `warm-buffer: auto` pool."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.warmbuffer import WarmBufferSettings
-from reconciler.model.actions import CreateExporter, RecordEvent, RememberDemand
-from reconciler.model.demand import DemandMemory, decode_demand, encode_demand
-from reconciler.model.reasons import WARM_BUFFER_CHANGED
-from reconciler.model.views import LeaseView, Observation
-from reconciler.rules.demand import (
+from pool.model.actions import CreateExporter, RecordEvent, RememberDemand
+from pool.model.demand import DemandMemory, decode_demand, encode_demand
+from pool.model.reasons import WARM_BUFFER_CHANGED
+from pool.model.views import LeaseView, Observation
+from pool.rules.demand import (
     RISK,
     advance,
     boot_p95,
@@ -22,9 +22,9 @@ from reconciler.rules.demand import (
     poisson_quantile,
     sized_buffer,
 )
-from reconciler.rules.explain import explain
-from reconciler.rules.planner import Plan, plan
-from reconciler.rules.stages.demand import WRITE_EVERY
+from pool.rules.explain import explain
+from pool.rules.planner import Plan, plan
+from pool.rules.stages.demand import WRITE_EVERY
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 
 WINDOW = timedelta(minutes=10)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.model.reasons import SCALE_UP
+from pool.model.reasons import SCALE_UP
 from reconciler.runtime.events import REPORTING_CONTROLLER, build_event
 
 SET = {

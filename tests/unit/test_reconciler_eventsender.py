@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from bench.reconciler import CountingKube, exporter_set
-from reconciler.model.access import CLASSES, EVENTS, EXPORTERSETS
-from reconciler.rendering.provisioners import provisioner
+from pool.model.access import CLASSES, EVENTS, EXPORTERSETS
+from pool.rendering.provisioners import provisioner
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.eventsender import EventSender
 

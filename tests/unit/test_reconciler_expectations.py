@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from reconciler.model.access import PODS
-from reconciler.model.actions import DeletePod
-from reconciler.model.keys import NAME_LABEL
+from pool.model.access import PODS
+from pool.model.actions import DeletePod
+from pool.model.keys import NAME_LABEL
 from reconciler.runtime.expectations import EXPORTER, POD, Expectations
 from tests.unit.test_reconciler_step_failures import NS, SET, make_lab
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.model.actions import (
+from pool.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -20,12 +20,12 @@ from reconciler.model.actions import (
     SetSurplusSince,
     Unprotect,
 )
-from reconciler.model.backoff import Backoff
-from reconciler.model.demand import DemandMemory
-from reconciler.model.views import LeaseView, Observation, PodView
-from reconciler.rules.explain import VERBS, Step, describe, explain, held
-from reconciler.rules.planner import Plan, plan
-from reconciler.rules.transitions import REASONS as TRANSITIONS
+from pool.model.backoff import Backoff
+from pool.model.demand import DemandMemory
+from pool.model.views import LeaseView, Observation, PodView
+from pool.rules.explain import VERBS, Step, describe, explain, held
+from pool.rules.planner import Plan, plan
+from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_planner import condition, run
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 

@@ -1,5 +1,5 @@
 """Instances matched to their Pods by uid, failures told apart from finished instances,
-and the pool's backoff (`reconciler.rules.backoff`), through the real planner."""
+and the pool's backoff (`pool.rules.backoff`), through the real planner."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.actions import (
+from pool.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -18,12 +18,12 @@ from reconciler.model.actions import (
     RememberBackoff,
     Remove,
 )
-from reconciler.model.backoff import Backoff, delay
-from reconciler.model.reasons import BACK_OFF, PODS_FAILING, SET_DEGRADED
-from reconciler.model.views import ExporterView, Observation, PodView
-from reconciler.rules.planner import Plan, plan
-from reconciler.rules.stages.settle import FENCE_SETTLE
-from reconciler.rules.transitions import REASONS as TRANSITIONS
+from pool.model.backoff import Backoff, delay
+from pool.model.reasons import BACK_OFF, PODS_FAILING, SET_DEGRADED
+from pool.model.views import ExporterView, Observation, PodView
+from pool.rules.planner import Plan, plan
+from pool.rules.stages.settle import FENCE_SETTLE
+from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 S = timedelta(seconds=1)

@@ -1,6 +1,6 @@
 """The reconciler under an image allow-list: the set's `ImagesAllowed` condition, a pool
 whose image the list refuses is kept but never grows, and a new instance is rendered only
-from allowed images (`reconciler.rendering.imagecheck`, the planner's hold)."""
+from allowed images (`pool.rendering.imagecheck`, the planner's hold)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.imagepolicy import ImagePolicy
-from reconciler.model.actions import CreateExporter, CreatePod, Remove
-from reconciler.model.views import Observation, PodView
-from reconciler.rendering.imagecheck import images_condition
-from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
-from reconciler.rendering.render import Credentials, instance_context, render_exporter
-from reconciler.rules.planner import Plan, plan
+from pool.model.actions import CreateExporter, CreatePod, Remove
+from pool.model.views import Observation, PodView
+from pool.rendering.imagecheck import images_condition
+from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
+from pool.rendering.render import Credentials, instance_context, render_exporter
+from pool.rules.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 from tests.unit.test_webhook_support import a_class, a_set
 

@@ -1,6 +1,6 @@
 """Where a pool keeps its memory: the set's annotations in a cluster-wide install, a
 coordination Lease beside the set in a namespaced one (`reconciler.runtime.memory`); and the
-backoff's annotation value, read back as it was written (`reconciler.model.backoff`)."""
+backoff's annotation value, read back as it was written (`pool.model.backoff`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.model.access import EXPORTERSETS, MEMORY_LEASES
-from reconciler.model.actions import RememberBackoff, RememberDemand, SetSurplusSince
-from reconciler.model.adapt import pool_view, remembered
-from reconciler.model.backoff import Backoff, decode, encode
-from reconciler.model.demand import DemandMemory, encode_demand
-from reconciler.model.keys import BACKOFF, DEMAND, SURPLUS_SINCE
-from reconciler.rendering.provisioners import provisioner
+from pool.model.access import EXPORTERSETS, MEMORY_LEASES
+from pool.model.actions import RememberBackoff, RememberDemand, SetSurplusSince
+from pool.model.adapt import pool_view, remembered
+from pool.model.backoff import Backoff, decode, encode
+from pool.model.demand import DemandMemory, encode_demand
+from pool.model.keys import BACKOFF, DEMAND, SURPLUS_SINCE
+from pool.rendering.provisioners import provisioner
 from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.kube import ApiError
 from reconciler.runtime.memory import MemoryLeases, lease_name

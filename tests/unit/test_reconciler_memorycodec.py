@@ -1,4 +1,4 @@
-"""The one reading of a pool's memory annotations (`reconciler.model.memorycodec`), as the
+"""The one reading of a pool's memory annotations (`pool.model.memorycodec`), as the
 backoff and the demand memory use it: malformed values are forgotten (None), never raised."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.model.backoff import Backoff, decode, encode
-from reconciler.model.demand import DemandMemory, decode_demand, encode_demand
-from reconciler.model.memorycodec import count, decode_memory, moment, number, text
+from pool.model.backoff import Backoff, decode, encode
+from pool.model.demand import DemandMemory, decode_demand, encode_demand
+from pool.model.memorycodec import count, decode_memory, moment, number, text
 
 AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 BACKOFF = Backoff(2, AT, "pool-x7k2p", "exited", "abc.def")

@@ -12,9 +12,9 @@ from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.warmbuffer import WarmBufferSettings
-from reconciler.model.access import EXPORTERS, EXPORTERSETS
-from reconciler.model.views import LeaseView, Observation
-from reconciler.rules.planner import plan
+from pool.model.access import EXPORTERS, EXPORTERSETS
+from pool.model.views import LeaseView, Observation
+from pool.rules.planner import plan
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube, NotLeading
 from reconciler.runtime.leader import ElectionConfig, Elector

@@ -14,8 +14,8 @@ import json
 from typing import Any
 
 from bench.reconciler import CountingKube, exporter, exporter_set
-from reconciler.model.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
-from reconciler.rendering.provisioners import provisioner
+from pool.model.access import CLASSES, EXPORTERS, EXPORTERSETS, PODS, SECRETS
+from pool.rendering.provisioners import provisioner
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.controller import Controller, Lane
 from reconciler.runtime.named import NamedCache

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.controlplane import free_port
 from virtualtarget.cli import main
-from virtualtarget.controlplane import free_port
 
 KUBECONFIG = """\
 apiVersion: v1

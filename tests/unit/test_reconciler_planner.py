@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from reconciler.model.actions import (
+from pool.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
@@ -19,12 +19,12 @@ from reconciler.model.actions import (
     Retain,
     SetSurplusSince,
 )
-from reconciler.model.keys import SET_LABEL
-from reconciler.model.reasons import WAITING_FOR_CREDENTIALS
-from reconciler.model.views import ExporterView, LeaseView, Observation, PodView
-from reconciler.rules.planner import Plan, plan
-from reconciler.rules.stages.upkeep import AWAITING_REQUEUE
-from reconciler.rules.transitions import REASONS as TRANSITIONS
+from pool.model.keys import SET_LABEL
+from pool.model.reasons import WAITING_FOR_CREDENTIALS
+from pool.model.views import ExporterView, LeaseView, Observation, PodView
+from pool.rules.planner import Plan, plan
+from pool.rules.stages.upkeep import AWAITING_REQUEUE
+from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_support import T0, booting, klass, owing, pool, ready
 
 

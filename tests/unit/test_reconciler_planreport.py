@@ -7,9 +7,9 @@ import re
 from datetime import timedelta
 
 from api.warmbuffer import WarmBufferSettings
-from reconciler.model.views import LeaseView, Observation
-from reconciler.rules.planner import plan
-from reconciler.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
+from pool.model.views import LeaseView, Observation
+from pool.rules.planner import plan
+from pool.rules.planreport import JSON_SHAPE, SetPlan, as_json, as_text
 from tests.unit.test_reconciler_planner import run
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 

@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.access import PODS
-from reconciler.model.actions import CreateExporter, CreatePod, DeletePod, Remove
-from reconciler.model.adapt import pod_view, pod_view_after
-from reconciler.model.views import Observation, PodView
-from reconciler.rules.buckets import Bucket
-from reconciler.rules.planner import Plan, plan
+from pool.model.access import PODS
+from pool.model.actions import CreateExporter, CreatePod, DeletePod, Remove
+from pool.model.adapt import pod_view, pod_view_after
+from pool.model.views import Observation, PodView
+from pool.rules.buckets import Bucket
+from pool.rules.planner import Plan, plan
 from reconciler.runtime.cache import Informer
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 

@@ -1,6 +1,6 @@
 """Property tests: random pools and event sequences through the real planner.
 
-`reconciler.simulation.world.World` plays the cluster (kubelet, exporter processes, the lease
+`pool.simulation.world.World` plays the cluster (kubelet, exporter processes, the lease
 controller, the runtime's idempotent steps); hypothesis picks the events: leases taken
 and released, instances going offline and online or owing a hook, parameters edited,
 crashes part-way through a plan, restarts (a fresh planner pass with no memory but the
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from api.warmbuffer import WarmBufferSettings
-from reconciler.model.actions import CreateExporter, Remove, Retain
-from reconciler.model.views import HookRecord
-from reconciler.rules.buckets import Bucket
-from reconciler.rules.planner import Plan, plan
-from reconciler.simulation.world import World
+from pool.model.actions import CreateExporter, Remove, Retain
+from pool.model.views import HookRecord
+from pool.rules.buckets import Bucket
+from pool.rules.planner import Plan, plan
+from pool.simulation.world import World
 from tests.unit.test_reconciler_support import T0, klass, pool
 
 MINUTE = timedelta(minutes=1)

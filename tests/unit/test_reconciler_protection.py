@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, Resource
-from reconciler.model.actions import Protect, Remove, Retain, Unprotect
-from reconciler.model.keys import FENCED_AT, FENCED_FOR, LEASE_PROTECTION
-from reconciler.model.reasons import SCALE_DOWN
-from reconciler.model.timefmt import format_time
-from reconciler.rendering.provisioners import provisioner
-from reconciler.rules.protection import PROTECTION_BOUND, Verdict, verdict
+from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, Resource
+from pool.model.actions import Protect, Remove, Retain, Unprotect
+from pool.model.keys import FENCED_AT, FENCED_FOR, LEASE_PROTECTION
+from pool.model.reasons import SCALE_DOWN
+from pool.model.timefmt import format_time
+from pool.rendering.provisioners import provisioner
+from pool.rules.protection import PROTECTION_BOUND, Verdict, verdict
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.executor import Executor, Pass, Runtime
 from tests.unit.test_reconciler_planner import of, run

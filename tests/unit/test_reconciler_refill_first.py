@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench.reconciler import CountingKube, _controller, exporter, exporter_set
-from reconciler.model.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
-from reconciler.model.actions import CreateExporter
-from reconciler.model.views import LeaseView
+from pool.model.access import EVENTS, EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
+from pool.model.actions import CreateExporter
+from pool.model.views import LeaseView
 from reconciler.runtime.controller import Controller, Lane
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_support import booting, ready

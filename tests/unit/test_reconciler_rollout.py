@@ -1,6 +1,6 @@
-"""Rollouts (`reconciler.rules.stages.rollout`): outdated instances replaced one at a time,
+"""Rollouts (`pool.rules.stages.rollout`): outdated instances replaced one at a time,
 with a surge of one, never a busy one, held by the pause annotation and by a failing new
-revision; what the revision covers (`reconciler.model.adapt`)."""
+revision; what the revision covers (`pool.model.adapt`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from reconciler.model.actions import CreateExporter, CreatePod, DeletePod, RecordEvent, Remove
-from reconciler.model.adapt import class_view, pool_view
-from reconciler.model.backoff import Backoff
-from reconciler.model.keys import ROLLOUT
-from reconciler.model.status import condition_of
-from reconciler.model.views import ExporterView, LeaseView, Observation, PodView
-from reconciler.rules.planner import Plan, plan
+from pool.model.actions import CreateExporter, CreatePod, DeletePod, RecordEvent, Remove
+from pool.model.adapt import class_view, pool_view
+from pool.model.backoff import Backoff
+from pool.model.keys import ROLLOUT
+from pool.model.status import condition_of
+from pool.model.views import ExporterView, LeaseView, Observation, PodView
+from pool.rules.planner import Plan, plan
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 OLD, NEW = "old", "new"  # the set's revisions; the class's is "" (so "new." is current)

@@ -1,5 +1,5 @@
 """Property test of rollouts: random pools, leases, revisions, pauses and interleavings
-through the real planner in the simulated world (`reconciler.simulation.world`).
+through the real planner in the simulated world (`pool.simulation.world`).
 
 After every pass: a busy instance is never removed, a create never takes the pool over
 maxReplicas, a rollout's removal leaves the warm buffer met whenever a surge fits, and
@@ -17,12 +17,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.model.actions import CreateExporter, Remove, Retain
-from reconciler.model.reasons import SCALE_DOWN
-from reconciler.rules.buckets import Bucket
-from reconciler.rules.planner import Plan
-from reconciler.rules.rollout import current_revisions
-from reconciler.simulation.world import World
+from pool.model.actions import CreateExporter, Remove, Retain
+from pool.model.reasons import SCALE_DOWN
+from pool.rules.buckets import Bucket
+from pool.rules.planner import Plan
+from pool.rules.rollout import current_revisions
+from pool.simulation.world import World
 from tests.unit.test_reconciler_properties import apply_event as pool_event
 from tests.unit.test_reconciler_support import T0, klass, pool
 

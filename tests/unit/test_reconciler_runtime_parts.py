@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.access import NAMESPACED
-from reconciler.model.access import (
+from pool.model.access import (
     ACCESS,
     EXPORTERS,
     EXPORTERSETS,
@@ -15,10 +15,10 @@ from reconciler.model.access import (
     WATCHED,
     allowed,
 )
-from reconciler.model.adapt import exporter_view, lease_view, pool_view
-from reconciler.model.keys import SET_LABEL, SURPLUS_SINCE
-from reconciler.rendering.provisioners.qemu import DEFAULT_IMAGES
-from reconciler.rendering.render import render_exporter, resolve_image
+from pool.model.adapt import exporter_view, lease_view, pool_view
+from pool.model.keys import SET_LABEL, SURPLUS_SINCE
+from pool.rendering.provisioners.qemu import DEFAULT_IMAGES
+from pool.rendering.render import render_exporter, resolve_image
 from reconciler.runtime.workqueue import WorkQueue
 
 

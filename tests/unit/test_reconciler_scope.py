@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from api.access import CLUSTER, NAMESPACED
+from pool.model.access import EXPORTERS, SECRETS
+from pool.rendering.provisioners import provisioner
 from reconciler.cli import election_namespace
 from reconciler.exporter_set_controller import main as controller_main
 from reconciler.exporter_set_controller import reconcile_args
-from reconciler.model.access import EXPORTERS, SECRETS
-from reconciler.rendering.provisioners import provisioner
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.memory import MemoryLeases, lease_name

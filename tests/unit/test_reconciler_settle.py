@@ -1,6 +1,6 @@
 """A removal takes two passes: one fences the instance (saying what for), and a pass at
 least FENCE_SETTLE later deletes it for that reason, unless a Lease took it meanwhile,
-which lifts the fence (`reconciler.rules.stages.settle`, `.departures`)."""
+which lifts the fence (`pool.rules.stages.settle`, `.departures`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.model.actions import LiftFence, Remove
-from reconciler.model.keys import ROLLOUT
-from reconciler.model.reasons import FENCE_LIFTED, RECYCLE, SCALE_DOWN
-from reconciler.model.views import ExporterView, LeaseView
-from reconciler.rules.rollout import ROLLOUT_REMOVAL
-from reconciler.rules.stages.settle import FENCE_SETTLE
+from pool.model.actions import LiftFence, Remove
+from pool.model.keys import ROLLOUT
+from pool.model.reasons import FENCE_LIFTED, RECYCLE, SCALE_DOWN
+from pool.model.views import ExporterView, LeaseView
+from pool.rules.rollout import ROLLOUT_REMOVAL
+from pool.rules.stages.settle import FENCE_SETTLE
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_protection import LateLeaseKube, _executor
 from tests.unit.test_reconciler_step_failures import INSTANCE, _exporter

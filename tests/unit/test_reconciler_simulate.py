@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.simulation.simulate import ScenarioError, run_scenario
+from pool.simulation.simulate import ScenarioError, run_scenario
 from virtualtarget.cli import main
 
 SCENARIOS = sorted((Path(__file__).parents[2] / "examples" / "scenarios").glob("*.yaml"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.model.access import (
+from pool.model.access import (
     CLASSES,
     EVENTS,
     EXPORTERS,
@@ -22,10 +22,10 @@ from reconciler.model.access import (
     SECRETS,
     Resource,
 )
-from reconciler.model.keys import SET_LABEL
-from reconciler.model.reasons import RENDER_FAILED, WRITE_REJECTED
-from reconciler.model.status import condition_of
-from reconciler.rendering.provisioners import provisioner
+from pool.model.keys import SET_LABEL
+from pool.model.reasons import RENDER_FAILED, WRITE_REJECTED
+from pool.model.status import condition_of
+from pool.rendering.provisioners import provisioner
 from reconciler.runtime.controller import Controller, Lane
 from reconciler.runtime.failures import StepFailed, classify, trimmed
 from reconciler.runtime.kube import ApiError

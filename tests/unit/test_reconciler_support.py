@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.model.views import ClassView, ExporterView, HookRecord, PoolView
+from pool.model.views import ClassView, ExporterView, HookRecord, PoolView
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,15 +9,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.model.actions import PatchStatus, RecordEvent
-from reconciler.model.reasons import (
+from pool.model.actions import PatchStatus, RecordEvent
+from pool.model.reasons import (
     SCALING_UNLIMITED,
     SET_AVAILABLE,
     SET_PROGRESSING,
     SET_SETTLED,
     SET_UNAVAILABLE,
 )
-from reconciler.rules.transitions import TRANSITIONS, transition_events
+from pool.rules.transitions import TRANSITIONS, transition_events
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_support import booting, ready
 

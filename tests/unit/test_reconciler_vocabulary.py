@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.model import reasons
-from reconciler.model.adapt import pool_view
-from reconciler.model.keys import LEGACY_SURPLUS_SINCE, NAME_LABEL, SURPLUS_SINCE
-from reconciler.model.timefmt import parse_time
+from pool.model import reasons
+from pool.model.adapt import pool_view
+from pool.model.keys import LEGACY_SURPLUS_SINCE, NAME_LABEL, SURPLUS_SINCE
+from pool.model.timefmt import parse_time
 
 CONDITIONS = Path(__file__).resolve().parents[2] / "docs" / "conditions.md"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.fielderrors import ErrorType
-from reconciler.model.keys import SET_LABEL
+from pool.model.keys import SET_LABEL
 from tests.unit.test_webhook_crossobject import run
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import Admission

@@ -1,0 +1,28 @@
+"""Provisioner plug-ins, by the name a VirtualTargetClass gives in `provisioner`.
+
+Adding a backend means adding a module with a `Provisioner` and one line here.
+"""
+
+from __future__ import annotations
+
+from api.provisioners.qemu import Layout
+from pool.rendering.provisioners.base import Provisioner
+from pool.rendering.provisioners.qemu import QemuProvisioner
+
+__all__ = ["PROVISIONERS", "Provisioner", "provisioner"]
+
+PROVISIONERS: dict[str, Provisioner] = {p.name: p for p in (QemuProvisioner(),)}
+
+
+def provisioner(name: str, *, qemu_layout: str | None = None) -> Provisioner:
+    """The plug-in named `name`; KeyError with the known names otherwise. `qemu_layout`
+    is the QEMU provisioner's default layout where a pool names none (`exporter` unless
+    given; ValueError for another value)."""
+    try:
+        found = PROVISIONERS[name]
+    except KeyError:
+        known = ", ".join(sorted(PROVISIONERS))
+        raise KeyError(f"unknown provisioner {name!r} (known: {known})") from None
+    if qemu_layout is not None and isinstance(found, QemuProvisioner):
+        return QemuProvisioner(Layout(qemu_layout))
+    return found

@@ -1,0 +1,358 @@
+"""`qemu.jumpstarter.dev`: one QEMU virtual machine per instance.
+
+Two layouts (`api.provisioners.qemu.Layout`), named by the `layout` parameter of the class
+or set, else by the entry point (`default_layout`):
+
+- `exporter` (the default of `virtualtarget reconcile`): what Jumpstarter's release
+  0.9.0 runs. Its QEMU driver starts `qemu-system-<arch>` itself, so the Pod is one
+  container, `jmp run` as the exporter image's unprivileged user, sized for the guest
+  (the class's `scheduling.resources`, and requests for the guest's CPUs and memory
+  where those say nothing of them), with an emptyDir as its temporary directory (the
+  driver keeps the disk, the QMP and serial sockets there: a short path, as unix socket
+  paths must be). QEMU's own firmware boots the guest (SeaBIOS on x86_64): no firmware
+  paths are rendered.
+- `sidecar` (the default of `exporter-set-controller`, which Jumpstarter's operator runs):
+  exactly as Jumpstarter main's exporter-set controller renders it. An init container
+  copies Jumpstarter's exec helper into a shared volume, the QEMU runtime runs as a
+  native sidecar (root, for /dev/kvm, with the class's resources), the main container
+  runs `jmp run`, and each QEMU driver gets `launcher_socket` and UEFI firmware paths.
+
+In both, a QEMU driver gets the guest's size from the parameters where its own config is
+silent, and a `tcp` TcpNetwork driver to the guest's forwarded SSH port is added when the
+template has none. No ServiceAccount token is mounted: nothing in the Pod calls the
+Kubernetes API. The Pod never restarts: the pool replaces a finished instance. No I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.provisioners.qemu import DEFAULT_IMAGES as IMAGE_REFERENCES
+from api.provisioners.qemu import (
+    PROVISIONER,
+    Architecture,
+    Layout,
+    QemuParameters,
+    QemuResources,
+    qemu_size,
+)
+from api.quantity import format_bytes, parse_quantity
+from pool.model.access import PODS
+from pool.model.jumpstarter import (
+    CONFIG_DIR,
+    EXEC_BINARY,
+    EXPORTER_CONTAINER,
+    EXPORTER_UID,
+    LAUNCHER_SOCKET,
+    QEMU_DRIVER,
+    SHARED_DIR,
+    TCP_NETWORK_DRIVER,
+    readiness_command,
+    run_command,
+)
+from pool.rendering.render import Image, InstanceContext
+
+__all__ = [
+    "DEFAULT_IMAGES",
+    "FIRMWARE",
+    "GUEST_OVERHEAD",
+    "POD_SECURITY_LEVEL",
+    "TMP_DIR",
+    "QemuProvisioner",
+    "guest_resources",
+]
+
+# The Pod Security Standard every layout's instance Pods meet: the `sidecar` runtime runs
+# as root (for /dev/kvm), which `restricted` refuses; no privileged container, host path
+# or added capability, so `baseline` admits them. The `exporter` layout's Pods meet
+# `restricted` too. The namespace of a pool must enforce no more than its layout meets.
+POD_SECURITY_LEVEL = "baseline"
+
+DEFAULT_IMAGES: Mapping[str, Image] = {
+    role: Image(reference) for role, reference in IMAGE_REFERENCES.items()
+}
+
+# UEFI firmware in Jumpstarter main's runtime image (the `sidecar` layout), by guest
+# architecture, under the partition names the QEMU driver boots from.
+FIRMWARE: Mapping[str, Mapping[str, str]] = {
+    Architecture.X86_64.value: {
+        "OVMF_CODE.fd": "/usr/share/edk2/ovmf/OVMF_CODE.fd",
+        "OVMF_VARS.fd": "/usr/share/edk2/ovmf/OVMF_VARS.fd",
+    },
+    Architecture.AARCH64.value: {
+        "OVMF_CODE.fd": "/usr/share/AAVMF/AAVMF_CODE.fd",
+        "OVMF_VARS.fd": "/usr/share/AAVMF/AAVMF_VARS.fd",
+    },
+}
+# The guest's SSH port, forwarded to the Pod's loopback and exported as the `tcp` driver.
+SSH_FORWARD = {"hostaddr": "127.0.0.1", "hostport": 2222, "guestport": 22}
+TCP_DRIVER = {
+    "name": "tcp",
+    "type": TCP_NETWORK_DRIVER,
+    "config": {"host": SSH_FORWARD["hostaddr"], "port": SSH_FORWARD["hostport"]},
+}
+SHARED_VOLUME_LIMIT = "100Mi"
+# The `exporter` layout: the temporary directory of `jmp run` and its QEMU driver (the
+# guest's disk, its QMP, serial and VNC sockets), and what its container requests beside
+# the guest's memory (QEMU's own, and `jmp run`) when the class names no resources.
+TMP_DIR = "/tmp"
+GUEST_OVERHEAD = "256Mi"
+# Room in the temporary directory beside the guest's disk (cloud-init data, sockets).
+TMP_HEADROOM = "1Gi"
+_CONFIG_VOLUME = "exporter-config"
+_SHARED_VOLUME = "shared"
+_TMP_VOLUME = "tmp"
+
+
+def _unprivileged() -> dict[str, Any]:
+    """The exporter image's containers: its unprivileged user, nothing gained, no
+    capability, the runtime's default seccomp profile (Pod Security's `restricted`)."""
+    return {
+        "runAsUser": EXPORTER_UID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _parameters(ctx: InstanceContext) -> QemuParameters:
+    """The merged parameters as the model reads them; empty when they are invalid (the
+    reconciler renders no instance of such a set; a Pod rendered anyway gets no size)."""
+    try:
+        return QemuParameters.model_validate(ctx.parameters)
+    except ValidationError:
+        return QemuParameters()
+
+
+def _qemu_config(
+    config: Mapping[str, Any], params: QemuParameters, layout: Layout
+) -> dict[str, Any]:
+    """A Qemu driver's config with the pool's settings filled in where it says nothing;
+    `launcher_socket` is the layout's own (set for `sidecar`, never for `exporter`)."""
+    filled = dict(config)
+    if layout is Layout.SIDECAR:
+        filled["launcher_socket"] = LAUNCHER_SOCKET
+    else:
+        filled.pop("launcher_socket", None)  # release 0.9.0's driver refuses the key
+    resources = params.resources
+    given = {
+        "arch": params.arch,
+        "smp": resources.cpu if resources else None,
+        "mem": qemu_size(resources.memory) if resources and resources.memory else None,
+        "disk_size": qemu_size(resources.storage) if resources and resources.storage else None,
+    }
+    for key, value in given.items():
+        if value is not None:
+            filled.setdefault(key, value)
+    arch = str(filled.get("arch") or Architecture.X86_64.value)
+    if layout is Layout.SIDECAR and "default_partitions" not in filled and arch in FIRMWARE:
+        filled["default_partitions"] = dict(FIRMWARE[arch])
+    forwards = dict(filled.get("hostfwd") or {})
+    forwards.setdefault("ssh", dict(SSH_FORWARD))
+    filled["hostfwd"] = forwards
+    return filled
+
+
+def guest_resources(
+    guest: QemuResources | None, given: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resources of the container that runs QEMU in the `exporter` layout: the class's
+    `given` ones, and requests sized for the guest where they say nothing of a resource
+    (neither a request nor a limit): its virtual CPUs, and its memory plus
+    `GUEST_OVERHEAD`. No limit is added: a memory limit would kill the guest at QEMU's
+    first spike; a class that wants limits names them."""
+    resources = copy.deepcopy(dict(given or {}))
+    named = {*(resources.get("requests") or {}), *(resources.get("limits") or {})}
+    sized: dict[str, str] = {}
+    if guest and guest.cpu:
+        sized["cpu"] = str(guest.cpu)
+    if guest and guest.memory:
+        total = parse_quantity(guest.memory) + parse_quantity(GUEST_OVERHEAD)
+        sized["memory"] = format_bytes(total)
+    missing = {name: value for name, value in sized.items() if name not in named}
+    if missing:
+        resources["requests"] = {**(resources.get("requests") or {}), **missing}
+    return resources
+
+
+def _tmp_volume(resources: QemuResources | None) -> dict[str, Any]:
+    """The `exporter` layout's temporary directory: room for the guest's disk when its
+    size is known, and a little more."""
+    empty_dir: dict[str, Any] = {}
+    if resources and resources.storage:
+        total = parse_quantity(resources.storage) + parse_quantity(TMP_HEADROOM)
+        empty_dir["sizeLimit"] = format_bytes(total)
+    return {"name": _TMP_VOLUME, "emptyDir": empty_dir}
+
+
+def _container(name: str, image: Image, **fields: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": image.image}
+    if image.pull_policy:
+        container["imagePullPolicy"] = image.pull_policy
+    container.update(fields)
+    return container
+
+
+def _exporter_fields() -> dict[str, Any]:
+    """The exporter container's command and probes, the same in both layouts."""
+    return {
+        "command": run_command(),
+        # Ready while `jmp run`'s serving child lives (a process check: 0.9.0 has no
+        # endpoint); a failure's log tail becomes the termination message the pool's
+        # Degraded condition quotes.
+        "readinessProbe": {
+            "exec": {"command": readiness_command()},
+            # The first check runs once the container starts, and a new instance counts
+            # as warm only from its first success: the period is what a warm buffer waits
+            # on top of `jmp run`'s start (10 s doubled a pool's fill time on a node). A
+            # check is one short python3 reading /proc (tens of ms of CPU), so every 2 s
+            # costs ~1-2% of a core per instance.
+            "periodSeconds": 2,
+            # Generous beside the period: a python3 start on a loaded node can take
+            # seconds, and a slow check must not read as a dead exporter.
+            "timeoutSeconds": 5,
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+class QemuProvisioner:
+    name = PROVISIONER
+    default_images = DEFAULT_IMAGES
+
+    def __init__(self, default_layout: Layout = Layout.EXPORTER) -> None:
+        self.default_layout = default_layout
+
+    def layout(self, parameters: Mapping[str, Any]) -> Layout:
+        """The layout the merged parameters name, else this entry point's default."""
+        named = parameters.get("layout")
+        return Layout(named) if named in {m.value for m in Layout} else self.default_layout
+
+    def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
+        params = _parameters(ctx)
+        layout = self.layout(ctx.parameters)
+        drivers = [copy.deepcopy(dict(d)) for d in ctx.drivers if isinstance(d, Mapping)]
+        for driver in drivers:
+            if driver.get("type") == QEMU_DRIVER and not driver.get("ref"):
+                driver["config"] = _qemu_config(driver.get("config") or {}, params, layout)
+        names = {d.get("name") for d in drivers}
+        has_tcp = any(d.get("type") == TCP_NETWORK_DRIVER for d in drivers)
+        if not has_tcp and TCP_DRIVER["name"] not in names:
+            drivers.append(copy.deepcopy(TCP_DRIVER))
+        return drivers
+
+    def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:
+        if self.layout(ctx.parameters) is Layout.SIDECAR:
+            spec = self._sidecar_spec(ctx)
+        else:
+            spec = self._exporter_spec(ctx)
+        if ctx.node_selector:
+            spec["nodeSelector"] = dict(ctx.node_selector)
+        if ctx.tolerations:
+            spec["tolerations"] = list(ctx.tolerations)
+        metadata: dict[str, Any] = {
+            "name": ctx.exporter,
+            "namespace": ctx.namespace,
+            "labels": ctx.pod_labels(),
+            "ownerReferences": [ctx.owner_reference()],
+        }
+        if ctx.annotations:
+            metadata["annotations"] = dict(ctx.annotations)
+        return {
+            "apiVersion": PODS.api_version,
+            "kind": PODS.kind,
+            "metadata": metadata,
+            "spec": spec,
+        }
+
+    @staticmethod
+    def _env_from(ctx: InstanceContext) -> dict[str, Any]:
+        if not ctx.credentials_secret:
+            return {}
+        return {"envFrom": [{"secretRef": {"name": ctx.credentials_secret}}]}
+
+    def _exporter_spec(self, ctx: InstanceContext) -> dict[str, Any]:
+        """Release 0.9.0: QEMU runs in the exporter's container."""
+        guest = _parameters(ctx).resources
+        resources = guest_resources(guest, ctx.resources)
+        exporter = _container(
+            EXPORTER_CONTAINER,
+            ctx.images["exporter"],
+            **_exporter_fields(),
+            env=[{"name": "TMPDIR", "value": TMP_DIR}],
+            **self._env_from(ctx),
+            securityContext=_unprivileged(),
+            volumeMounts=[
+                {"name": _TMP_VOLUME, "mountPath": TMP_DIR},
+                {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
+            ],
+        )
+        if resources:
+            exporter["resources"] = resources
+        return {
+            "restartPolicy": "Never",
+            # No container calls the Kubernetes API (the exporter authenticates to
+            # Jumpstarter with its own token): the namespace's ServiceAccount token stays out.
+            "automountServiceAccountToken": False,
+            "containers": [exporter],
+            "volumes": [
+                _tmp_volume(guest),
+                {"name": _CONFIG_VOLUME, "secret": {"secretName": ctx.config_secret}},
+            ],
+        }
+
+    def _sidecar_spec(self, ctx: InstanceContext) -> dict[str, Any]:
+        """Jumpstarter main: QEMU runs in a runtime sidecar."""
+        shared = {"name": _SHARED_VOLUME, "mountPath": SHARED_DIR}
+        copy_exec = _container(
+            "copy-jumpstarter-exec",
+            ctx.images["exporter"],
+            command=["cp", EXEC_BINARY, f"{SHARED_DIR}/"],
+            securityContext=_unprivileged(),
+            volumeMounts=[shared],
+        )
+        runtime = _container(
+            "target-runtime",
+            ctx.images["runtime"],
+            restartPolicy="Always",  # a native sidecar: runs beside the exporter
+            env=[
+                {
+                    "name": "JUMPSTARTER_EXEC_LOG_FIELDS",
+                    "value": (
+                        f"component=exporter,exporter={ctx.exporter},namespace={ctx.namespace}"
+                    ),
+                }
+            ],
+            **self._env_from(ctx),
+            securityContext={"runAsUser": 0, "runAsNonRoot": False},  # /dev/kvm
+            volumeMounts=[shared],
+        )
+        if ctx.resources:
+            runtime["resources"] = dict(ctx.resources)
+        exporter = _container(
+            EXPORTER_CONTAINER,
+            ctx.images["exporter"],
+            **_exporter_fields(),
+            env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
+            **self._env_from(ctx),
+            securityContext=_unprivileged(),
+            volumeMounts=[
+                shared,
+                {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
+            ],
+        )
+        return {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "initContainers": [copy_exec, runtime],
+            "containers": [exporter],
+            "volumes": [
+                {"name": _SHARED_VOLUME, "emptyDir": {"sizeLimit": SHARED_VOLUME_LIMIT}},
+                {"name": _CONFIG_VOLUME, "secret": {"secretName": ctx.config_secret}},
+            ],
+        }

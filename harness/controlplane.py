@@ -69,6 +69,14 @@ def crd_files(root: Path = REPO_ROOT / "crds") -> list[Path]:
     return sorted(p for p in root.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
+def jumpstarter_crds() -> list[Path]:
+    """The generated CRDs but the `jumpstarter.dev` ones, and Jumpstarter's release CRDs."""
+    from harness.jumpstarter_build import built  # it builds on this module
+
+    ours = [p for p in crd_files() if p.parent.name != "jumpstarter"]
+    return [*ours, *built().crds]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` (loopback by default) that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -482,6 +490,7 @@ def running_control_plane(
     workdir: Path | None = None,
     *,
     install_crds: bool = True,
+    jumpstarter: bool = False,
     audit: bool = False,
     audit_reads: bool = False,
     token_users: dict[str, tuple[str, ...]] | None = None,
@@ -489,7 +498,9 @@ def running_control_plane(
     """Start etcd and kube-apiserver; stop them and remove the folder on exit. With
     `audit`, kube-apiserver logs every write (`ControlPlane.audit_events`); with
     `audit_reads`, every request. `token_users` are more static-token users (name ->
-    groups), each then in `tokens`."""
+    groups), each then in `tokens`. With `jumpstarter`, the `jumpstarter.dev` kinds are
+    Jumpstarter's release's own CRDs (`harness.jumpstarter_build`), as a cluster with
+    Jumpstarter installed has them, in place of the generated Exporter CRD."""
     binaries = require_binaries()
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="virtualtarget-cp-")) if owned else workdir
@@ -507,7 +518,7 @@ def running_control_plane(
     try:
         plane.start()
         if install_crds:
-            plane.install_crds()
+            plane.install_crds(jumpstarter_crds() if jumpstarter else None)
         yield plane
     finally:
         plane.stop()

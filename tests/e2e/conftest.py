@@ -1,7 +1,13 @@
-"""Fixtures that run tests against a real kube-apiserver and etcd on loopback.
+"""Fixtures that run tests against a real kube-apiserver and etcd on loopback, and
+Jumpstarter's released controller and router.
 
-Every test in this folder is marked `e2e`. The binaries come from `make control-plane`;
-when they are missing the session fails with the command to run, it never skips.
+Every test in this folder is marked `e2e`. The binaries come from `make control-plane` and
+`make jumpstarter`; when they are missing the session fails with the command to run, it
+never skips. The `jumpstarter.dev` kinds are the release's own CRDs. A test that needs
+Jumpstarter (an Exporter's credentials, its Registered and Online conditions, a Lease
+assigned, released or ended) takes `ns`: a fresh namespace that Jumpstarter's own
+controller serves (one per test, each in a network namespace of its own:
+`harness.jumpstarter`); `exporters` runs each instance's `jmp run` there.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness.controlplane import ControlPlane, running_control_plane
+from harness.jumpstarter import Jumpstarter, JumpstarterSupply
 from harness.stack import (
     WebhookServer,
     reconciler_args,
@@ -24,7 +31,7 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from tests.e2e.objects import install_lease_crd, playing_credentials
+from tests.exporters import ExporterProcesses, running_exporters
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,9 +43,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    """One etcd + kube-apiserver for the session, with the generated CRDs installed."""
-    with running_control_plane() as plane:
+    """One etcd + kube-apiserver for the session, with the generated CRDs installed and
+    Jumpstarter's release CRDs for its kinds."""
+    with running_control_plane(jumpstarter=True) as plane:
         yield plane
+
+
+@pytest.fixture(scope="session")
+def jumpstarters(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JumpstarterSupply]:
+    supply = JumpstarterSupply(control_plane, tmp_path_factory.mktemp("jumpstarter"))
+    yield supply
+    supply.close()
+
+
+@pytest.fixture
+def jumpstarter(jumpstarters: JumpstarterSupply) -> Iterator[Jumpstarter]:
+    """A fresh namespace served by Jumpstarter's own 0.9.0 controller and router."""
+    with jumpstarters.take() as running:
+        yield running
 
 
 @pytest.fixture
@@ -50,12 +74,16 @@ def namespace(control_plane: ControlPlane) -> str:
 
 
 @pytest.fixture
-def ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
-    """A namespace with Jumpstarter's credential step played for it (and its Lease CRD:
-    the live lease check before a removal reads Leases)."""
-    install_lease_crd(control_plane)
-    with playing_credentials(control_plane, namespace):
-        yield namespace
+def ns(jumpstarter: Jumpstarter) -> str:
+    """The namespace Jumpstarter's controller serves (`jumpstarter`)."""
+    return jumpstarter.namespace
+
+
+@pytest.fixture
+def exporters(control_plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator[ExporterProcesses]:
+    """Jumpstarter 0.9.0's `jmp run` for each instance Pod of `ns` (tests.exporters)."""
+    with running_exporters(control_plane, ns, tmp_path / "exporters") as processes:
+        yield processes
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,10 @@
 """The reconciler against a real kube-apiserver: warm buffer, recycling, cooldown,
 leader election, and a SIGKILL in the middle of a scale-up.
 
-The apiserver runs no controllers, so these tests play the Jumpstarter controller and
-the exporters: the development stand-in (`harness.standin`) issues credentials as
-Jumpstarter's controller would, and the tests patch Exporter status through the status
-subresource, as the controller and the exporters would. Jumpstarter's Lease CRD is not
-part of this project; a minimal stand-in with the fields the reconciler reads is
-installed here. Waits are bounded polls, not timing assertions.
+Jumpstarter's side is its 0.9.0 release: its controller issues the credentials and writes
+the Exporters' conditions and `leaseRef`, its `jmp run` is each instance's exporter
+(`tests.exporters`), and its `jmp` client leases and releases. Waits are bounded polls,
+not timing assertions.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,34 +22,25 @@ from typing import Any
 import pytest
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from harness.stack import reconciler_args
-from harness.standin import CredentialStandIn
 from pool.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
 from tests.census import watch_exporters
 from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    install_lease_crd,
     patch_spec,
-    set_status,
     surplus_memory,
     virtual_target_class,
     wait_for,
 )
+from tests.exporters import ExporterProcesses
 
 
-@pytest.fixture(scope="module")
-def plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
-    """The control plane with the Lease CRD, and Jumpstarter's credential step played."""
-    install_lease_crd(control_plane)
-    stop = threading.Event()
-    standin = CredentialStandIn(control_plane.api_client())
-    thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
-    thread.start()
-    yield control_plane
-    stop.set()
-    thread.join()
+@pytest.fixture
+def plane(control_plane: ControlPlane) -> ControlPlane:
+    return control_plane
 
 
 def make_pool(plane: ControlPlane, ns: str, name: str = "pool", **spec: Any) -> None:
@@ -79,10 +67,17 @@ def pods(plane: ControlPlane, ns: str) -> list[str]:
     return sorted(p["metadata"]["name"] for p in items)
 
 
-def bring_online(plane: ControlPlane, ns: str) -> None:
+def available(plane: ControlPlane, ns: str) -> int:
+    status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+    return int(status.get("availableReplicas") or 0)
+
+
+def lease_holder(plane: ControlPlane, ns: str, lease: str) -> str | None:
+    """The Exporter whose `status.leaseRef` Jumpstarter's controller set to `lease`."""
     for exporter in exporters(plane, ns):
-        if not exporter.get("status", {}).get("conditions"):
-            set_status(plane, ns, exporter["metadata"]["name"])
+        if ((exporter.get("status") or {}).get("leaseRef") or {}).get("name") == lease:
+            return str(exporter["metadata"]["name"])
+    return None
 
 
 class Reconciler:
@@ -125,15 +120,11 @@ class Reconciler:
 
 
 @pytest.fixture
-def start(
-    plane: ControlPlane, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., Reconciler]]:
+def start(plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator[Callable[..., Reconciler]]:
     started: list[Reconciler] = []
 
     def run(*extra: str) -> Reconciler:
-        reconciler = Reconciler(
-            plane, namespace, tmp_path / f"reconciler-{len(started)}.log", *extra
-        )
+        reconciler = Reconciler(plane, ns, tmp_path / f"reconciler-{len(started)}.log", *extra)
         started.append(reconciler)
         return reconciler
 
@@ -143,9 +134,12 @@ def start(
 
 
 def test_warm_buffer_lease_replacement_recycling_and_cooldown(
-    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+    plane: ControlPlane,
+    ns: str,
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
+    start: Callable[..., Reconciler],
 ) -> None:
-    ns = namespace
     make_pool(plane, ns, minAvailableReplicas=2, maxReplicas=4, scaleDownCooldown="2s")
     reconciler = start()
     first, second = wait_for(
@@ -164,7 +158,7 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
     owner = get_json(plane, "exporter", first, "-n", ns)["metadata"]["ownerReferences"][0]
     assert owner["kind"] == "ExporterSet" and owner["controller"] is True
 
-    bring_online(plane, ns)
+    # Their `jmp run` registered with Jumpstarter's controller, which marked them Online.
     status = wait_for(
         "two available",
         lambda: (s := get_json(plane, "exporterset", "pool", "-n", ns).get("status", {})).get(
@@ -181,35 +175,22 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
         "ScalingLimited",
     }
 
-    # Leased: the Jumpstarter controller writes leaseRef; a replacement keeps the buffer.
-    set_status(plane, ns, first, leaseRef={"name": "lease-a"}, exporterStatus="LeaseReady")
+    # Leased through Jumpstarter's client: its controller assigns an instance and writes
+    # its leaseRef; a replacement keeps the buffer.
+    jumpstarter.request_lease("board=pool", "lease-a")
+    leased = wait_for("the lease assigned", lambda: lease_holder(plane, ns, "lease-a"))
+    assert leased in (first, second)
     assert wait_for("a replacement", lambda: len(names(plane, ns)) == 3)
-    bring_online(plane, ns)
+    assert wait_for("the buffer full again", lambda: available(plane, ns) == 2)
 
     # Released under ExitAndReplace: the instance goes, the pool refills to busy + W.
-    plane.kubectl(
-        "patch",
-        "exporter",
-        first,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        json.dumps(
-            [
-                {"op": "remove", "path": "/status/leaseRef"},
-                {"op": "replace", "path": "/status/exporterStatus", "value": "Available"},
-            ]
-        ),
-    )
-    assert wait_for("the leased one recycled", lambda: first not in names(plane, ns))
-    assert first not in pods(plane, ns)
-    assert first not in names(plane, ns)  # its name is never reused
+    jumpstarter.release_lease("lease-a")
+    assert wait_for("the leased one recycled", lambda: leased not in names(plane, ns))
+    assert leased not in pods(plane, ns)
+    assert leased not in names(plane, ns)  # its name is never reused
 
     # Shrinking the warm buffer: the surplus goes after the (short) cooldown.
     patch_spec(plane, "exporterset", "pool", ns, minAvailableReplicas=1)
-    bring_online(plane, ns)
     assert wait_for("scale down to 1", lambda: len(names(plane, ns)) == 1, timeout=90)
     # A namespaced install keeps the memory in the set's Lease, never on the set itself.
     wait_for("surplus memory cleared", lambda: surplus_memory(plane, ns, "pool") == "")
@@ -221,9 +202,8 @@ def test_warm_buffer_lease_replacement_recycling_and_cooldown(
 
 
 def test_two_reconcilers_elect_one_leader(
-    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+    plane: ControlPlane, ns: str, start: Callable[..., Reconciler]
 ) -> None:
-    ns = namespace
     make_pool(plane, ns, minAvailableReplicas=1)
     first, second = start(), start()
 
@@ -261,9 +241,8 @@ def test_two_reconcilers_elect_one_leader(
 
 
 def test_sigkill_mid_scale_leaves_no_duplicates(
-    plane: ControlPlane, namespace: str, start: Callable[..., Reconciler]
+    plane: ControlPlane, ns: str, start: Callable[..., Reconciler]
 ) -> None:
-    ns = namespace
     make_pool(plane, ns, minReplicas=6, maxReplicas=6)
     watcher = watch_exporters(plane, ns, "-o", "name")
     first = start("--no-leader-election", "--workers", "1")

@@ -1,0 +1,359 @@
+"""Jumpstarter's released controller and router, run against a control plane as Jumpstarter's
+0.9.0 operator configures them, for one namespace.
+
+What the operator renders for an install (controller/deploy/operator, `jumpstarter_controller.go`
+of the release), and what is done here in its place:
+
+- the Secrets `jumpstarter-controller-secret` and `jumpstarter-router-secret` (key `key`),
+  whose values the controller and the router get as `CONTROLLER_KEY` and `ROUTER_KEY`;
+- the ConfigMap `jumpstarter-controller`: `config` (internal authentication with the prefix
+  `internal:`, no JWT issuers, provisioning off, gRPC keepalive `minTime: 1s` and
+  `permitWithoutStream: true`) and `router` (the `default` router's endpoint);
+- the ConfigMap `jumpstarter-service-ca-cert` (`ca.crt`), the CA of the serving certificate
+  both present (`EXTERNAL_CERT_PEM`, `EXTERNAL_KEY_PEM`): `jmp admin create client` and a
+  pool's exporter config carry it;
+- the environment: `NAMESPACE`, `GRPC_ENDPOINT`, `GRPC_ROUTER_ENDPOINT`, `GIN_MODE=release`.
+
+The controller listens on fixed ports (`:8082` gRPC, `127.0.0.1:8085` its OIDC issuer,
+`:8086` its login service) and the router on `:8083`. So each one runs either
+
+- in a network namespace of its own (`harness.netns`), reached through relays on free ports
+  of this machine's loopback (the loopback tier: many at once, one per namespace), or
+- on an address of this machine (`host`: the node tier, where Pods dial the node IP; one at
+  a time, as the node cluster is).
+
+Start waits until the controller accepts a token it issued (its internal issuer starts after
+its gRPC server: an exporter that dials sooner is refused "oidc: authenticator not
+initialized"), checked with the release's own client (`jmp get exporters`).
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from certs.authority import CertificateSet, ensure_certificates
+from harness.controlplane import ControlPlane, ControlPlaneError, free_port
+from harness.jumpstarter_build import RELEASE, JumpstarterBuild, built
+from harness.netns import NetworkNamespace
+
+__all__ = ["CA_CONFIGMAP", "Jumpstarter", "install_crds", "running_jumpstarter"]
+
+CONFIGMAP = "jumpstarter-controller"
+CA_CONFIGMAP = "jumpstarter-service-ca-cert"
+KEY_SECRETS = {
+    "CONTROLLER_KEY": "jumpstarter-controller-secret",
+    "ROUTER_KEY": "jumpstarter-router-secret",
+}
+CONTROLLER_PORT, ROUTER_PORT = 8082, 8083  # fixed in the release's source
+READY_TIMEOUT_S = 90.0
+# The operator's `buildConfig` with the defaults of a Jumpstarter resource: internal tokens.
+CONFIG = {
+    "authentication": {"internal": {"prefix": "internal:"}, "jwt": []},
+    "provisioning": {"enabled": False},
+    "grpc": {"keepalive": {"minTime": "1s", "permitWithoutStream": True}},
+}
+
+
+def install_crds(plane: ControlPlane, release: JumpstarterBuild | None = None) -> None:
+    """Jumpstarter's own `jumpstarter.dev` CRDs of the release, as its operator installs them
+    (they take the place of any other definition of those kinds)."""
+    files = (release or built()).crds
+    args = [arg for path in files for arg in ("-f", str(path))]
+    plane.kubectl("apply", "--server-side", "--force-conflicts", *args)
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+
+
+@dataclass
+class Jumpstarter:
+    """A running controller and router serving `namespace`."""
+
+    plane: ControlPlane
+    namespace: str
+    workdir: Path
+    release: JumpstarterBuild
+    host: str | None = None  # None: a network namespace of its own
+    endpoint: str = ""  # what exporters and clients dial (GRPC_ENDPOINT)
+    router_endpoint: str = ""
+    certificates: CertificateSet | None = None
+    netns: NetworkNamespace | None = None
+    _env: dict[str, str] = field(default_factory=dict)
+    _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def ca_pem(self) -> str:
+        assert self.certificates is not None
+        return self.certificates.ca_pem.decode()
+
+    def log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    # -- what the operator renders ------------------------------------------------
+
+    def _apply(self, *objects: dict[str, Any]) -> None:
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=body)
+
+    def _configure(self) -> None:
+        meta = {"namespace": self.namespace}
+        keys = {var: secrets.token_urlsafe(32) for var in KEY_SECRETS}
+        self._apply(
+            *(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {**meta, "name": name},
+                    "data": {"key": base64.b64encode(keys[var].encode()).decode()},
+                }
+                for var, name in KEY_SECRETS.items()
+            ),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {**meta, "name": CONFIGMAP},
+                "data": {
+                    "config": yaml.safe_dump(CONFIG),
+                    "router": yaml.safe_dump({"default": {"endpoint": self.router_endpoint}}),
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {**meta, "name": CA_CONFIGMAP},
+                "data": {"ca.crt": self.ca_pem},
+            },
+        )
+        self._env.update(keys)
+
+    # -- the processes ------------------------------------------------------------
+
+    def _addresses(self) -> None:
+        """Where the two listen and what they advertise, and the kubeconfig they use."""
+        if self.host is None:
+            self.netns = NetworkNamespace.create()
+            self.netns.forward_out(self.plane.port)
+            controller, router = (self.netns.forward_in(p) for p in (CONTROLLER_PORT, ROUTER_PORT))
+            self.endpoint, self.router_endpoint = f"127.0.0.1:{controller}", f"127.0.0.1:{router}"
+        else:
+            self.endpoint = f"{self.host}:{CONTROLLER_PORT}"
+            self.router_endpoint = f"{self.host}:{ROUTER_PORT}"
+        hosts = sorted({"127.0.0.1", self.endpoint.rsplit(":", 1)[0]})
+        self.certificates = ensure_certificates(
+            self.workdir / "tls", "jumpstarter-grpc", self.namespace, hosts=hosts
+        )
+
+    def _command(self, name: str) -> list[str]:
+        binary = str(self.release.controller if name == "controller" else self.release.router)
+        args = [binary, f"--kubeconfig={self.plane.kubeconfig}"]
+        if name == "controller" and self.host is not None:
+            # Its probe and login ports are flags and variables: keep them off the host's.
+            args.append(f"--health-probe-bind-address=127.0.0.1:{free_port()}")
+        return self.netns.command(args) if self.netns is not None else args
+
+    def start(self, name: str) -> None:
+        """Start `controller` or `router` (again, after `stop`)."""
+        assert self.certificates is not None
+        env = {
+            **os.environ,
+            **self._env,
+            "NAMESPACE": self.namespace,
+            "GRPC_ENDPOINT": self.endpoint,
+            "GRPC_ROUTER_ENDPOINT": self.router_endpoint,
+            "EXTERNAL_CERT_PEM": str(self.certificates.cert),
+            "EXTERNAL_KEY_PEM": str(self.certificates.key),
+            "GIN_MODE": "release",
+        }
+        if self.host is not None:
+            env["LOGIN_SERVICE_PORT"] = f"127.0.0.1:{free_port()}"
+        log = self.log(name).open("ab")
+        self._logs.append(log)
+        self._processes[name] = subprocess.Popen(
+            self._command(name),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    def stop(self, name: str, sig: signal.Signals = signal.SIGTERM, grace: float = 3.0) -> None:
+        """Stop `controller` or `router` (SIGKILL: as a crash would). The release's controller
+        does not exit on SIGTERM before its manager's shutdown timeout (its gRPC gateway's
+        listener is never closed): after `grace` seconds it gets SIGKILL."""
+        process = self._processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def check_alive(self) -> None:
+        for name, process in self._processes.items():
+            if process.poll() is not None:
+                tail = self.log(name).read_text(errors="replace").splitlines()[-10:]
+                raise ControlPlaneError(
+                    f"jumpstarter {name} exited ({process.returncode}): " + "\n".join(tail)
+                )
+
+    # -- clients ------------------------------------------------------------------
+
+    def client_config(self, name: str) -> Path:
+        """A Jumpstarter `Client` in the namespace and its ClientConfig file, made by the
+        release's own `jmp admin create client` (the token is the credential the controller
+        issues for it)."""
+        out = self.workdir / f"client-{name}.yaml"
+        if out.exists():
+            return out
+        jmp = Path(sys.executable).parent / "jmp"
+        result = subprocess.run(
+            [str(jmp), "admin", "create", "client", name, "--namespace", self.namespace,
+             "--kubeconfig", str(self.plane.kubeconfig), "--out", str(out), "--unsafe",
+             "--nointeractive", "--output", "name"],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "HOME": str(self.workdir)},
+        )  # fmt: skip
+        if result.returncode != 0 or not out.exists():
+            raise ControlPlaneError(
+                f"jmp admin create client {name} failed ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return out
+
+    def _run_jmp(self, args: tuple[str, ...], client: str) -> subprocess.CompletedProcess[str]:
+        jmp = Path(sys.executable).parent / "jmp"
+        return subprocess.run(
+            [str(jmp), *args, "--client-config", str(self.client_config(client))],
+            capture_output=True, text=True, timeout=60,
+            env={**os.environ, "HOME": str(self.workdir)},
+        )  # fmt: skip
+
+    def jmp(self, *args: str, client: str = "tests") -> str:
+        """The release's `jmp` as the Client `client` (made on first use); its output."""
+        result = self._run_jmp(args, client)
+        if result.returncode != 0:
+            raise ControlPlaneError(
+                f"jmp {' '.join(args)} failed ({result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result.stdout.strip()
+
+    def request_lease(self, selector: str, name: str, duration: str = "30m") -> str:
+        """`jmp create lease`: a Lease the controller assigns (or pends, or ends); its name."""
+        self.jmp("create", "lease", "-l", selector, "--duration", duration,
+                 "--lease-id", name, "--output", "name")  # fmt: skip
+        return name
+
+    def release_lease(self, name: str) -> None:
+        """`jmp delete lease`: the client releases it (the controller ends it)."""
+        self.jmp("delete", "leases", name, "--output", "name")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> float:
+        """Wait until the controller accepts a token it issued; the seconds it took."""
+        started = time.monotonic()
+        while self._run_jmp(("get", "exporters", "--output", "name"), "tests").returncode != 0:
+            self.check_alive()
+            if time.monotonic() - started > timeout:
+                raise ControlPlaneError(
+                    f"jumpstarter controller not ready in {timeout:.0f} s "
+                    f"(log: {self.log('controller')})"
+                )
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def close(self) -> None:
+        for name in list(self._processes):
+            self.stop(name)
+        if self.netns is not None:
+            self.netns.close()
+        for log in self._logs:
+            log.close()
+
+
+@contextlib.contextmanager
+def running_jumpstarter(
+    plane: ControlPlane, namespace: str, workdir: Path, *, host: str | None = None
+) -> Iterator[Jumpstarter]:
+    """Jumpstarter's release serving `namespace` (which must exist), ready when yielded; its
+    CRDs installed on `plane` first. `host`: listen on that address of this machine instead of
+    in a network namespace of its own."""
+    release = built()
+    workdir.mkdir(parents=True, exist_ok=True)
+    install_crds(plane, release)
+    running = Jumpstarter(plane, namespace, workdir, release, host=host)
+    try:
+        running._addresses()
+        running._configure()
+        running.start("controller")
+        running.start("router")
+        took = running.wait_ready()
+        print(
+            f"jumpstarter {RELEASE} controller and router for {namespace} at {running.endpoint}: "
+            f"ready in {took:.1f} s",
+            flush=True,
+        )
+        yield running
+    finally:
+        running.close()
+
+
+class JumpstarterSupply:
+    """Fresh namespaces, each already served by its own ready controller and router.
+
+    A controller refuses every token for its first seconds (its issuer starts after it: about
+    10 s here), so the next one is started in the background while a test uses the last:
+    a test takes one that is ready. Each is stopped when its test gives it back."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path, prefix: str = "t") -> None:
+        self.plane, self.workdir, self.prefix = plane, workdir, prefix
+        self._next: concurrent.futures.Future[tuple[contextlib.ExitStack, Jumpstarter]] | None
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._next = None
+
+    def _prepare(self) -> tuple[contextlib.ExitStack, Jumpstarter]:
+        namespace = f"{self.prefix}-{secrets.token_hex(4)}"
+        self.plane.kubectl("create", "namespace", namespace)
+        stack = contextlib.ExitStack()
+        try:
+            running = stack.enter_context(
+                running_jumpstarter(self.plane, namespace, self.workdir / namespace)
+            )
+        except BaseException:
+            stack.close()
+            raise
+        return stack, running
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[Jumpstarter]:
+        """A ready one for the block; the next one starts meanwhile."""
+        future = self._next or self._pool.submit(self._prepare)
+        self._next = self._pool.submit(self._prepare)
+        stack, running = future.result()
+        with stack:
+            yield running
+
+    def close(self) -> None:
+        if self._next is not None:
+            with contextlib.suppress(Exception):
+                stack, _ = self._next.result()
+                stack.close()
+        self._pool.shutdown()

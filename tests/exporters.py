@@ -1,0 +1,140 @@
+"""The exporters of a pool's instances on the loopback tier, where no kubelet runs them.
+
+Each instance Pod's container runs Jumpstarter 0.9.0's `jmp run --exporter-config FILE` on
+the config Secret the reconciler wrote. Here the same command runs as a local process, one
+per instance Pod of the namespace, on that Secret's `config.yaml` read back from the
+apiserver; it stops when the Pod goes. So the exporters that register with Jumpstarter's
+controller, report their status and serve leases are the release's own, and the Exporters'
+conditions, `exporterStatus` and `leaseRef` are what that controller writes. What is played
+is only the kubelet's part: starting and stopping the command (Pod phases are not written).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.controlplane import ControlPlane
+from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+
+__all__ = ["ExporterProcesses", "running_exporters"]
+
+
+@dataclass
+class ExporterProcesses:
+    plane: ControlPlane
+    namespace: str
+    workdir: Path
+    poll: float = 0.5
+    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)  # every instance a process ran for
+    held: set[str] = field(default_factory=set)  # stopped on purpose: not started again
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _config(self, exporter: str) -> str | None:
+        found = self.plane.kubectl(
+            "get", "secret", config_secret_name(exporter), "-n", self.namespace, "-o", "json",
+            check=False,
+        )  # fmt: skip
+        if found.returncode != 0:
+            return None
+        data = json.loads(found.stdout).get("data") or {}
+        return base64.b64decode(data[CONFIG_KEY]).decode() if CONFIG_KEY in data else None
+
+    def _start(self, exporter: str) -> None:
+        config = self._config(exporter)
+        if config is None:
+            return
+        path = self.workdir / f"{exporter}.yaml"
+        path.write_text(config)
+        command = run_command()
+        jmp = Path(sys.executable).parent / command[0]
+        self.running[exporter] = subprocess.Popen(
+            [str(jmp), *command[1:-1], str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=(self.workdir / f"{exporter}.log").open("ab"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HOME": str(self.workdir)},
+            start_new_session=True,
+        )
+        self.started.append(exporter)
+
+    def _end(self, exporter: str, sig: signal.Signals = signal.SIGTERM) -> None:
+        process = self.running.pop(exporter, None)
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def sync(self) -> None:
+        """Start the command for each live instance Pod without one; stop those whose Pod
+        is gone or going."""
+        listed = self.plane.kubectl("get", "pods", "-n", self.namespace, "-o", "json", check=False)
+        if listed.returncode != 0:
+            return
+        pods = {
+            p["metadata"]["name"]
+            for p in json.loads(listed.stdout)["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        }
+        with self._lock:
+            for exporter in sorted(set(self.running) - pods):
+                self._end(exporter)
+            for exporter in sorted(pods - set(self.running) - self.held):
+                self._start(exporter)
+            for exporter, process in list(self.running.items()):
+                if process.poll() is not None:  # exited by itself: as a Pod that finished
+                    self.running.pop(exporter)
+                    self.held.add(exporter)
+
+    def kill(self, exporter: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """End one exporter as a crash would; it is not started again for the same Pod."""
+        with self._lock:
+            self.held.add(exporter)
+            self._end(exporter, sig)
+
+    def run(self) -> None:
+        while not self._stop.wait(self.poll):
+            self.sync()
+
+    def close(self) -> None:
+        """Stop every exporter, all at once (each may take seconds to unregister)."""
+        self._stop.set()
+        with self._lock:
+            for process in self.running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+            for exporter in list(self.running):
+                self._end(exporter)
+
+
+@contextlib.contextmanager
+def running_exporters(
+    plane: ControlPlane, namespace: str, workdir: Path
+) -> Iterator[ExporterProcesses]:
+    """`jmp run` for every instance Pod of `namespace` while the block runs."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    processes = ExporterProcesses(plane, namespace, workdir)
+    thread = threading.Thread(target=processes.run, daemon=True)
+    thread.start()
+    try:
+        yield processes
+    finally:
+        processes.close()
+        thread.join()

@@ -16,7 +16,7 @@ CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane test unit e2e node image lock check run cluster bench clean
+.PHONY: all venv crds docs control-plane jumpstarter test unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -64,18 +64,24 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@touch $(CP_BINARIES) $(NODE_BINARIES)
 	@echo "control-plane: ready in $(BIN)/"
 
+## Jumpstarter's 0.9.0 controller and router, built from the release's source tarball
+## (../shared/vendor, or JUMPSTARTER_SOURCE) into $(BIN)/jumpstarter-<its digest>/, with the
+## release's jumpstarter.dev CRDs (first build: minutes; then cached).
+jumpstarter: $(STAMP)
+	$(PY) -m harness.jumpstarter_build
+
 ## Unit, property and end-to-end tests.
-test: $(STAMP) control-plane
+test: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest
 
 unit: $(STAMP)
 	$(PY) -m pytest -m 'not e2e and not image and not node'
 
-e2e: $(STAMP) control-plane
+e2e: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
-node: $(STAMP) control-plane
+node: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -m node
 
 ## The product image and the QEMU exporter image (images/qemu-exporter) on a local

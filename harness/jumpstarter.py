@@ -14,13 +14,11 @@ of the release), and what is done here in its place:
   pool's exporter config carry it;
 - the environment: `NAMESPACE`, `GRPC_ENDPOINT`, `GRPC_ROUTER_ENDPOINT`, `GIN_MODE=release`.
 
-The controller listens on fixed ports (`:8082` gRPC, `127.0.0.1:8085` its OIDC issuer,
-`:8086` its login service) and the router on `:8083`. So each one runs either
-
-- in a network namespace of its own (`harness.netns`), reached through relays on free ports
-  of this machine's loopback (the loopback tier: many at once, one per namespace), or
-- on an address of this machine (`host`: the node tier, where Pods dial the node IP; one at
-  a time, as the node cluster is).
+The controller listens on fixed ports (`:8082` gRPC, `:8081` its probes, `127.0.0.1:8085`
+its OIDC issuer, `:8086` its login service) and the router on `:8083`. So each pair runs in
+a network namespace of its own (`harness.netns`), reached through relays on free ports of an
+address of this machine: its loopback for the loopback tier, the node IP for the node tier,
+where Pods dial it. Many run at once, one per namespace they serve.
 
 Start waits until the controller accepts a token it issued (its internal issuer starts after
 its gRPC server: an exporter that dials sooner is refused "oidc: authenticator not
@@ -39,7 +37,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -47,7 +45,7 @@ from typing import IO, Any
 import yaml
 
 from certs.authority import CertificateSet, ensure_certificates
-from harness.controlplane import ControlPlane, ControlPlaneError, free_port
+from harness.controlplane import ControlPlane, ControlPlaneError
 from harness.jumpstarter_build import RELEASE, JumpstarterBuild, built
 from harness.netns import NetworkNamespace
 
@@ -86,7 +84,7 @@ class Jumpstarter:
     namespace: str
     workdir: Path
     release: JumpstarterBuild
-    host: str | None = None  # None: a network namespace of its own
+    address: str = "127.0.0.1"  # where its relays listen on this machine
     endpoint: str = ""  # what exporters and clients dial (GRPC_ENDPOINT)
     router_endpoint: str = ""
     certificates: CertificateSet | None = None
@@ -144,26 +142,23 @@ class Jumpstarter:
 
     def _addresses(self) -> None:
         """Where the two listen and what they advertise, and the kubeconfig they use."""
-        if self.host is None:
-            self.netns = NetworkNamespace.create()
-            self.netns.forward_out(self.plane.port)
-            controller, router = (self.netns.forward_in(p) for p in (CONTROLLER_PORT, ROUTER_PORT))
-            self.endpoint, self.router_endpoint = f"127.0.0.1:{controller}", f"127.0.0.1:{router}"
-        else:
-            self.endpoint = f"{self.host}:{CONTROLLER_PORT}"
-            self.router_endpoint = f"{self.host}:{ROUTER_PORT}"
-        hosts = sorted({"127.0.0.1", self.endpoint.rsplit(":", 1)[0]})
+        api = self.plane.address  # the kubeconfig's: loopback, or the node IP
+        self.netns = NetworkNamespace.create([api] if api != "127.0.0.1" else [])
+        self.netns.forward_out(self.plane.port, api)
+        controller, router = (
+            self.netns.forward_in(port, self.address) for port in (CONTROLLER_PORT, ROUTER_PORT)
+        )
+        self.endpoint = f"{self.address}:{controller}"
+        self.router_endpoint = f"{self.address}:{router}"
+        hosts = sorted({"127.0.0.1", self.address})
         self.certificates = ensure_certificates(
             self.workdir / "tls", "jumpstarter-grpc", self.namespace, hosts=hosts
         )
 
     def _command(self, name: str) -> list[str]:
         binary = str(self.release.controller if name == "controller" else self.release.router)
-        args = [binary, f"--kubeconfig={self.plane.kubeconfig}"]
-        if name == "controller" and self.host is not None:
-            # Its probe and login ports are flags and variables: keep them off the host's.
-            args.append(f"--health-probe-bind-address=127.0.0.1:{free_port()}")
-        return self.netns.command(args) if self.netns is not None else args
+        assert self.netns is not None
+        return self.netns.command([binary, f"--kubeconfig={self.plane.kubeconfig}"])
 
     def start(self, name: str) -> None:
         """Start `controller` or `router` (again, after `stop`)."""
@@ -178,8 +173,6 @@ class Jumpstarter:
             "EXTERNAL_KEY_PEM": str(self.certificates.key),
             "GIN_MODE": "release",
         }
-        if self.host is not None:
-            env["LOGIN_SERVICE_PORT"] = f"127.0.0.1:{free_port()}"
         log = self.log(name).open("ab")
         self._logs.append(log)
         self._processes[name] = subprocess.Popen(
@@ -291,15 +284,14 @@ class Jumpstarter:
 
 @contextlib.contextmanager
 def running_jumpstarter(
-    plane: ControlPlane, namespace: str, workdir: Path, *, host: str | None = None
+    plane: ControlPlane, namespace: str, workdir: Path, *, address: str = "127.0.0.1"
 ) -> Iterator[Jumpstarter]:
-    """Jumpstarter's release serving `namespace` (which must exist), ready when yielded; its
-    CRDs installed on `plane` first. `host`: listen on that address of this machine instead of
-    in a network namespace of its own."""
+    """Jumpstarter's release serving `namespace` (which must exist), ready when yielded, its
+    CRDs installed on `plane` first; reached at free ports of `address` of this machine."""
     release = built()
     workdir.mkdir(parents=True, exist_ok=True)
     install_crds(plane, release)
-    running = Jumpstarter(plane, namespace, workdir, release, host=host)
+    running = Jumpstarter(plane, namespace, workdir, release, address=address)
     try:
         running._addresses()
         running._configure()
@@ -323,19 +315,32 @@ class JumpstarterSupply:
     10 s here), so the next one is started in the background while a test uses the last:
     a test takes one that is ready. Each is stopped when its test gives it back."""
 
-    def __init__(self, plane: ControlPlane, workdir: Path, prefix: str = "t") -> None:
-        self.plane, self.workdir, self.prefix = plane, workdir, prefix
+    def __init__(
+        self,
+        plane: ControlPlane,
+        workdir: Path,
+        prefix: str = "t",
+        *,
+        address: str = "127.0.0.1",
+        make_namespace: Callable[[str], object] | None = None,
+    ) -> None:
+        self.plane, self.workdir, self.prefix, self.address = plane, workdir, prefix, address
+        self.make_namespace = make_namespace or (
+            lambda name: plane.kubectl("create", "namespace", name)
+        )
         self._next: concurrent.futures.Future[tuple[contextlib.ExitStack, Jumpstarter]] | None
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         self._next = None
 
     def _prepare(self) -> tuple[contextlib.ExitStack, Jumpstarter]:
         namespace = f"{self.prefix}-{secrets.token_hex(4)}"
-        self.plane.kubectl("create", "namespace", namespace)
+        self.make_namespace(namespace)
         stack = contextlib.ExitStack()
         try:
             running = stack.enter_context(
-                running_jumpstarter(self.plane, namespace, self.workdir / namespace)
+                running_jumpstarter(
+                    self.plane, namespace, self.workdir / namespace, address=self.address
+                )
             )
         except BaseException:
             stack.close()

@@ -7,10 +7,11 @@ a namespace with only its own loopback, no device and no route out, so nothing i
 can leave the machine. What must cross is relayed by this process, which holds a socket on
 each side (a socket stays in the namespace it was made in, whichever thread uses it):
 
-- `forward_in(port)`: a free port on this machine's 127.0.0.1 reaches the namespace's
-  127.0.0.1:`port` (the exporters and clients dial the controller and the router);
-- `forward_out(port)`: the namespace's 127.0.0.1:`port` reaches this machine's
-  127.0.0.1:`port` (the controller reaches kube-apiserver at the kubeconfig's address).
+- `forward_in(port, address)`: a free port on an address of this machine (its 127.0.0.1, or
+  the node IP, where Pods dial) reaches the namespace's 127.0.0.1:`port` (the exporters and
+  clients dial the controller and the router);
+- `forward_out(port, address)`: the namespace's `address`:`port` reaches this machine's
+  `address`:`port` (the controller reaches kube-apiserver at the kubeconfig's address).
 
 Making the namespace and a socket in it needs CAP_SYS_ADMIN (root, as CI runs).
 """
@@ -77,11 +78,14 @@ class NetworkNamespace:
     _closed: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
-    def create(cls) -> NetworkNamespace:
+    def create(cls, addresses: Sequence[str] = ()) -> NetworkNamespace:
+        """A new namespace whose loopback also holds `addresses` (each a /32), for a program
+        that must dial this machine at one of them (`forward_out`)."""
+        setup = "".join(f"ip addr add {a}/32 dev lo && " for a in addresses)
         try:
             holder = subprocess.Popen(
                 ["unshare", "--net", "--", "sh", "-c",
-                 "ip link set lo up && echo up && exec sleep infinity"],
+                 f"ip link set lo up && {setup}echo up && exec sleep infinity"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -134,10 +138,10 @@ class NetworkNamespace:
 
         threading.Thread(target=accept, daemon=True).start()
 
-    def forward_in(self, port: int) -> int:
-        """Relay a free port of this machine's loopback to the namespace's `port`; the port."""
+    def forward_in(self, port: int, address: str = _LOOPBACK) -> int:
+        """Relay a free port of `address` (this machine's) to the namespace's `port`; the port."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind((_LOOPBACK, 0))
+        listener.bind((address, 0))
 
         def dial() -> socket.socket:
             peer = self.new_socket()
@@ -148,12 +152,13 @@ class NetworkNamespace:
         bound: int = listener.getsockname()[1]
         return bound
 
-    def forward_out(self, port: int) -> None:
-        """Relay the namespace's loopback `port` to this machine's loopback `port`."""
+    def forward_out(self, port: int, address: str = _LOOPBACK) -> None:
+        """Relay the namespace's `address`:`port` to this machine's (the address must be on
+        the namespace's loopback: 127.0.0.1, or one given to `create`)."""
         listener = self.new_socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((_LOOPBACK, port))
-        self._serve(listener, lambda: socket.create_connection((_LOOPBACK, port)))
+        listener.bind((address, port))
+        self._serve(listener, lambda: socket.create_connection((address, port)))
 
     def close(self) -> None:
         """Stop relaying and end the namespace (its holder; the programs in it are the

@@ -18,7 +18,7 @@ from api.warmbuffer import annotation_errors
 from webhook.checks_common import child, images_errors
 from webhook.verdict import Verdict
 
-__all__ = ["check_exporterset"]
+__all__ = ["UNBOUNDED", "check_exporterset"]
 
 
 def check_exporterset(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Verdict:
@@ -33,7 +33,13 @@ def check_exporterset(obj: Mapping[str, Any], old: Mapping[str, Any] | None = No
     if isinstance(annotations, dict):
         verdict.errors += annotation_errors(annotations, _stored_annotations(old))
     verdict.errors += rollout_errors(obj.get("metadata"))
+    if spec.get("maxReplicas") == 0:
+        verdict.warnings.append(UNBOUNDED)
     return verdict
+
+
+# There is no ceiling of zero: a pool admitted can always serve a Lease (docs/concepts.md).
+UNBOUNDED = "spec.maxReplicas: 0 means no ceiling: the pool may grow without bound"
 
 
 def _stored_annotations(old: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

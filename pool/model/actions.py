@@ -30,6 +30,7 @@ __all__ = [
     "LiftFence",
     "MarkServed",
     "PatchStatus",
+    "PromoteStandby",
     "Protect",
     "RecordEvent",
     "RememberBackoff",
@@ -48,12 +49,26 @@ class CreateExporter:
     Pod follow
     once Jumpstarter's controller has issued its credentials (`CreatePod`). `step` is the
     pool's failures in a row (BACKOFF_STEP), 0 when healthy; `revision` that of the spec
-    and class it is rendered from (REVISION)."""
+    and class it is rendered from (REVISION). A `standby` carries STANDBY_LABEL and gets
+    no Pod (`pool.rules.stages.standby`)."""
 
     name: str
     why: str = field(default="", compare=False)
     step: int = 0
     revision: str = field(default="", compare=False)
+    standby: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PromoteStandby:
+    """Make the standby Exporter `name` an instance: take STANDBY_LABEL off (and stamp the
+    revision it now renders); its Pod follows as for any credentialed instance. Stands in
+    for one `CreateExporter`: Jumpstarter already sees it, and its credentials are there."""
+
+    name: str
+    why: str = field(default="", compare=False)
+    revision: str = field(default="", compare=False)
+    step: int = 0  # as `CreateExporter.step`: the probe of a failing pool carries it
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +205,7 @@ class RecordEvent:
 
 Action = (
     CreateExporter
+    | PromoteStandby
     | CreatePod
     | DeletePod
     | Remove

@@ -39,6 +39,7 @@ from pool.model.keys import (
     ROLLOUT,
     ROLLOUT_PAUSED,
     SERVED_LEASE,
+    STANDBY_LABEL,
     SURPLUS_SINCE,
     instance_labels,
 )
@@ -219,6 +220,8 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         revision=_str(annotations.get(REVISION)),
         protected=LEASE_PROTECTION in (meta.get("finalizers") or ()),
         deleted_at=_time(meta.get("deletionTimestamp")),
+        standby=_map(meta.get("labels")).get(STANDBY_LABEL) == "true",
+        labels=tuple(sorted((str(k), str(v)) for k, v in _map(meta.get("labels")).items())),
     )
 
 

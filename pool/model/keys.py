@@ -31,6 +31,7 @@ __all__ = [
     "ROLLOUT_PAUSED",
     "SERVED_LEASE",
     "SET_LABEL",
+    "STANDBY_LABEL",
     "SURPLUS_SINCE",
     "generate_name",
     "instance_labels",
@@ -43,6 +44,12 @@ JUMPSTARTER_SET_GROUP = "exporterset.jumpstarter.dev"  # Jumpstarter's exporter-
 # the template's labels; the webhook's objectSelector and the default status selector
 # use this one).
 SET_LABEL = f"{GROUP}/exporterset"
+# On an Exporter the pool keeps without a Pod, so that Jumpstarter 0.9.0's lease controller
+# always sees an enabled Exporter matching a Lease the pool could serve: it ends a Lease at
+# once when none matches (NoAccess) or all that match are disabled (AllDisabled), and pends
+# it (Offline) on one that is not online (`pool.rules.stages.standby`). Value "true";
+# removed when the pool gives the standby its Pod.
+STANDBY_LABEL = f"{GROUP}/standby"
 # On every instance Pod and config Secret: the set (Jumpstarter's key; selects the Pods).
 NAME_LABEL = f"{JUMPSTARTER_SET_GROUP}/name"
 

@@ -50,6 +50,10 @@ SCALING_LIMITED, SCALING_UNLIMITED = "ScalingLimited", "ScalingUnlimited"
 # -- Events: this product's -------------------------------------------------------------
 RETAINED = "InstanceRetained"  # reclaimPolicy Retain detached an instance
 FENCE_LIFTED = "FenceLifted"  # a Lease took an instance before its removal
+# The standby Exporter (`pool.rules.stages.standby`): made, made an instance, deleted.
+STANDBY_CREATED = "StandbyCreated"
+STANDBY_PROMOTED = "StandbyPromoted"
+STANDBY_REMOVED = "StandbyRemoved"
 BACK_OFF = "BackOff"  # a step of the backoff of a failing pool (Warning)
 WARM_BUFFER_CHANGED = "WarmBufferChanged"  # `warm-buffer: auto` sized the buffer anew
 # Lease protection (`pool.rules.protection`), on the Exporter when its set is gone:

@@ -86,6 +86,16 @@ class ExporterView:
     revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
     protected: bool = False  # finalizer LEASE_PROTECTION (`pool.rules.protection`)
     deleted_at: datetime | None = None  # metadata.deletionTimestamp
+    standby: bool = False  # label STANDBY_LABEL: kept without a Pod (`stages.standby`)
+    # Its labels, sorted; () only in hand-built views, which carry their pool's labels.
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def carries(self, labels: Mapping[str, str]) -> bool:
+        """Whether it has every one of `labels` (a Lease selecting them could match it)."""
+        if not self.labels:
+            return True
+        own = dict(self.labels)
+        return all(own.get(k) == v for k, v in labels.items())
 
     @property
     def identity(self) -> str:

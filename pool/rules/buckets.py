@@ -3,6 +3,9 @@
 Rules, first match wins:
 
 - terminating: `metadata.deletionTimestamp` set;
+- standby: labelled STANDBY_LABEL and not leased: an Exporter the pool keeps without a Pod
+  so that a Lease it could serve always matches an enabled Exporter
+  (`pool.rules.stages.standby`); not an instance: no capacity, not under the ceiling;
 - failed: not busy, every Pod of the instance ended (or its exporter exited) and one of
   them failed (`pool.rules.backoff.failed`: ended before the exporter registered, or
   a non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
@@ -93,6 +96,7 @@ class Bucket(Enum):
     RELEASED = "released"
     AVAILABLE = "available"
     PROVISIONING = "provisioning"
+    STANDBY = "standby"
 
 
 def is_leased(exporter: ExporterView, leased_names: Container[str]) -> bool:
@@ -151,6 +155,8 @@ def classify(
     it from the new spec only for the rollout to replace it."""
     if exporter.deleting:
         return Bucket.TERMINATING
+    if exporter.standby and not is_leased(exporter, leased_names):
+        return Bucket.STANDBY  # never online, so never in a lease or its hooks
     busy = is_busy(exporter, leased_names)
     if not busy and pods_failed(exporter, pods):
         return Bucket.FAILED

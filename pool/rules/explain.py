@@ -28,6 +28,7 @@ from pool.model.actions import (
     LiftFence,
     MarkServed,
     PatchStatus,
+    PromoteStandby,
     Protect,
     RecordEvent,
     RememberBackoff,
@@ -57,6 +58,8 @@ UPDATE_STATUS = "update status"
 WAITING = "waiting"
 FAILED = "failed"
 VERBS = (
+    "create standby",
+    "promote standby",
     "protect",
     "mark served",
     "unprotect",
@@ -119,8 +122,10 @@ class Step:
 def describe(action: Action) -> tuple[str, str, str]:
     """(verb, instance name or "", reason) of one step."""
     match action:
-        case CreateExporter(prefix, why):
-            return "create", f"{prefix}*", why
+        case CreateExporter(prefix, why, _, _, standby):
+            return ("create standby" if standby else "create"), f"{prefix}*", why
+        case PromoteStandby(name, why):
+            return "promote standby", name, why
         case CreatePod(name, why):
             return "create pod", name, why
         case DeletePod(name, why):

@@ -13,7 +13,9 @@ the labels an instance would carry, and M = maxReplicas (0 = no ceiling):
                                                        object, draining and terminating too)
 
 and a surplus (capacity - desired, never a busy instance) goes once it has lasted
-`scaleDownCooldown`. `plan` runs the stages of `pool.rules.stages` in order, each
+`scaleDownCooldown`. A pool with no enabled instance keeps a standby Exporter without a
+Pod, so that Jumpstarter's lease controller pends a Lease instead of ending it
+(`pool.rules.stages.standby`). `plan` runs the stages of `pool.rules.stages` in order, each
 with its rule in its docstring, and joins their steps in that order, the creates first.
 
 Explanations: every step that changes the pool carries its reason (`why`, in the terms
@@ -47,6 +49,7 @@ from pool.rules.stages.scale_down import scale_down
 from pool.rules.stages.scale_up import scale_up
 from pool.rules.stages.settle import settle
 from pool.rules.stages.size import size
+from pool.rules.stages.standby import standby
 from pool.rules.stages.status import status
 from pool.rules.stages.upkeep import upkeep
 from pool.rules.steps import Wait, join
@@ -80,6 +83,7 @@ class Plan:
     waits: tuple[Wait, ...] = ()
     demand: Estimate | None = None  # `warm-buffer: auto`: the buffer in force and why
     learned: DemandMemory | None = None  # and its memory as of this pass (`PoolView.learned`)
+    standby: str = ""  # the standby Exporter kept after this pass ("+": being created)
 
 
 def plan(obs: Observation, now: datetime) -> Plan:
@@ -102,24 +106,22 @@ def plan(obs: Observation, now: datetime) -> Plan:
     written = status(obs, now, counted, sized, told)
     if kept.awaiting:  # a wait for credentials sets the next pass, whatever departures asked
         leaving = replace(leaving, requeue=None)
-    steps = settle(
-        obs,
-        now,
-        join(
-            asked.steps,
-            marked.steps,
-            leaving,
-            kept.steps,
-            growth.steps,
-            rolling.steps,
-            shrink.steps,
-            released,
-            told.steps,
-            written.steps,
-        ),
+    joined = join(
+        asked.steps,
+        marked.steps,
+        leaving,
+        kept.steps,
+        growth.steps,
+        rolling.steps,
+        shrink.steps,
+        released,
+        told.steps,
+        written.steps,
     )
+    kept_alive = standby(obs, counted, (*growth.creates, *rolling.creates), joined)
+    steps = settle(obs, now, kept_alive.steps)
     return Plan(
-        (*growth.creates, *rolling.creates, *steps.actions),
+        (*kept_alive.creates, *steps.actions),
         written.status,
         sized.desired,
         counted.count,
@@ -134,4 +136,5 @@ def plan(obs: Observation, now: datetime) -> Plan:
         learned=asked.learned,
         keep_token=tuple(n for n in kept.keep_current if n in rolling.names),
         outdated=rolling.outdated,
+        standby=kept_alive.name,
     )

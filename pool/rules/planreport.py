@@ -36,7 +36,7 @@ JSON_SHAPE = """\
       "desired": 2,                     # null when skipped, as the next three
       "pendingLeases": 0,
       "buckets": {"terminating": 0, "failed": 0, "draining": 0, "busy": 0, "released": 0,
-                  "available": 0, "provisioning": 0},
+                  "available": 0, "provisioning": 0, "standby": 0},
       "steps": [                        # taken now, then held back; [] when skipped
         {"verb": "create", "names": ["pool-*", "pool-*"],
          "reason": "warm buffer 2, available 0", "at": null}
@@ -50,7 +50,10 @@ JSON_SHAPE = """\
       },
       "outdated": [                     # instances of an earlier revision: what each waits for
         {"name": "pool-0", "waitsFor": "its lease: lease lab-1 must end"}
-      ]
+      ],
+      "standby": null                   # or {"name": "pool-x7k2p" (null while it is
+                                        # created), "reason": ...}: the Exporter without
+                                        # a Pod that keeps Leases pending
     }
   ]
 }
@@ -83,7 +86,15 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         "awaiting": [{"name": n, "reason": why} for n, why in entry.awaiting.items()],
         "demand": _demand_json(result.demand) if result and result.demand else None,
         "outdated": [{"name": n, "waitsFor": why} for n, why in result.outdated] if result else [],
+        "standby": _standby_json(result.standby) if result else None,
     }
+
+
+def _standby_json(standby: str) -> dict[str, Any] | None:
+    """The standby Exporter kept after the pass: its name, or null while it is created."""
+    if not standby:
+        return None
+    return {"name": None if standby == "+" else standby, "reason": STANDBY_WHY}
 
 
 def _demand_json(sized: Estimate) -> dict[str, Any]:
@@ -117,7 +128,19 @@ def _set_text(entry: SetPlan) -> list[str]:
         *_labelled("awaiting", [f"{name}: {why}" for name, why in entry.awaiting.items()]),
         *(_labelled("demand", [result.demand.reason()]) if result.demand else []),
         *_outdated(result),
+        *_standby(result),
     ]
+
+
+# Why a pool keeps a standby Exporter (`pool.rules.stages.standby`).
+STANDBY_WHY = "no enabled instance: Leases pend on it, not end (Jumpstarter 0.9.0)"
+
+
+def _standby(result: Plan) -> list[str]:
+    if not result.standby:
+        return []
+    name = "being created" if result.standby == "+" else result.standby
+    return _labelled("standby", [f"{name}: {STANDBY_WHY}"])
 
 
 def _outdated(result: Plan) -> list[str]:

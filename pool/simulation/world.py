@@ -23,6 +23,7 @@ from pool.model.actions import (
     LiftFence,
     MarkServed,
     PatchStatus,
+    PromoteStandby,
     Protect,
     RememberBackoff,
     RememberDemand,
@@ -68,6 +69,8 @@ class Instance:
     registered_at: datetime | None = None
     revision: str = ""  # what it was rendered from (REVISION)
     step: int = 0  # the pool's failures in a row at its creation (BACKOFF_STEP)
+    standby: bool = False  # STANDBY_LABEL: kept without a Pod
+    labels: tuple[tuple[str, str], ...] = ()  # the instance labels it was created with
 
     def view(self) -> ExporterView:
         return ExporterView(
@@ -88,6 +91,8 @@ class Instance:
             registered_at=self.registered_at,
             revision=self.revision,
             backoff_step=self.step,
+            standby=self.standby,
+            labels=self.labels,
         )
 
 
@@ -116,6 +121,7 @@ class World:
     retained: set[str] = field(default_factory=set)
     writes: int = 0
     serial: int = 0  # names generated so far
+    lost: int = 0  # Leases Jumpstarter 0.9.0 ended at once: no enabled Exporter matched
 
     # -- what the planner sees -------------------------------------------------------
     def observe(self) -> Observation:
@@ -157,11 +163,22 @@ class World:
     def apply(self, action: Action, now: datetime) -> None:
         self.writes += 1
         match action:
-            case CreateExporter(prefix, _, step, revision):  # generateName: serial suffix
+            case CreateExporter(prefix, _, step, revision, standby):  # generateName: serial
                 self.serial += 1
                 name = f"{prefix}{self.serial}"
-                self.instances[name] = Instance(name, now, revision=revision, step=step)
-                self.pods.setdefault(name, (now, "Pending"))
+                made = instance_labels(self.pool.name, self.pool.template_labels)
+                labels = tuple(sorted(made.items()))  # STANDBY_LABEL is `standby`
+                self.instances[name] = Instance(
+                    name, now, revision=revision, step=step, standby=standby, labels=labels
+                )
+                if not standby:
+                    self.pods.setdefault(name, (now, "Pending"))
+            case PromoteStandby(name, _, revision, step):
+                promoted = self.instances.get(name)
+                if promoted is not None and promoted.standby:
+                    promoted.standby, promoted.revision = False, revision or promoted.revision
+                    promoted.step = step
+                    self.pods.setdefault(name, (now, "Pending"))
             case CreatePod(name):
                 if name in self.instances:
                     self.pods.setdefault(name, (now, "Pending"))
@@ -257,7 +274,13 @@ class World:
             and not any(r.exporter == i.name and not r.ended for r in self.requests.values())
         ]
         for request in pending:
-            if not eligible or not selector_matches(request.selector, labels):
+            if not selector_matches(request.selector, labels):
+                continue
+            if not any(i.enabled for i in self.instances.values()):
+                request.ended = True  # 0.9.0: NoAccess (none match) or AllDisabled
+                self.lost += 1
+                continue
+            if not eligible:
                 continue
             inst = eligible.pop(0)
             request.exporter, request.assigned = inst.name, now

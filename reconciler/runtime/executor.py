@@ -55,6 +55,7 @@ from pool.model.actions import (
     LiftFence,
     MarkServed,
     PatchStatus,
+    PromoteStandby,
     Protect,
     RecordEvent,
     RememberBackoff,
@@ -80,6 +81,7 @@ from pool.model.keys import (
     REVISION,
     SERVED_LEASE,
     SET_LABEL,
+    STANDBY_LABEL,
     SURPLUS_SINCE,
 )
 from pool.model.reasons import (
@@ -88,6 +90,8 @@ from pool.model.reasons import (
     POD_CREATED,
     RETAINED,
     SCALE_UP,
+    STANDBY_CREATED,
+    STANDBY_PROMOTED,
 )
 from pool.model.timefmt import format_time
 from pool.rendering.configsync import ConfigSync, same_secret, with_token
@@ -182,8 +186,10 @@ class Executor:
 
     def step(self, action: Action) -> None:
         match action:
-            case CreateExporter(prefix, why, step, revision):
-                self._create_exporter(prefix, why, step, revision)
+            case CreateExporter(prefix, why, step, revision, standby):
+                self._create_exporter(prefix, why, step, revision, standby)
+            case PromoteStandby(name, why, revision, step):
+                self._promote(name, why, revision, step)
             case CreatePod(name):
                 self._create_pod(name)
             case DeletePod(name, _, uid):
@@ -234,18 +240,40 @@ class Executor:
                 if self.runtime.expectations.new_event(self._key, reason, note):
                     self._event(reason, "Wait", note, None, warning=warning)
 
-    def _create_exporter(self, prefix: str, why: str, step: int, revision: str) -> None:
+    def _create_exporter(
+        self, prefix: str, why: str, step: int, revision: str, standby: bool = False
+    ) -> None:
         rendered = _rendered(render_exporter, self.this.exporter_set, prefix)
         annotations = rendered["metadata"].setdefault("annotations", {})
         if step:
             annotations[BACKOFF_STEP] = str(step)
         if revision:
             annotations[REVISION] = revision
+        if standby:
+            rendered["metadata"]["labels"][STANDBY_LABEL] = "true"
         created = self._create_generated(rendered)
         name = str(created["metadata"]["name"])
         self.runtime.expectations.expect(self._key, EXPORTER, name)
-        note = _because(f"created Exporter {name}", why)
-        self._event(SCALE_UP, "Create", note, created)
+        if standby:
+            note = _because(f"created standby Exporter {name} (no Pod)", why)
+            self._event(STANDBY_CREATED, "Create", note, created)
+        else:
+            self._event(SCALE_UP, "Create", _because(f"created Exporter {name}", why), created)
+
+    def _promote(self, name: str, why: str, revision: str, step: int) -> None:
+        """The standby becomes an instance: its label goes (conditional on the planned
+        resourceVersion); its Pod follows in the next pass, as for any new instance."""
+        exporter = self._cached_exporter(name)
+        if exporter is None:
+            return
+        patch = _version(exporter)
+        patch["metadata"]["labels"] = {STANDBY_LABEL: None}
+        patch["metadata"]["annotations"] = {REVISION: revision or None, BACKOFF_STEP: None}
+        if step:
+            patch["metadata"]["annotations"][BACKOFF_STEP] = str(step)
+        if self._patch_if_unchanged(name, patch):
+            note = _because(f"made standby Exporter {name} an instance", why)
+            self._event(STANDBY_PROMOTED, "Promote", note, exporter)
 
     def _create_pod(self, name: str) -> None:
         """The instance's config Secret brought up to date, then its Pod."""

@@ -32,6 +32,7 @@ from pool.model.actions import (
     CreatePod,
     DeletePod,
     PatchStatus,
+    PromoteStandby,
     RecordEvent,
     RememberBackoff,
     Remove,
@@ -140,13 +141,23 @@ class Cluster:
     def apply(self, result: Plan, now: datetime) -> None:
         for action in result.actions:
             match action:
-                case CreateExporter(prefix, _, step, revision):
+                case CreateExporter(prefix, _, step, revision, standby):
                     self.serial += 1
                     name = f"{prefix}{self.serial}"
                     self.exporters[name] = ExporterView(
-                        name, now, uid=name, backoff_step=step, revision=revision
+                        name, now, uid=name, backoff_step=step, revision=revision, standby=standby
                     )
                     self.expected.add(name)
+                    if not standby:  # a standby is no instance: it gets no Pod
+                        self.creates.append((now, step))
+                # Conditional on the resourceVersion planned: a plan from a lagging cache
+                # that still shows it a standby changes nothing (a 409).
+                case PromoteStandby(name, _, revision, step) if (
+                    name in self.exporters and self.exporters[name].standby
+                ):
+                    self.exporters[name] = replace(
+                        self.exporters[name], standby=False, backoff_step=step, revision=revision
+                    )
                     self.creates.append((now, step))
                 case CreatePod(name) if name in self.exporters and name not in self.pods:
                     self.pods[name] = PodView(name, name, "Pending", name, f"p-{name}", created=now)
@@ -187,7 +198,8 @@ def check(cluster: Cluster, result: Plan) -> None:
     if cluster.max_replicas and max(cluster.min_replicas, cluster.warm) <= cluster.max_replicas:
         assert limited.get("status") != "True", f"limited by its own probe: {limited}"
     if cluster.max_replicas:
-        assert len(cluster.exporters) <= cluster.max_replicas, "over maxReplicas"
+        instances = [e for e in cluster.exporters.values() if not e.standby]
+        assert len(instances) <= cluster.max_replicas, "over maxReplicas"
     assert cluster.probes_booting() <= 1, "two probes at once"
     steps = [int(m) for e in cluster.events if e.reason == BACK_OFF
              for m in re.findall(r"failure (\d+) in a row", e.note)]  # fmt: skip

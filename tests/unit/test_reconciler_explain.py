@@ -11,6 +11,7 @@ from pool.model.actions import (
     LiftFence,
     MarkServed,
     PatchStatus,
+    PromoteStandby,
     Protect,
     RecordEvent,
     RememberBackoff,
@@ -25,9 +26,10 @@ from pool.model.demand import DemandMemory
 from pool.model.views import LeaseView, Observation, PodView
 from pool.rules.explain import VERBS, Step, describe, explain, held
 from pool.rules.planner import Plan, plan
+from pool.rules.stages.standby import HOLD, NEEDED
 from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.unit.test_reconciler_planner import condition, run
-from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
+from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready, standby
 
 MISSING = 'VirtualTargetClass "qemu-x86" not found in namespace "ns"'
 
@@ -92,7 +94,11 @@ def test_missing_class_waits_and_says_why() -> None:
     result = run([ready("pool-0")], klass=None, problem=("ClassNotFound", MISSING))
     assert lines(result) == ["update status", f"waiting: {MISSING}"]
     remembered = run([], klass=None, problem=("ClassNotFound", MISSING), surplus_since=T0)
-    assert lines(remembered)[0] == "forget surplus: scaling stopped (ClassNotFound)"
+    # A pool with no instance keeps its standby even so: a Lease waits for the repair.
+    assert lines(remembered)[:2] == [
+        f"create standby pool-*: {NEEDED}",
+        "forget surplus: scaling stopped (ClassNotFound)",
+    ]
 
 
 def test_ceiling_reached_caps_the_create_and_waits_in_the_status_words() -> None:
@@ -124,8 +130,13 @@ def test_waiting_for_credentials_lists_the_instances_and_pods_say_why() -> None:
 def test_recycling_says_which_lease_was_served_and_what_the_pool_does() -> None:
     released = run([ready("pool-0", served_lease="l1"), ready("pool-1")], min_available=1)
     assert "remove pool-0: served lease l1; ExitAndReplace replaces it" in lines(released)
-    kept = run([ready("pool-0", served_lease="l1")], min_available=0, klass=klass(reclaim="Retain"))
+    retain = klass(reclaim="Retain")
+    kept = run([ready("pool-0", served_lease="l1"), standby()], min_available=0, klass=retain)
     assert "retain pool-0: served lease l1; reclaimPolicy Retain keeps it" in lines(kept)
+    # The pool's last instance: its standby first, so a Lease meets an enabled Exporter.
+    first = lines(run([ready("pool-0", served_lease="l1")], min_available=0, klass=retain))
+    assert first[0] == f"create standby pool-*: {NEEDED}"
+    assert first[-1] == f"retain pool-0: {HOLD}"
     finished = Observation(
         pool=pool(min_available=1),
         klass=klass(),
@@ -147,6 +158,8 @@ def test_reasons_are_commentary_not_part_of_the_step() -> None:
 def test_every_step_has_a_listed_verb_and_long_lists_are_cut() -> None:
     every = [
         CreateExporter("a"),
+        CreateExporter("pool-", standby=True),
+        PromoteStandby("a", "pending leases 1, available 0"),
         CreatePod("a"),
         DeletePod("a"),
         Remove("a", True),

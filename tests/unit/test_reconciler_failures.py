@@ -14,6 +14,7 @@ from pool.model.actions import (
     CreateExporter,
     CreatePod,
     DeletePod,
+    PromoteStandby,
     RecordEvent,
     RememberBackoff,
     Remove,
@@ -24,7 +25,7 @@ from pool.model.views import ExporterView, Observation, PodView
 from pool.rules.planner import Plan, plan
 from pool.rules.stages.settle import FENCE_SETTLE
 from pool.rules.transitions import REASONS as TRANSITIONS
-from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
+from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready, standby
 
 S = timedelta(seconds=1)
 
@@ -71,7 +72,8 @@ def test_an_earlier_pod_of_the_same_name_is_not_charged_to_the_new_instance() ->
 def test_remove_carries_the_uids_of_the_instance_and_its_own_pods() -> None:
     done = ready("pool-0", uid="u0", online=False)
     own = PodView("pool-0", "pool-0", "Succeeded", "u0", "p0")
-    (remove,) = of(plan(observe([done], [own], min_replicas=0, max_replicas=0), T0), Remove)
+    observed = observe([done, standby()], [own], min_replicas=0, max_replicas=0)
+    (remove,) = of(plan(observed, T0), Remove)
     assert (remove.uid, remove.pods) == ("u0", (("pool-0", "p0"),))
 
 
@@ -108,7 +110,9 @@ def test_failures_back_off_with_one_probe_and_say_so() -> None:
 
 def test_at_the_ceiling_the_probe_follows_the_removal_with_the_next_step() -> None:
     """min = max = 1: the record holds the only slot, so the probe comes a pass after its
-    removal; the pool's memory gives it the next step, and nothing flaps meanwhile."""
+    removal; the pool's memory gives it the next step, and nothing flaps meanwhile. With
+    its standby there (the record was its only enabled Exporter), the probe is the standby
+    made an instance; without, a new Exporter."""
     size = {"min_replicas": 1, "max_replicas": 1, "min_available": 1}
     record = booting("pool-a", uid="a", backoff_step=2)
     pod = failed_pod("pool-a", "a", 1)
@@ -116,12 +120,16 @@ def test_at_the_ceiling_the_probe_follows_the_removal_with_the_next_step() -> No
     status = plan(observe([record], [pod], backoff=memory, **size), T0 + 2 * S).status
     kept = {"backoff": memory, "status": status, **size}
     due = T0 + S + delay(2)
-    removal = plan(observe([record], [pod], **kept), due)
+    removal = plan(observe([record, standby()], [pod], **kept), due)
     assert [r.name for r in of(removal, Remove)] == ["pool-a"] and not of(removal, CreateExporter)
     for cached in ([record], []):  # the removed record still in the cache, or gone
-        probe = plan(observe(cached, [pod] if cached else [], **kept), due + S)
-        creates = [(c.name, c.step) for c in of(probe, CreateExporter)]
-        assert creates == ([] if cached else [("pool-", 3)])  # never step 0
+        probe = plan(observe([*cached, standby()], [pod] if cached else [], **kept), due + S)
+        promoted = [(c.name, c.step) for c in of(probe, PromoteStandby)]
+        assert promoted == ([] if cached else [("pool-s", 3)])  # never step 0
+        assert not of(probe, CreateExporter)
+        fresh = plan(observe(cached, [pod] if cached else [], **kept), due + S)
+        creates = [(c.name, c.step) for c in of(fresh, CreateExporter) if not c.standby]
+        assert creates == ([] if cached else [("pool-", 3)])
         for result in (removal, probe):
             assert condition(result, "Degraded")["status"] == "True"
             assert condition(result, "ScalingLimited")["status"] == "False"

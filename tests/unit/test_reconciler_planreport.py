@@ -23,7 +23,7 @@ def test_text_shows_buckets_desired_steps_and_waiting_instances() -> None:
     assert as_text([planned, skipped], "any namespace").splitlines() == [
         "ns/pool  class qemu  desired 2  pending leases 0",
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
-        "provisioning 2",
+        "provisioning 2, standby 0",
         "  steps     create pod pool-0: credentials issued, no Pod yet",
         "            record event: WaitingForCredentials, 1 instance(s) wait for credentials "
         "from Jumpstarter's controller; pool-1: no status.credential and status.endpoint yet",

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from api.warmbuffer import WarmBufferSettings
-from pool.model.actions import CreateExporter, Remove, Retain
+from pool.model.actions import CreateExporter, PromoteStandby, Remove, Retain
 from pool.model.views import HookRecord
 from pool.rules.buckets import Bucket
 from pool.rules.planner import Plan, plan
@@ -75,13 +75,26 @@ class Checker:
 
     def __init__(self) -> None:
         self.surplus_from: Any = None
+        self.standbys: set[str] = set()  # the standby Exporters before the pass
+
+    def before(self, world: World) -> dict[str, bool]:
+        """Which instances are busy before a pass (and which Exporters are standbys)."""
+        self.standbys = {n for n, i in world.instances.items() if i.standby}
+        return busy_map(world)
 
     def check(self, world: World, before: dict[str, bool], result: Plan, now: Any) -> None:
-        owned, ceiling = len(before), world.pool.max_replicas
-        if world.problem is not None:
-            scaling = (CreateExporter, Remove, Retain)
-            assert not [a for a in result.actions if isinstance(a, scaling)], "scaled while broken"
-        creates = [a for a in result.actions if isinstance(a, CreateExporter)]
+        standbys = {n for n, i in world.instances.items() if i.standby}
+        owned, ceiling = len(set(before) - self.standbys), world.pool.max_replicas
+        assert world.lost == 0, "a Lease ended for want of an enabled Exporter"
+        assert len(standbys) <= 1, f"standbys {sorted(standbys)}"
+        creates = [
+            a
+            for a in result.actions
+            if isinstance(a, PromoteStandby) or (isinstance(a, CreateExporter) and not a.standby)
+        ]
+        if world.problem is not None:  # the standby is not scaling: it keeps Leases alive
+            scaling = [a for a in result.actions if isinstance(a, Remove | Retain)]
+            assert not creates and not scaling, "scaled while broken"
         if creates and ceiling:
             assert owned + len(creates) <= ceiling, "a create would exceed maxReplicas"
         for action in result.actions:
@@ -159,10 +172,11 @@ def busy_map(world: World) -> dict[str, bool]:
 def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[Any]) -> None:
     checker = Checker()
     now = T0
+    world.step(now)  # the pool's first pass: before it, no Exporter of it exists
     for serial, event in enumerate(script):
         now = apply_event(world, event, now, serial)
         world.advance(now)
-        before = busy_map(world)
+        before = checker.before(world)
         crash = event[1] if event[0] == "crash" else None
         result = world.step(now, crash_after=crash)
         if crash is None:
@@ -178,7 +192,7 @@ def test_pool_invariants_hold_and_the_pool_converges(world: World, script: list[
     while now < end:
         now += MINUTE
         world.advance(now)
-        before = busy_map(world)
+        before = checker.before(world)
         checker.check(world, before, world.step(now), now)
 
     final = world.step(now)
@@ -213,3 +227,4 @@ def test_plans_from_a_lagging_cache_never_duplicate(world: World, lag: int, pass
     capacity = buckets[Bucket.BUSY] + buckets[Bucket.AVAILABLE] + buckets[Bucket.PROVISIONING]
     assert capacity <= max(result.desired, 0) or not world.instances
     assert not [a for a in result.actions if isinstance(a, CreateExporter)]
+    assert sum(1 for i in world.instances.values() if i.standby) <= 1

@@ -30,7 +30,7 @@ from tests.unit.test_reconciler_step_failures import (
     _exporter,
     make_lab,
 )
-from tests.unit.test_reconciler_support import T0, Held, klass, ready
+from tests.unit.test_reconciler_support import T0, Held, klass, ready, standby
 
 Obj = dict[str, Any]
 
@@ -64,9 +64,9 @@ def test_the_planner_protects_busy_instances_and_releases_them_after_the_lease()
     ]
     # Leaving the pool: the fence (or the detach) takes the finalizer off in its write.
     served = ready("pool-0", protected=True, served_lease="l1")
-    result = run([served], min_available=0)
+    result = run([served, standby()], min_available=0)
     assert of(result, Remove) and not of(result, Unprotect)
-    retained = run([served], min_available=0, klass=klass(reclaim="Retain"))
+    retained = run([served, standby()], min_available=0, klass=klass(reclaim="Retain"))
     assert of(retained, Retain) and not of(retained, Unprotect)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pool.model.actions import CreateExporter, Remove, Retain
+from pool.model.actions import CreateExporter, PromoteStandby, Remove, Retain
 from pool.model.reasons import SCALE_DOWN
 from pool.rules.buckets import Bucket
 from pool.rules.planner import Plan
@@ -59,9 +59,15 @@ worlds = st.builds(
 )
 
 
-def check(world: World, busy: dict[str, bool], ready: set[str], result: Plan) -> None:
-    owned, ceiling, warm = len(busy), world.pool.max_replicas, result.warm
-    creates = [a for a in result.actions if isinstance(a, CreateExporter)]
+def check(world: World, busy: dict[str, bool | None], ready: set[str], result: Plan) -> None:
+    owned = sum(1 for b in busy.values() if b is not None)
+    ceiling, warm = world.pool.max_replicas, result.warm
+    assert world.lost == 0, "a Lease ended for want of an enabled Exporter"
+    creates = [
+        a
+        for a in result.actions
+        if isinstance(a, PromoteStandby) or (isinstance(a, CreateExporter) and not a.standby)
+    ]
     if ceiling:
         assert owned + len(creates) <= ceiling, "a create would exceed maxReplicas"
     available = result.buckets[Bucket.AVAILABLE]
@@ -91,9 +97,10 @@ def _outdated_go_first(result: Plan) -> None:
         assert idle <= removed, f"current instances go before outdated {idle - removed}"
 
 
-def before(world: World) -> tuple[dict[str, bool], set[str]]:
-    """Which instances are busy, and which ready, before a pass."""
-    busy = {name: world.busy(name) for name in world.instances}
+def before(world: World) -> tuple[dict[str, bool | None], set[str]]:
+    """Which Exporters are busy (None: a standby, no instance), and which ready, before a
+    pass."""
+    busy = {name: None if i.standby else world.busy(name) for name, i in world.instances.items()}
     return busy, {n for n, i in world.instances.items() if i.registered and i.online}
 
 
@@ -112,6 +119,7 @@ def apply_event(world: World, event: tuple[Any, ...], now: Any, serial: int) -> 
 @given(world=worlds, script=st.lists(events, max_size=40))
 def test_rollouts_keep_leases_and_bounds_and_finish(world: World, script: list[Any]) -> None:
     now = T0
+    world.step(now)  # the pool's first pass: before it, no Exporter of it exists
     for serial, event in enumerate(script):
         now = apply_event(world, event, now, serial)
         world.advance(now)

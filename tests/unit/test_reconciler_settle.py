@@ -19,10 +19,11 @@ from pool.rules.stages.settle import FENCE_SETTLE
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_protection import LateLeaseKube, _executor
 from tests.unit.test_reconciler_step_failures import INSTANCE, _exporter
-from tests.unit.test_reconciler_support import T0, ready
+from tests.unit.test_reconciler_support import T0, ready, standby
 
 S = timedelta(seconds=1)
 SERVED = ready("pool-0", served_lease="l1")  # ExitAndReplace: it leaves once released
+STANDBY = standby()  # the pool's last instance leaves: its standby keeps Leases alive
 
 
 def _fenced(exporter: ExporterView, at: object, fenced_for: str) -> ExporterView:
@@ -30,19 +31,19 @@ def _fenced(exporter: ExporterView, at: object, fenced_for: str) -> ExporterView
 
 
 def test_a_removal_fences_in_one_pass_and_deletes_once_the_fence_has_settled() -> None:
-    first = run([SERVED], min_available=0)
+    first = run([SERVED, STANDBY], min_available=0)
     (fence,) = of(first, Remove)
     why = "served lease l1; ExitAndReplace replaces it"
     assert (fence.fence, fence.event, fence.why) == (True, RECYCLE, why)
     assert first.requeue_after == FENCE_SETTLE  # the pass that deletes it
     fenced = _fenced(SERVED, T0, f"{RECYCLE}: {why}")
-    early = run([fenced], min_available=0, now=T0 + FENCE_SETTLE - S)
+    early = run([fenced, STANDBY], min_available=0, now=T0 + FENCE_SETTLE - S)
     assert not of(early, Remove)
     (wait,) = early.waits
     assert wait.action == Remove("pool-0", False) and wait.at == T0 + FENCE_SETTLE
     assert wait.reason == "fenced at 2026-01-01T00:00:00Z: deleted once its fence has settled"
     assert early.requeue_after == S
-    (delete,) = of(run([fenced], min_available=0, now=T0 + FENCE_SETTLE), Remove)
+    (delete,) = of(run([fenced, STANDBY], min_available=0, now=T0 + FENCE_SETTLE), Remove)
     assert (delete.fence, delete.event, delete.why) == (False, RECYCLE, why)
 
 

@@ -47,6 +47,11 @@ def booting(name: str, minute: int = 0, **overrides: Any) -> ExporterView:
     return ExporterView(name=name, created=T0 + timedelta(minutes=minute), **overrides)
 
 
+def standby(name: str = "pool-s", minute: int = 0) -> ExporterView:
+    """The pool's standby Exporter: enabled, credentialed, never online, no Pod."""
+    return booting(name, minute, standby=True)
+
+
 def owing(name: str) -> ExporterView:
     """Reports Available but its record owes the afterLease hook of lease `l1`."""
     return ready(

@@ -47,6 +47,15 @@ def test_floor_and_warm_buffer_at_most_the_ceiling_unless_unbounded() -> None:
     assert set_errors(minReplicas=50, minAvailableReplicas=50, maxReplicas=0) == []
 
 
+def test_a_ceiling_of_zero_is_no_ceiling_and_the_warning_says_so() -> None:
+    """No admitted pool is unable to serve: 0 is unbounded, and a person is told."""
+    unbounded = validate_object("ExporterSet", a_set(maxReplicas=0), schema_source)
+    assert unbounded.warnings == [
+        "spec.maxReplicas: 0 means no ceiling: the pool may grow without bound"
+    ]
+    assert validate_object("ExporterSet", a_set(maxReplicas=1), schema_source).warnings == []
+
+
 @pytest.mark.parametrize("good", ["300s", "5m", "1h30m", "0", "1.5h", "10ms"])
 def test_cooldown_accepts_go_durations(good: str) -> None:
     assert set_errors(scaleDownCooldown=good) == []

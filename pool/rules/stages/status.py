@@ -2,7 +2,9 @@
 earlier stages found, and written only when they differ from the observed status (with
 the Events of the conditions that changed, `pool.rules.transitions`).
 
-Counters (the ExporterSet document leaves some overlap to the implementer):
+Counters (the ExporterSet document leaves some overlap to the implementer), of instances:
+the standby Exporter (`pool.rules.stages.standby`) is none, and the Available condition
+names it instead:
 - `replicas`: every owned Exporter, draining and terminating included;
 - `availableReplicas`: the available bucket (the lease controller's eligibility);
 - `readyReplicas`: Registered and Online; `unavailableReplicas`: enabled and not ready;
@@ -90,7 +92,8 @@ def status(obs: Observation, now: datetime, counted: Census, sized: Size, told: 
 
 
 def _counters(obs: Observation, counted: Census) -> Counters:
-    exporters, pods_of = obs.exporters, counted.pods_of
+    standby = {e.name for e in counted.members[Bucket.STANDBY]}  # no instance: not counted
+    exporters, pods_of = [e for e in obs.exporters if e.name not in standby], counted.pods_of
     leased_by = {lease.exporter for lease in obs.leases if lease.exporter and not lease.ended}
     live = [e for e in exporters if not e.deleting]
     by_identity = {e.identity: e for e in exporters}
@@ -149,19 +152,31 @@ def _conditions(obs: Observation, counted: Census, sized: Size, told: Notes) -> 
         if told.degraded[0]
         else ConditionSpec("Degraded", False, ALL_HEALTHY, "")
     )
+    standbys = counted.members[Bucket.STANDBY]
+    kept = _standby_note(standbys[0].name) if standbys else ""
     return [
-        _available(available, warm, sized.wffc, sized.why_warm),
+        _available(available, warm, sized.wffc, sized.why_warm, kept),
         _progressing(obs, counted, sized, told),
         degraded,
         limited,
     ]
 
 
-def _available(available: int, warm: int, wffc: bool, why: str = "") -> ConditionSpec:
+def _standby_note(name: str) -> str:
+    return f"; standby Exporter {name} keeps Leases pending until an instance boots"
+
+
+def _available(
+    available: int, warm: int, wffc: bool, why: str = "", standby: str = ""
+) -> ConditionSpec:
     ready = f"{available} of {warm} warm instance(s) ready" + (f" ({why})" if why else "")
+    ready += standby
     if wffc:
         return ConditionSpec(
-            "Available", True, WAIT_FOR_FIRST_CONSUMER, "instances are created on lease request"
+            "Available",
+            True,
+            WAIT_FOR_FIRST_CONSUMER,
+            "instances are created on lease request" + standby,
         )
     if warm == 0:
         return ConditionSpec("Available", True, NO_REPLICAS_REQUIRED, ready)

@@ -4,25 +4,38 @@ Starts etcd and kube-apiserver, installs the CRDs, serves the webhook over TLS a
 registers it from the rendered deploy manifests, starts the reconciler, prints how to
 use it, and stops everything in order on Ctrl-C (or SIGTERM).
 
-There is no Jumpstarter here, so a development stand-in plays its controller's
-credential step (`harness.standin`): without it no instance would get a config
-Secret or a Pod. It is never part of the deploy manifests.
+Jumpstarter's side: where the release's source is at hand (`../shared/vendor`, or the
+tarball `JUMPSTARTER_SOURCE` names; `harness.jumpstarter_build` builds it once), its own
+0.9.0 controller and router serve the namespace `--namespace` (it serves one only), as in
+the tests; they need root, for their network namespace. Otherwise a development stand-in
+plays the controller's credential step (`harness.standin`) in every namespace, so that
+instances get their config Secret and Pod. The first line printed says which runs. Neither
+is part of the deploy manifests.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import shutil
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
-from harness.controlplane import REPO_ROOT, ControlPlaneError, running_control_plane
+from harness.controlplane import (
+    REPO_ROOT,
+    ControlPlane,
+    ControlPlaneError,
+    running_control_plane,
+)
 from harness.entry import run_job
+from harness.jumpstarter import running_jumpstarter
+from harness.jumpstarter_build import RELEASE, JumpstarterBuildError, build, source_tarball
 from harness.stack import (
     ReconcilerProcess,
     register_webhooks,
@@ -46,9 +59,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-reconciler", action="store_true", help="serve admission only, do not run the pools"
     )
+    parser.add_argument(
+        "--namespace",
+        default="default",
+        help="the namespace Jumpstarter's controller serves, when its release runs",
+    )
+    parser.add_argument(
+        "--standin",
+        action="store_true",
+        help="use the development stand-in even where Jumpstarter's release is at hand",
+    )
 
 
-def _usage(kubeconfig: Path, workdir: Path, reconciler: ReconcilerProcess | None = None) -> str:
+def _usage(
+    kubeconfig: Path,
+    workdir: Path,
+    reconciler: ReconcilerProcess | None = None,
+    client: Path | None = None,
+) -> str:
     examples = REPO_ROOT / "examples"
     endpoints = (
         [
@@ -69,6 +97,7 @@ def _usage(kubeconfig: Path, workdir: Path, reconciler: ReconcilerProcess | None
             "  kubectl get exportersets,exporters,secrets,pods -o wide",
             f"  kubectl apply -f {examples / 'invalid'}/   # each one is rejected, with reasons",
             *endpoints,
+            *([f"  jmp get exporters --client-config {client}"] if client else []),
             "",
             "Ctrl-C stops everything.",
         ]
@@ -96,25 +125,60 @@ def run(args: argparse.Namespace) -> int:
                 print(_usage(plane.kubeconfig, workdir), flush=True)
                 stop.wait()
             else:
-                standin = CredentialStandIn(plane.api_client())
-                threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-                print(
-                    "dev stand-in for Jumpstarter's controller: issuing Exporter credentials "
-                    "(development only, never deployed)",
-                    flush=True,
-                )
-                with running_reconciler(plane, workdir) as reconciler:
-                    print(_usage(plane.kubeconfig, workdir, reconciler), flush=True)
+                with (
+                    _jumpstarter_side(plane, workdir, args, stop) as (check_jumpstarter, client),
+                    running_reconciler(plane, workdir) as reconciler,
+                ):
+                    print(_usage(plane.kubeconfig, workdir, reconciler, client), flush=True)
                     while not stop.wait(1.0):
                         reconciler.check_alive()
+                        check_jumpstarter()
             print("stopping", flush=True)
-    except ControlPlaneError as error:
+    except (ControlPlaneError, JumpstarterBuildError) as error:
         print(f"harness.dev: {error}", file=sys.stderr)
         return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _release_unavailable(args: argparse.Namespace) -> str:
+    """Why Jumpstarter's release cannot run here, "" when it can."""
+    if args.standin:
+        return "--standin given"
+    if not source_tarball().is_file():
+        return f"no release source at {source_tarball()}"
+    if os.geteuid() != 0:
+        return "its network namespace needs root"
+    return ""
+
+
+@contextlib.contextmanager
+def _jumpstarter_side(
+    plane: ControlPlane, workdir: Path, args: argparse.Namespace, stop: threading.Event
+) -> Iterator[tuple[Callable[[], None], Path | None]]:
+    """Jumpstarter's release for `args.namespace` where it can run, else the stand-in;
+    yields the check that it still runs, and the config of its Client `dev` (the release's
+    own `jmp` uses it), None for the stand-in."""
+    why_not = _release_unavailable(args)
+    if why_not:
+        print(
+            f"dev stand-in for Jumpstarter's controller ({why_not}): issuing Exporter "
+            "credentials (development only, never deployed)",
+            flush=True,
+        )
+        standin = CredentialStandIn(plane.api_client())
+        threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+        yield (lambda: None), None
+        return
+    print(f"Jumpstarter {RELEASE}'s controller and router from {source_tarball()}", flush=True)
+    build()
+    namespace = args.namespace
+    if plane.kubectl("get", "namespace", namespace, check=False).returncode != 0:
+        plane.kubectl("create", "namespace", namespace)
+    with running_jumpstarter(plane, namespace, workdir / "jumpstarter") as running:
+        yield running.check_alive, running.client_config("dev")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -240,7 +240,7 @@ class Jumpstarter:
             env={**os.environ, "HOME": str(self.workdir)},
         )  # fmt: skip
 
-    def jmp(self, *args: str, client: str = "tests") -> str:
+    def jmp(self, *args: str, client: str = "dev") -> str:
         """The release's `jmp` as the Client `client` (made on first use); its output."""
         result = self._run_jmp(args, client)
         if result.returncode != 0:
@@ -263,7 +263,7 @@ class Jumpstarter:
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> float:
         """Wait until the controller accepts a token it issued; the seconds it took."""
         started = time.monotonic()
-        while self._run_jmp(("get", "exporters", "--output", "name"), "tests").returncode != 0:
+        while self._run_jmp(("get", "exporters", "--output", "name"), "dev").returncode != 0:
             self.check_alive()
             if time.monotonic() - started > timeout:
                 raise ControlPlaneError(

@@ -124,7 +124,9 @@ def test_an_unknown_provisioner_is_not_rendered() -> None:
 
 def test_admission_refuses_the_set_and_a_class_change_that_pushes_it_over() -> None:
     plain = a_class()
-    sized = a_class(parameters={"resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"}})
+    sized = a_class(
+        parameters={"resources": {"cpu": 4, "memory": "4Gi"}, "storage": {"size": "16Gi"}}
+    )
     # Qemu drivers: the class's resources fill each one's config, so the class moves the size.
     at_limit = at_config_size(SECRET_DATA_LIMIT, plain, first=QEMU_DRIVERS)
     assert config_bytes(at_limit, sized) > SECRET_DATA_LIMIT

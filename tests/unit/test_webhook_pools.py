@@ -248,3 +248,19 @@ def test_a_class_review_while_the_sets_cannot_be_read_is_admitted_with_a_warning
     assert outcome.warnings == [
         "sets using the class not checked: apiserver did not answer within 1.0s"
     ]
+
+
+def test_a_class_requesting_more_ephemeral_storage_than_the_disk_limits_is_refused() -> None:
+    """The emptyDir disk limits the container that runs QEMU to its size where the class
+    names no limit: a larger request would make a Pod the apiserver refuses."""
+    greedy = a_class(scheduling={"resources": {"requests": {"ephemeral-storage": "30Gi"}}})
+    [error] = storable_errors(a_set(), greedy)
+    assert str(error) == (
+        'spec.parameters.storage: Invalid value: "30Gi": an instance\'s container "exporter" '
+        "would request 30Gi of ephemeral-storage, above its limit 11Gi (the guest's disk, size "
+        "and fsOverhead, where the class's scheduling.resources name no limit)"
+    )
+    sized = a_set(parameters={"storage": {"size": "30Gi"}})
+    assert storable_errors(sized, greedy) == []
+    on_a_claim = a_set(parameters={"storage": {"storageClassName": "local-disks"}})
+    assert storable_errors(on_a_claim, greedy) == []

@@ -225,7 +225,7 @@ def test_a_guest_on_a_storage_class_claim_boots_and_the_claim_goes_with_its_pod(
     assert "ephemeral-storage" not in json.dumps(container.get("resources", {}))
     assert pod["spec"]["securityContext"] == {"fsGroup": 65532}
     claim, volume = _bound_volume(pool, pod)
-    created = time.monotonic()
+    started = time.monotonic()
     seen = _lease(pool, tmp_path, marker_guest, 2, Path(volume["spec"]["local"]["path"]))
     (disk,) = seen.files
     assert disk.parent.parent == Path(volume["spec"]["local"]["path"])
@@ -252,7 +252,7 @@ def test_a_guest_on_a_storage_class_claim_boots_and_the_claim_goes_with_its_pod(
     assert new_claim["metadata"]["uid"] != claim["metadata"]["uid"]
     record_figure(
         f"guest on claim {claim['metadata']['name']} ({volume['metadata']['name']}): lease "
-        f"{released - created:.1f} s; release -> claim gone {gone - released:.1f} s; the "
+        f"{released - started:.1f} s; release -> claim gone {gone - released:.1f} s; the "
         f"successor's claim on {new_volume['metadata']['name']}"
     )
 

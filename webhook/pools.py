@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.fielderrors import FieldError
+from api.quantity import parse_quantity
 from pool.model.adapt import exporter_view, lease_view, pool_claim
 from pool.model.jumpstarter import CONFIG_KEY
 from pool.model.keys import SET_LABEL, generate_name
@@ -184,6 +185,7 @@ def _storable_errors(exporter_set: Obj, klass: Obj, who: str) -> list[FieldError
                 f"{detail}; largest driver configs: {largest}" if largest else detail,
             )
         )
+    errors += _request_above_limit(rendered.pod, subject)
     for kind, obj in (("Exporter", rendered.exporter), ("Pod", rendered.pod)):
         annotations = _annotation_bytes(obj)
         if annotations > ANNOTATIONS_LIMIT:
@@ -204,6 +206,28 @@ def _storable_errors(exporter_set: Obj, klass: Obj, who: str) -> list[FieldError
                     f"apiserver accepts ({REQUEST_LIMIT} bytes)",
                 )
             )
+    return errors
+
+
+def _request_above_limit(pod: Obj, subject: str) -> list[FieldError]:
+    """A request above its limit, which the apiserver refuses in any Pod. The class's own
+    are checked when it is admitted; rendering adds one limit, the guest's disk's
+    `ephemeral-storage` (size and fsOverhead), where the class names none: a class that
+    requests more must say its own limit, or the pool a larger disk."""
+    spec = _map(pod.get("spec"))
+    errors = []
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        resources = _map(_map(container).get("resources"))
+        requests, limits = _map(resources.get("requests")), _map(resources.get("limits"))
+        for name in sorted(set(requests) & set(limits)):
+            if parse_quantity(requests[name]) > parse_quantity(limits[name]):
+                detail = (
+                    f'{subject}\'s container "{container.get("name")}" would request '
+                    f"{requests[name]} of {name}, above its limit {limits[name]} (the guest's "
+                    "disk, size and fsOverhead, where the class's scheduling.resources name no "
+                    "limit)"
+                )
+                errors.append(FieldError.invalid("spec.parameters.storage", requests[name], detail))
     return errors
 
 

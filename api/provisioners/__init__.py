@@ -4,7 +4,8 @@
 class or set names another (the image allow-list always admits these);
 `PARAMETER_MODELS` maps a VirtualTargetClass `provisioner` to the Pydantic model its
 `parameters` (a class's own, and the set's deep-merged over them) must satisfy;
-`api.provisioners.check` applies it; `SHIPPED_IMAGES` are the instance images this
+`api.provisioners.check` applies it, and warns of the keys `RENAMED_PARAMETERS` lists
+(a provisioner's (old path, new path) pairs); `SHIPPED_IMAGES` are the instance images this
 project ships itself (the image allow-list admits these too). Provisioners not listed
 are validated by their own controllers. No I/O.
 """
@@ -16,9 +17,11 @@ from pydantic import BaseModel
 from api.provisioners.qemu import DEFAULT_IMAGES as QEMU_IMAGES
 from api.provisioners.qemu import PROVISIONER as QEMU
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, QemuParameters
+from api.provisioners.qemu_storage import RENAMED as QEMU_RENAMED
 
-__all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS", "SHIPPED_IMAGES"]
+__all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS", "RENAMED_PARAMETERS", "SHIPPED_IMAGES"]
 
 PARAMETER_MODELS: dict[str, type[BaseModel]] = {QEMU: QemuParameters}
+RENAMED_PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {QEMU: QEMU_RENAMED}
 DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES}
 SHIPPED_IMAGES: tuple[str, ...] = (QEMU_EXPORTER_IMAGE,)

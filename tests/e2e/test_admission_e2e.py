@@ -96,7 +96,8 @@ def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(
     parameters = {
         "machineType": "virt",
         "firmware": {"url": "registry.example.com/firmware/rpi4:latest"},
-        "resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"},
+        "resources": {"cpu": 4, "memory": "4Gi"},
+        "storage": {"size": "16Gi"},
     }
     result = try_apply(
         control_plane, virtual_target_class("rpi4", namespace, parameters=parameters)
@@ -115,7 +116,7 @@ def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(
     assert result.returncode == 0
     assert result.stderr == (
         "Warning: spec.parameters.colour: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources, layout)\n"
+        "(known: arch, machineType, firmware, resources, storage, …)\n"
     )
 
     bad = {"resources": {"cpu": 0}, "firmware": {"digest": "sha256:not-hex"}}
@@ -139,6 +140,33 @@ def test_jumpstarter_shaped_parameters_are_admitted_and_bad_values_denied(
     assert result.stderr.startswith(
         'The VirtualTargetClass "bad" is invalid: spec.parameters.resources.cpu: Invalid '
         'value: "four": Input should be a valid integer'
+    )
+
+
+def test_bad_storage_values_are_denied_naming_each_field_and_the_old_key_warned_of(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    storage = {"size": 20, "fsOverhead": "10", "accessModes": ["ReadWriteOncePod", "Bogus"]}
+    result = try_apply(
+        control_plane, virtual_target_class("disk", namespace, parameters={"storage": storage})
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        'The VirtualTargetClass "disk" is invalid: \n'
+        '* spec.parameters.storage.size: Invalid value: 20: must be a string such as "10Gi", '
+        "not a number (qemu.jumpstarter.dev)\n"
+        '* spec.parameters.storage.fsOverhead: Invalid value: "10": must be a whole percentage '
+        'such as "10%" (qemu.jumpstarter.dev)\n'
+        '* spec.parameters.storage.accessModes[1]: Invalid value: "Bogus": Input should be '
+        "'ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany' or 'ReadWriteOncePod' "
+        "(qemu.jumpstarter.dev)\n"
+    )
+    legacy = {"resources": {"storage": "16Gi"}}
+    result = try_apply(control_plane, virtual_target_class("old", namespace, parameters=legacy))
+    assert (result.returncode, result.stderr) == (
+        0,
+        "Warning: spec.parameters.resources.storage: deprecated: use "
+        "spec.parameters.storage.size, which wins where both are set\n",
     )
 
 

@@ -8,35 +8,19 @@ the runtime sidecar's root user alone. kubectl's text is pinned.
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 
 from harness.controlplane import ControlPlane
-from pool.model.keys import generate_name
-from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
-from pool.rendering.render import Credentials, instance_context, render_exporter
-from tests.e2e.objects import exporter_set, virtual_target_class
+from tests.instance_pods import EXPORTER, instance_pod
 
 # The resource KubeVirt's KVM device plugin advertises for /dev/kvm.
 KVM = "devices.kubevirt.io/kvm"
-# The Exporter's name as kube-apiserver completes its generateName (5 characters).
-EXPORTER = f"{generate_name('pool')}x7k2q"
 
 
 def rendered_pod(ns: str, layout: str) -> dict[str, object]:
-    klass = virtual_target_class(
-        "kvm",
-        ns,
-        scheduling={"resources": {"limits": {KVM: "1", "memory": "2Gi"}}},
-        parameters={"layout": layout},
-    )
-    pool = exporter_set("pool", ns, class_name="kvm", with_template=True)
-    exporter = render_exporter(pool, generate_name("pool"))
-    exporter["metadata"] |= {"name": EXPORTER, "uid": "6c1e0000-0000-4000-8000-000000000001"}
-    credentials = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").decode())
-    ctx = instance_context(pool, klass, exporter, DEFAULT_IMAGES, credentials)
-    return QemuProvisioner().render_pod(ctx)
+    scheduling = {"resources": {"limits": {KVM: "1", "memory": "2Gi"}}}
+    return instance_pod(ns, layout=layout, scheduling=scheduling)
 
 
 def create_under(plane: ControlPlane, level: str, layout: str) -> tuple[int, str]:

@@ -97,7 +97,9 @@ def test_a_class_change_that_would_push_a_set_over_is_refused(
     near = at_config_size(SECRET_DATA_LIMIT - 200, klass, namespace=ns, first=QEMU_DRIVERS)
     assert create(plane, near).returncode == 0
     sized = virtual_target_class(
-        "qemu", ns, parameters={"resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"}}
+        "qemu",
+        ns,
+        parameters={"resources": {"cpu": 4, "memory": "4Gi"}, "storage": {"size": "16Gi"}},
     )
     result = try_apply(plane, sized)
     assert result.returncode == 1

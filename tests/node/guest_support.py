@@ -14,15 +14,25 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness.controlplane import REPO_ROOT
+from tests.node.pool_support import Pool
 
-__all__ = ["ClientRun", "run_client", "write_client_config"]
+__all__ = [
+    "ClientRun",
+    "DiskSeen",
+    "client_config",
+    "run_client",
+    "run_client_watching_disk",
+    "write_client_config",
+]
 
 CLIENT_TIMEOUT_S = 600.0
 
@@ -43,6 +53,16 @@ def write_client_config(
     }
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def client_config(pool: Pool, path: Path, name: str = "tester") -> Path:
+    """A client `name` of the pool's namespace, known to the controller its instances
+    register with, and its ClientConfig at `path`."""
+    leases = pool.controller.double.leases
+    assert leases is not None, "the controller keeps no leases"
+    token = leases.add_client(pool.namespace, name)
+    ca_pem = pool.controller.certificates.ca_pem
+    return write_client_config(path, pool.namespace, name, pool.controller.endpoint, token, ca_pem)
 
 
 @dataclass
@@ -95,3 +115,42 @@ def run_client(config: Path, selector: str, image: Path, boots: int, workdir: Pa
             events.append(json.loads(line))
     output = f"stdout:\n{done.stdout}\nstderr (the console, the client's log):\n{done.stderr}"
     return ClientRun(done.returncode, events, output)
+
+
+@dataclass
+class DiskSeen:
+    """The guest's disk files (`*/root` under a volume's host directory: the QEMU driver's
+    temporary directory) seen while a client session ran, by path: the largest size."""
+
+    files: dict[Path, int] = field(default_factory=dict)
+
+    def look(self, directory: Path | None) -> None:
+        if directory is None or not directory.is_dir():
+            return
+        for root in directory.glob("*/root"):
+            try:
+                size = root.stat().st_size
+            except OSError:  # removed meanwhile
+                continue
+            self.files[root] = max(size, self.files.get(root, 0))
+
+
+def run_client_watching_disk(
+    where: Callable[[], Path | None], *client: Any, every: float = 0.2
+) -> tuple[ClientRun, DiskSeen]:
+    """`run_client(*client)`, looking every `every` seconds meanwhile at the host directory
+    `where()` names for the guest's disk the exporter's driver writes there."""
+    seen, done = DiskSeen(), threading.Event()
+    result: list[ClientRun] = []
+
+    def session() -> None:
+        try:
+            result.append(run_client(*client))
+        finally:
+            done.set()
+
+    threading.Thread(target=session, daemon=True).start()
+    while not done.wait(every):
+        seen.look(where())
+    assert result, "the client session raised"
+    return result[0], seen

@@ -38,7 +38,7 @@ from pool.model.keys import SERVED_LEASE
 from tests.controller_double import DRIVERS as DRIVERS_OK
 from tests.controller_double import RunningController, serve_controller
 from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
-from tests.node.guest_support import run_client, write_client_config
+from tests.node.guest_support import client_config, run_client
 from tests.node.pool_support import (
     Pool,
     fresh_pool,
@@ -295,20 +295,14 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
     pool.wait_warm(1, timeout=180)
     leases = pool.controller.double.leases
     assert leases is not None
-    config = write_client_config(
-        tmp_path / "client.yaml",
-        pool.namespace,
-        "tester",
-        pool.controller.endpoint,
-        leases.add_client(pool.namespace, "tester"),
-        pool.controller.certificates.ca_pem,
-    )
+    config = client_config(pool, tmp_path / "client.yaml")
     for turn in (1, 2):
         (instance,) = pool.exporters()  # the pool's ceiling is one instance
         name, uid = instance["metadata"]["name"], _uid(instance)
         pod = get_json(pool.cluster, "pod", name, "-n", pool.namespace)
         (container,) = pod["spec"]["containers"]  # QEMU runs in the exporter's container
-        assert container["resources"] == {"requests": GUEST_REQUESTS}
+        disk = {"ephemeral-storage": "11Gi"}  # the default guest disk's emptyDir (10Gi, 10%)
+        assert container["resources"] == {"requests": GUEST_REQUESTS | disk, "limits": disk}
         # TCG: the Pod is given no /dev/kvm (here it is a PVM device, which freezes a guest).
         assert _has_kvm(pool, name) == "False"
         run = run_client(config, "pool=guest", marker_guest, BOOTS, tmp_path)

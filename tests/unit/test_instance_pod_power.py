@@ -3,9 +3,12 @@
 A property over random templates (labels, annotations, drivers, and keys the schema does
 not have), parameters, images, and class scheduling: the rendered Pod carries what the
 author chose only at the documented places (images and pull policies, template labels and
-annotations; drivers and parameters go to the config Secret, not the Pod), and the class's
-scheduling only at its own (nodeSelector, tolerations, the resources of the container that
-runs QEMU: the exporter in the `exporter` layout, the runtime sidecar in `sidecar`). Never
+annotations; drivers and parameters go to the config Secret, not the Pod, but for the
+guest's disk: `storage` sizes the volume `disk`, an emptyDir or a claim of the named
+StorageClass with the Pod's fsGroup), and the class's scheduling only at its own
+(nodeSelector, tolerations, the resources of the container that runs QEMU: the exporter
+in the `exporter` layout, the runtime sidecar in `sidecar`, with the emptyDir disk's
+ephemeral storage where they name none). Never
 a ServiceAccount token or name, privileged, hostPath, hostNetwork/hostPID/hostIPC or an
 added capability; root only in the `sidecar` layout's runtime, as Jumpstarter main renders
 it (for /dev/kvm). Both layouts, named by the class's `layout` parameter.
@@ -23,8 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.images import PULL_POLICIES
+from api.provisioners.qemu_storage import GuestDisk, QemuStorage, guest_disk
 from pool.model.jumpstarter import EXPORTER_UID
 from pool.model.keys import NAME_LABEL
+from pool.rendering.provisioners.disk import disk_volume
 from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
 from pool.rendering.render import Credentials, instance_context, render_exporter
 from tests.unit.test_webhook_support import a_class, a_set
@@ -34,6 +39,7 @@ CREDENTIALS = Credentials("grpc.example.com:443", "t", base64.b64encode(b"PEM").
 RUNTIME = "target-runtime"
 POD_FIELDS = {
     "restartPolicy",
+    "securityContext",  # the claim's fsGroup, nothing else
     "automountServiceAccountToken",
     "initContainers",
     "containers",
@@ -122,6 +128,18 @@ _SCHEDULING = st.fixed_dictionaries(
 
 
 LAYOUTS = ("exporter", "sidecar")
+_STORAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "storage": st.fixed_dictionaries(
+            {},
+            optional={
+                "size": st.sampled_from(["1Gi", "20Gi"]),
+                "storageClassName": st.sampled_from(["", "local-disks"]),
+            },
+        )
+    },
+)
 
 
 @st.composite
@@ -143,11 +161,21 @@ def authored(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     klass = a_class(
         images=draw(_IMAGES),
         scheduling=draw(_SCHEDULING),
-        parameters={"layout": draw(st.sampled_from(LAYOUTS))},
+        parameters={"layout": draw(st.sampled_from(LAYOUTS)), **draw(_STORAGE)},
     )
     if draw(st.booleans()):
         klass["spec"]["credentialsSecretRef"] = {"name": draw(_WORD)}
     return exporter_set, klass
+
+
+def _with_disk(scheduling: dict[str, Any], disk: GuestDisk) -> dict[str, Any]:
+    """The class's resources, and an emptyDir disk's ephemeral storage (the strategy's
+    resources name none)."""
+    resources = copy.deepcopy(scheduling.get("resources", {}))
+    if not disk.storage_class:
+        for kind in ("requests", "limits"):
+            resources[kind] = {**resources.get(kind, {}), "ephemeral-storage": disk.volume}
+    return resources
 
 
 def render(exporter_set: dict[str, Any], klass: dict[str, Any]) -> dict[str, Any]:
@@ -179,8 +207,9 @@ def masked(pod: dict[str, Any]) -> dict[str, Any]:
     pod = copy.deepcopy(pod)
     pod["metadata"].pop("labels")
     pod["metadata"].pop("annotations", None)
-    for key in ("nodeSelector", "tolerations"):
+    for key in ("nodeSelector", "tolerations", "securityContext"):
         pod["spec"].pop(key, None)
+    pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] != "disk"]
     for container in containers(pod):
         for key in ("image", "imagePullPolicy", "resources", "envFrom"):
             container.pop(key, None)
@@ -200,6 +229,14 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     exporter_set, klass = given_objects
     pod = render(exporter_set, klass)
     spec = pod["spec"]
+    # The guest's disk: the class's storage (the set's random keys are none of the model's).
+    storage = klass["spec"]["parameters"].get("storage", {})
+    disk = guest_disk(QemuStorage.model_validate(storage))
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "disk"]
+    assert volume == disk_volume(disk)
+    assert spec.get("securityContext") == (
+        {"fsGroup": EXPORTER_UID} if disk.storage_class else None
+    )
 
     # Everything but the documented places is the same for every input of a layout.
     layout = klass["spec"]["parameters"]["layout"]
@@ -224,7 +261,7 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
         assert container.get("imagePullPolicy") == policy
         runs_qemu = RUNTIME if layout == "sidecar" else "exporter"
         if container["name"] == runs_qemu:
-            assert container.get("resources", {}) == scheduling.get("resources", {})
+            assert container.get("resources", {}) == _with_disk(scheduling, disk)
         else:
             assert "resources" not in container
 
@@ -233,7 +270,8 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     assert spec["automountServiceAccountToken"] is False
     for name in ("serviceAccountName", "serviceAccount", "hostNetwork", "hostPID", "hostIPC"):
         assert name not in spec
-    assert {next(iter(set(v) - {"name"})) for v in spec["volumes"]} == {"emptyDir", "secret"}
+    kinds = {next(iter(set(v) - {"name"})) for v in spec["volumes"]}
+    assert kinds - {"ephemeral"} == {"emptyDir", "secret"} or kinds == {"ephemeral", "secret"}
     # The author's own maps (labels, annotations, nodeSelector) were checked above to be
     # exactly their inputs; their keys are names, not fields, so the walk leaves them out.
     for path, node in walk(pod):

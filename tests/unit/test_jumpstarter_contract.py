@@ -154,12 +154,12 @@ def test_qemu_entry_gets_the_pool_settings_where_its_config_is_silent() -> None:
         "arch": "x86_64",
         "smp": 2,
         "mem": "8G",  # the set's 8Gi over the class's 4Gi
-        "disk_size": "16G",
+        "disk_size": "20G",  # the class's storage.size
         "hostfwd": {"ssh": {"hostaddr": "127.0.0.1", "hostport": 2222, "guestport": 22}},
     }
     driver = Qemu(**config)  # the entry as rendered
     assert driver._parse_size(driver.mem) == parse_quantity("8Gi")
-    assert driver._parse_size(str(driver.disk_size)) == parse_quantity("16Gi")
+    assert driver._parse_size(str(driver.disk_size)) == parse_quantity("20Gi")
     assert driver.default_partitions == {}
     driver.close()
 
@@ -311,17 +311,21 @@ def test_the_default_pod_runs_qemu_in_the_exporters_container_sized_for_the_gues
     exporter = _check_pod_common(pod, klass)
     assert "initContainers" not in spec  # no sidecar, no exec helper
     assert exporter["image"] == QEMU_EXPORTER_IMAGE
-    # The guest: 2 vCPUs, 8Gi (the set's); the class's KVM device limit kept as given.
+    # The guest: 2 vCPUs, 8Gi (the set's); the class's KVM device limit kept as given; its
+    # disk (20Gi and 10%) the emptyDir's ephemeral storage.
     assert exporter["resources"] == {
-        "limits": {"devices.kubevirt.io/kvm": 1},
-        "requests": {"cpu": "2", "memory": "8448Mi"},
+        "limits": {"devices.kubevirt.io/kvm": 1, "ephemeral-storage": "22Gi"},
+        "requests": {"cpu": "2", "memory": "8448Mi", "ephemeral-storage": "22Gi"},
     }
-    # The driver's temporary directory: the guest's disk (16Gi) and its sockets.
+    # The driver's temporary directory, where it keeps the guest's disk and its sockets,
+    # is the disk volume.
+    assert TMP_DIR == "/disk"
     assert exporter["env"] == [{"name": "TMPDIR", "value": TMP_DIR}]
-    assert _container_mounts(exporter)["tmp"] == {"name": "tmp", "mountPath": TMP_DIR}
+    assert _container_mounts(exporter)["disk"] == {"name": "disk", "mountPath": "/disk"}
     volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "17Gi"}}
-    assert set(volumes) == {"tmp", "exporter-config"}
+    assert volumes["disk"] == {"name": "disk", "emptyDir": {"sizeLimit": "22Gi"}}
+    assert [v["name"] for v in spec["volumes"]] == ["disk", "exporter-config"]
+    assert "securityContext" not in spec  # an emptyDir needs no fsGroup
     assert exporter["envFrom"] == [{"secretRef": {"name": "creds"}}]
     assert exporter["securityContext"] == {
         "runAsUser": EXPORTER_UID,
@@ -391,7 +395,12 @@ def test_the_sidecar_pod_runs_jmp_run_beside_the_runtime_sidecar_as_main_does() 
     assert runtime["restartPolicy"] == "Always"  # a native sidecar
     assert runtime["image"] == "example.com/set-runtime:1"  # set over class
     assert runtime["securityContext"]["runAsUser"] == 0
-    assert runtime["resources"] == klass["spec"]["scheduling"]["resources"]
+    # The class's resources, and the emptyDir disk's 22Gi (20Gi and 10%) on the container
+    # that runs QEMU only: the scheduler sums every container's requests.
+    assert runtime["resources"] == {
+        "requests": {"cpu": "2", "ephemeral-storage": "22Gi"},
+        "limits": {"ephemeral-storage": "22Gi"},
+    }
     assert "resources" not in exporter
     assert runtime["env"] == [
         {
@@ -405,8 +414,13 @@ def test_the_sidecar_pod_runs_jmp_run_beside_the_runtime_sidecar_as_main_does() 
     for container in (init["copy-jumpstarter-exec"], runtime, exporter):
         assert shared in container["volumeMounts"]
     assert runtime["envFrom"] == exporter["envFrom"] == [{"secretRef": {"name": "creds"}}]
+    disk = {"name": "disk", "mountPath": "/disk"}
+    assert disk in runtime["volumeMounts"] and disk in exporter["volumeMounts"]
+    assert disk not in init["copy-jumpstarter-exec"]["volumeMounts"]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["shared"] == {"name": "shared", "emptyDir": {"sizeLimit": "100Mi"}}
+    assert volumes["disk"] == {"name": "disk", "emptyDir": {"sizeLimit": "22Gi"}}
+    assert [v["name"] for v in spec["volumes"]] == ["shared", "disk", "exporter-config"]
 
 
 def test_pod_uses_the_paths_and_options_jumpstarter_reads() -> None:
@@ -438,6 +452,7 @@ def test_default_images_and_test_pins_follow_one_release() -> None:
 # -- generated combinations ------------------------------------------------------------
 
 SIZES_MI = st.integers(min_value=128, max_value=64 * 1024)
+GIBIBYTES = st.integers(min_value=1, max_value=2048).map(lambda g: f"{g}Gi")
 
 
 def _quantity(mebibytes: int) -> str:
@@ -459,7 +474,16 @@ PARAMETERS = st.fixed_dictionaries(
             optional={
                 "cpu": st.integers(min_value=1, max_value=64),
                 "memory": SIZES_MI.map(_quantity),
-                "storage": st.integers(min_value=1, max_value=2048).map(lambda g: f"{g}Gi"),
+                "storage": GIBIBYTES,  # the disk's key before `storage.size`
+            },
+        ),
+        "storage": st.fixed_dictionaries(
+            {},
+            optional={
+                "size": GIBIBYTES,
+                "fsOverhead": st.sampled_from(["0%", "10%", " 25 %", ""]),
+                "storageClassName": st.sampled_from(["", "local-disks"]),
+                "accessModes": st.sampled_from([["ReadWriteOnce"], ["ReadWriteOncePod"]]),
             },
         ),
     },
@@ -515,6 +539,11 @@ def test_every_rendered_config_loads_and_instantiates(
         if "memory" in resources and "mem" not in own:
             assert qemu._parse_size(qemu.mem) == parse_quantity(resources["memory"])
             assert qemu.mem == qemu_size(resources["memory"])
-        if "storage" in resources:
-            assert qemu._parse_size(str(qemu.disk_size)) == parse_quantity(resources["storage"])
+        storage = {**class_parameters.get("storage", {}), **set_parameters.get("storage", {})}
+        # The disk the pool names: storage.size, else the legacy resources.storage.
+        size = storage.get("size") or resources.get("storage")
+        if size:
+            assert qemu._parse_size(str(qemu.disk_size)) == parse_quantity(size)
+        else:
+            assert qemu.disk_size is None  # as Jumpstarter main: no resize
     root.close()

@@ -93,7 +93,8 @@ def test_jumpstarter_shaped_manifests_are_admitted() -> None:
         parameters={
             "machineType": "virt",
             "firmware": {"url": "registry.example.com/firmware/rpi4:latest"},
-            "resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"},
+            "resources": {"cpu": 4, "memory": "4Gi"},
+            "storage": {"size": "16Gi"},
         }
     )
     outcome = validate([cls], a_set(parameters={"resources": {"memory": "8Gi"}}))
@@ -106,7 +107,7 @@ def test_unknown_keys_of_the_set_are_warnings_naming_the_known_keys() -> None:
     assert outcome.allowed
     assert outcome.warnings == [
         "spec.parameters.typo: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources, layout)",
+        "(known: arch, machineType, firmware, resources, storage, layout)",
         "spec.parameters.resources.gpus: unknown parameter, passed through "
         "(known: cpu, memory, storage)",
     ]
@@ -129,16 +130,17 @@ def test_a_class_is_checked_with_its_own_parameters() -> None:
         "spec.parameters.arch: Invalid value: \"riscv64\": Input should be 'x86_64' or "
         "'aarch64' (qemu.jumpstarter.dev)"
     ]
+    # The last known key gives way to keep the warning within 120 characters.
     assert outcome.warnings == [
         "spec.parameters.colour: unknown parameter, passed through "
-        "(known: arch, machineType, firmware, resources, layout)"
+        "(known: arch, machineType, firmware, resources, storage, …)"
     ]
 
 
 def test_long_unknown_paths_are_cut_to_the_warning_limit() -> None:
     warnings = check_parameters("qemu.jumpstarter.dev", {"x" * 300: 1}).warnings
-    assert len(warnings[0]) == 120 and "…" in warnings[0]
-    assert warnings[0].endswith("(known: arch, machineType, firmware, resources, layout)")
+    assert len(warnings[0]) == 120 and "…" in warnings[0].split(": unknown")[0]
+    assert warnings[0].endswith(": unknown parameter, passed through (known: arch, …)")
 
 
 def test_parameter_verdicts_follow_the_class_version_and_the_set_parameters() -> None:

@@ -124,7 +124,9 @@ def test_an_unknown_provisioner_is_not_rendered() -> None:
 
 def test_admission_refuses_the_set_and_a_class_change_that_pushes_it_over() -> None:
     plain = a_class()
-    sized = a_class(parameters={"resources": {"cpu": 4, "memory": "4Gi", "storage": "16Gi"}})
+    sized = a_class(
+        parameters={"resources": {"cpu": 4, "memory": "4Gi"}, "storage": {"size": "16Gi"}}
+    )
     # Qemu drivers: the class's resources fill each one's config, so the class moves the size.
     at_limit = at_config_size(SECRET_DATA_LIMIT, plain, first=QEMU_DRIVERS)
     assert config_bytes(at_limit, sized) > SECRET_DATA_LIMIT
@@ -246,3 +248,19 @@ def test_a_class_review_while_the_sets_cannot_be_read_is_admitted_with_a_warning
     assert outcome.warnings == [
         "sets using the class not checked: apiserver did not answer within 1.0s"
     ]
+
+
+def test_a_class_requesting_more_ephemeral_storage_than_the_disk_limits_is_refused() -> None:
+    """The emptyDir disk limits the container that runs QEMU to its size where the class
+    names no limit: a larger request would make a Pod the apiserver refuses."""
+    greedy = a_class(scheduling={"resources": {"requests": {"ephemeral-storage": "30Gi"}}})
+    [error] = storable_errors(a_set(), greedy)
+    assert str(error) == (
+        'spec.parameters.storage: Invalid value: "30Gi": an instance\'s container "exporter" '
+        "would request 30Gi of ephemeral-storage, above its limit 11Gi (the guest's disk, size "
+        "and fsOverhead, where the class's scheduling.resources name no limit)"
+    )
+    sized = a_set(parameters={"storage": {"size": "30Gi"}})
+    assert storable_errors(sized, greedy) == []
+    on_a_claim = a_set(parameters={"storage": {"storageClassName": "local-disks"}})
+    assert storable_errors(on_a_claim, greedy) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,46 @@ def test_unknown_parameters_are_printed_as_warnings_and_admitted(
     assert main(["validate", "-q", "-f", str(manifest)]) == 0
     assert capsys.readouterr().err.splitlines() == [
         f"{manifest}: VirtualTargetClass/qemu-x86: warning: spec.parameters.colour: unknown "
-        "parameter, passed through (known: arch, machineType, firmware, resources, layout)",
+        "parameter, passed through "
+        "(known: arch, machineType, firmware, resources, storage, …)",
         f"{manifest}: ExporterSet/fedora-x86: warning: spec.parameters.resources.gpus: unknown "
         "parameter, passed through (known: cpu, memory, storage)",
+    ]
+
+
+def test_each_bad_storage_value_is_reported_and_the_old_key_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`parameters.storage`: a number for the size, a percentage that cannot be read, an
+    access mode Kubernetes does not know and a StorageClass name that is no object name,
+    each named; a set still sizing the disk with `resources.storage` gets a warning."""
+    klass = yaml.safe_load(CLASS_EXAMPLE.read_text())
+    bad = copy.deepcopy(klass)
+    bad["metadata"]["name"] = "bad-disk"
+    bad["spec"]["parameters"]["storage"] = {
+        "size": 20,
+        "fsOverhead": "ten%",
+        "accessModes": ["ReadWriteEverywhere"],
+        "storageClassName": "Local_Disks",
+    }
+    exporter_set = yaml.safe_load((EXAMPLES / "exporterset-qemu.yaml").read_text())
+    exporter_set["spec"]["parameters"]["resources"]["storage"] = "30Gi"
+    manifest = tmp_path / "pool.yaml"
+    manifest.write_text(yaml.safe_dump_all([bad, klass, exporter_set]))
+    assert main(["validate", "-q", "-f", str(manifest)]) == 1
+    where = f"{manifest}: VirtualTargetClass/bad-disk: spec.parameters.storage"
+    assert capsys.readouterr().err.splitlines() == [
+        f'{where}.size: Invalid value: 20: must be a string such as "10Gi", not a number '
+        "(qemu.jumpstarter.dev)",
+        f'{where}.fsOverhead: Invalid value: "ten%": must be a whole percentage such as "10%" '
+        "(qemu.jumpstarter.dev)",
+        f'{where}.storageClassName: Invalid value: "Local_Disks": a lowercase RFC 1123 '
+        "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+        "start and end with an alphanumeric character (qemu.jumpstarter.dev)",
+        f'{where}.accessModes[0]: Invalid value: "ReadWriteEverywhere": Input should be '
+        "'ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany' or 'ReadWriteOncePod' "
+        "(qemu.jumpstarter.dev)",
+        f"{manifest}: ExporterSet/fedora-x86: warning: spec.parameters.resources.storage: "
+        "deprecated: use spec.parameters.storage.size, which wins where both are set",
+        "1 object(s) denied",
     ]

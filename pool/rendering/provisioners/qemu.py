@@ -7,15 +7,17 @@ or set, else by the entry point (`default_layout`):
   0.9.0 runs. Its QEMU driver starts `qemu-system-<arch>` itself, so the Pod is one
   container, `jmp run` as the exporter image's unprivileged user, sized for the guest
   (the class's `scheduling.resources`, and requests for the guest's CPUs and memory
-  where those say nothing of them), with an emptyDir as its temporary directory (the
-  driver keeps the disk, the QMP and serial sockets there: a short path, as unix socket
+  where those say nothing of them). Its temporary directory is the guest's disk volume
+  (`pool.rendering.provisioners.disk`, at `/disk`): 0.9.0's driver keeps the disk, the
+  QMP and serial sockets in a `TemporaryDirectory()` there (a short path, as unix socket
   paths must be). QEMU's own firmware boots the guest (SeaBIOS on x86_64): no firmware
   paths are rendered.
 - `sidecar` (the default of `exporter-set-controller`, which Jumpstarter's operator runs):
   exactly as Jumpstarter main's exporter-set controller renders it. An init container
   copies Jumpstarter's exec helper into a shared volume, the QEMU runtime runs as a
   native sidecar (root, for /dev/kvm, with the class's resources), the main container
-  runs `jmp run`, and each QEMU driver gets `launcher_socket` and UEFI firmware paths.
+  runs `jmp run`, and each QEMU driver gets `launcher_socket` and UEFI firmware paths;
+  the guest's disk volume is mounted in the runtime and the exporter.
 
 In both, a QEMU driver gets the guest's size from the parameters where its own config is
 silent, and a `tcp` TcpNetwork driver to the guest's forwarded SSH port is added when the
@@ -40,6 +42,7 @@ from api.provisioners.qemu import (
     QemuResources,
     qemu_size,
 )
+from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
 from pool.model.access import PODS
 from pool.model.jumpstarter import (
@@ -53,6 +56,13 @@ from pool.model.jumpstarter import (
     TCP_NETWORK_DRIVER,
     readiness_command,
     run_command,
+)
+from pool.rendering.provisioners.disk import (
+    DISK_DIR,
+    disk_mount,
+    disk_security,
+    disk_volume,
+    sized,
 )
 from pool.rendering.render import Image, InstanceContext
 
@@ -97,15 +107,13 @@ TCP_DRIVER = {
 }
 SHARED_VOLUME_LIMIT = "100Mi"
 # The `exporter` layout: the temporary directory of `jmp run` and its QEMU driver (the
-# guest's disk, its QMP, serial and VNC sockets), and what its container requests beside
-# the guest's memory (QEMU's own, and `jmp run`) when the class names no resources.
-TMP_DIR = "/tmp"
+# guest's disk, its QMP, serial and VNC sockets) is the disk volume, and its container
+# requests beside the guest's memory (QEMU's own, and `jmp run`) this much when the
+# class names no resources.
+TMP_DIR = DISK_DIR
 GUEST_OVERHEAD = "256Mi"
-# Room in the temporary directory beside the guest's disk (cloud-init data, sockets).
-TMP_HEADROOM = "1Gi"
 _CONFIG_VOLUME = "exporter-config"
 _SHARED_VOLUME = "shared"
-_TMP_VOLUME = "tmp"
 
 
 def _unprivileged() -> dict[str, Any]:
@@ -129,6 +137,12 @@ def _parameters(ctx: InstanceContext) -> QemuParameters:
         return QemuParameters()
 
 
+def _disk(params: QemuParameters) -> GuestDisk:
+    """The guest's disk: `storage`, sized by the legacy `resources.storage` where
+    `storage.size` is unset."""
+    return guest_disk(params.storage, params.resources.storage if params.resources else None)
+
+
 def _qemu_config(
     config: Mapping[str, Any], params: QemuParameters, layout: Layout
 ) -> dict[str, Any]:
@@ -139,12 +153,13 @@ def _qemu_config(
         filled["launcher_socket"] = LAUNCHER_SOCKET
     else:
         filled.pop("launcher_socket", None)  # release 0.9.0's driver refuses the key
-    resources = params.resources
+    resources, disk = params.resources, _disk(params)
     given = {
         "arch": params.arch,
         "smp": resources.cpu if resources else None,
         "mem": qemu_size(resources.memory) if resources and resources.memory else None,
-        "disk_size": qemu_size(resources.storage) if resources and resources.storage else None,
+        # The size the pool names, as Jumpstarter main defaults it: none, no resize.
+        "disk_size": qemu_size(disk.size) if disk.size else None,
     }
     for key, value in given.items():
         if value is not None:
@@ -165,29 +180,27 @@ def guest_resources(
     `given` ones, and requests sized for the guest where they say nothing of a resource
     (neither a request nor a limit): its virtual CPUs, and its memory plus
     `GUEST_OVERHEAD`. No limit is added: a memory limit would kill the guest at QEMU's
-    first spike; a class that wants limits names them."""
+    first spike; a class that wants limits names them. (The disk's ephemeral storage is
+    `disk.sized`'s.)"""
     resources = copy.deepcopy(dict(given or {}))
     named = {*(resources.get("requests") or {}), *(resources.get("limits") or {})}
-    sized: dict[str, str] = {}
+    wanted: dict[str, str] = {}
     if guest and guest.cpu:
-        sized["cpu"] = str(guest.cpu)
+        wanted["cpu"] = str(guest.cpu)
     if guest and guest.memory:
         total = parse_quantity(guest.memory) + parse_quantity(GUEST_OVERHEAD)
-        sized["memory"] = format_bytes(total)
-    missing = {name: value for name, value in sized.items() if name not in named}
+        wanted["memory"] = format_bytes(total)
+    missing = {name: value for name, value in wanted.items() if name not in named}
     if missing:
         resources["requests"] = {**(resources.get("requests") or {}), **missing}
     return resources
 
 
-def _tmp_volume(resources: QemuResources | None) -> dict[str, Any]:
-    """The `exporter` layout's temporary directory: room for the guest's disk when its
-    size is known, and a little more."""
-    empty_dir: dict[str, Any] = {}
-    if resources and resources.storage:
-        total = parse_quantity(resources.storage) + parse_quantity(TMP_HEADROOM)
-        empty_dir["sizeLimit"] = format_bytes(total)
-    return {"name": _TMP_VOLUME, "emptyDir": empty_dir}
+def _secured(spec: dict[str, Any], disk: GuestDisk) -> dict[str, Any]:
+    """`spec` with the Pod securityContext its disk needs, if any."""
+    if security := disk_security(disk):
+        spec["securityContext"] = security
+    return spec
 
 
 def _container(name: str, image: Image, **fields: Any) -> dict[str, Any]:
@@ -277,9 +290,11 @@ class QemuProvisioner:
         return {"envFrom": [{"secretRef": {"name": ctx.credentials_secret}}]}
 
     def _exporter_spec(self, ctx: InstanceContext) -> dict[str, Any]:
-        """Release 0.9.0: QEMU runs in the exporter's container."""
-        guest = _parameters(ctx).resources
-        resources = guest_resources(guest, ctx.resources)
+        """Release 0.9.0: QEMU runs in the exporter's container, its temporary directory
+        the guest's disk."""
+        params = _parameters(ctx)
+        disk = _disk(params)
+        resources = sized(guest_resources(params.resources, ctx.resources), disk)
         exporter = _container(
             EXPORTER_CONTAINER,
             ctx.images["exporter"],
@@ -288,26 +303,28 @@ class QemuProvisioner:
             **self._env_from(ctx),
             securityContext=_unprivileged(),
             volumeMounts=[
-                {"name": _TMP_VOLUME, "mountPath": TMP_DIR},
+                disk_mount(),
                 {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
             ],
         )
         if resources:
             exporter["resources"] = resources
-        return {
+        spec = {
             "restartPolicy": "Never",
             # No container calls the Kubernetes API (the exporter authenticates to
             # Jumpstarter with its own token): the namespace's ServiceAccount token stays out.
             "automountServiceAccountToken": False,
             "containers": [exporter],
             "volumes": [
-                _tmp_volume(guest),
+                disk_volume(disk),
                 {"name": _CONFIG_VOLUME, "secret": {"secretName": ctx.config_secret}},
             ],
         }
+        return _secured(spec, disk)
 
     def _sidecar_spec(self, ctx: InstanceContext) -> dict[str, Any]:
         """Jumpstarter main: QEMU runs in a runtime sidecar."""
+        disk = _disk(_parameters(ctx))
         shared = {"name": _SHARED_VOLUME, "mountPath": SHARED_DIR}
         copy_exec = _container(
             "copy-jumpstarter-exec",
@@ -330,10 +347,10 @@ class QemuProvisioner:
             ],
             **self._env_from(ctx),
             securityContext={"runAsUser": 0, "runAsNonRoot": False},  # /dev/kvm
-            volumeMounts=[shared],
+            volumeMounts=[shared, disk_mount()],
         )
-        if ctx.resources:
-            runtime["resources"] = dict(ctx.resources)
+        if resources := sized(ctx.resources, disk):  # the runtime runs QEMU
+            runtime["resources"] = resources
         exporter = _container(
             EXPORTER_CONTAINER,
             ctx.images["exporter"],
@@ -343,16 +360,19 @@ class QemuProvisioner:
             securityContext=_unprivileged(),
             volumeMounts=[
                 shared,
+                disk_mount(),
                 {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
             ],
         )
-        return {
+        spec = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "initContainers": [copy_exec, runtime],
             "containers": [exporter],
             "volumes": [
                 {"name": _SHARED_VOLUME, "emptyDir": {"sizeLimit": SHARED_VOLUME_LIMIT}},
+                disk_volume(disk),
                 {"name": _CONFIG_VOLUME, "secret": {"secretName": ctx.config_secret}},
             ],
         }
+        return _secured(spec, disk)

@@ -70,15 +70,20 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 
+# Parallel workers of `make test` (pytest-xdist): the node tier is one unit of work, every
+# other test module one each (tests/conftest.py); the tests mostly wait, so more workers
+# than cores pay (docs/measurements.md).
+TEST_WORKERS ?= 3
+
 ## Unit, property and end-to-end tests.
 test: $(STAMP) control-plane jumpstarter
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 unit: $(STAMP)
-	$(PY) -m pytest -m 'not e2e and not image and not node'
+	$(PY) -m pytest -n 2 --dist loadgroup -m 'not e2e and not image and not node'
 
 e2e: $(STAMP) control-plane jumpstarter
-	$(PY) -m pytest -m e2e
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
 node: $(STAMP) control-plane jumpstarter

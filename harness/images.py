@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -216,8 +217,38 @@ class Buildah:
         return archive
 
 
+_HELD: dict[Path, int] = {}  # cache folder -> this process's depth of `_exclusive`
+
+
+@contextlib.contextmanager
+def _exclusive(cache: Path) -> Iterator[None]:
+    """One build at a time per cache folder, across processes (the parallel workers of
+    `make test`, `make image` beside them): a file lock, reentrant within a process."""
+    if _HELD.get(cache):
+        _HELD[cache] += 1
+        try:
+            yield
+        finally:
+            _HELD[cache] -= 1
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _HELD[cache] = 1
+        try:
+            yield
+        finally:
+            _HELD[cache] = 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def ensure_base(cache: Path = CACHE) -> str:
     """The local base in buildah's storage, named by what it holds."""
+    with _exclusive(cache):
+        return _ensure_base(cache)
+
+
+def _ensure_base(cache: Path) -> str:
     buildah = Buildah(cache)
     name = f"{BASE_REPOSITORY}:{SUITE}-{_base_key()}"
     if buildah.exists(name):
@@ -309,6 +340,11 @@ def build_product(
     archive: Path | None = None, *, layer_cache: bool = True, cache: Path = CACHE
 ) -> Path:
     """The product image from the repository's Dockerfile, on the local base."""
+    with _exclusive(cache):
+        return _build_product(archive, layer_cache, cache)
+
+
+def _build_product(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
     base = ensure_base(cache)
     return build(
         REPO,
@@ -327,6 +363,11 @@ def build_qemu_exporter(
     cache, an archive built from the same inputs (the context's files, the base, the
     release) is kept as it is: `make image` and the node tier both ask for it, and
     writing its 700 MB again would take most of a rebuild's time."""
+    with _exclusive(cache):
+        return _build_qemu_exporter(archive, layer_cache, cache)
+
+
+def _build_qemu_exporter(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
     base = ensure_base(cache)
     archive = archive or cache / "qemu-exporter.tar"
     inputs = hashlib.sha256(f"{base} {JUMPSTARTER_RELEASE}".encode())

@@ -3,38 +3,98 @@
 Under CI (CI=true) hypothesis runs derandomized: a landing is judged on reproducible
 examples, while every local run still explores new ones (and a failure found there is
 kept as an explicit `@example`).
+
+Parallel workers (`make test`: pytest-xdist, `--dist loadgroup`): each test module is one
+unit of work, so its module-scoped fixtures start once, and the whole node tier is one
+(it holds the machine's one node cluster, tests/node/conftest.py). Modules are handed out
+longest tier first: node, chaos, e2e, image, unit. Each loopback module starts its own
+control plane or takes a fresh namespace with its own Jumpstarter controller, so no result
+depends on which worker ran what, or in which order.
+
+At the end the run prints, per part and per module, the wall time of its tests (setup
+and teardown included) beside the CPU they used (this process and the children it
+waited for), so the waits of a module stand out from its work.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+from tests import records
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
 
+# The order the parts are handed to workers: the longest first.
+_TIERS = ("node", "chaos", "e2e", "image", "unit")
 
-# Wall time per part of the suite (setup, call and teardown of its tests: a cluster or an
-# image built by a fixture counts for the part whose test asked for it), printed at the
-# end so a CI log says how long each part took.
-_PART_SECONDS: dict[str, float] = defaultdict(float)
+
+def _part(path: str | Path) -> str:
+    parts = Path(path).parts
+    tests = parts.index("tests") if "tests" in parts else -1
+    return parts[tests + 1] if 0 <= tests < len(parts) - 2 else "other"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        records.start()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        part = _part(item.path)
+        group = "node" if part == "node" else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {tier: n for n, tier in enumerate(_TIERS)}
+    items.sort(key=lambda item: rank.get(_part(item.path), len(_TIERS)))
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[Any]:
+    started = _cpu()
+    try:
+        return (yield)
+    finally:
+        records.record(
+            "cpu", part=_part(item.path), module=item.path.name, seconds=_cpu() - started
+        )
+
+
+_WALL: dict[tuple[str, str], float] = defaultdict(float)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    part = Path(report.fspath).parts
-    tests = part.index("tests") if "tests" in part else -1
-    _PART_SECONDS[part[tests + 1] if 0 <= tests < len(part) - 2 else "other"] += report.duration
+    _WALL[(_part(report.fspath), Path(report.fspath).name)] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _PART_SECONDS:
+    if not _WALL:
         return
+    cpu: dict[tuple[str, str], float] = defaultdict(float)
+    for entry in records.read("cpu"):
+        cpu[(entry["part"], entry["module"])] += entry["seconds"]
+    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for (part, module), seconds in _WALL.items():
+        parts[part][0] += seconds
+        parts[part][1] += cpu.get((part, module), 0.0)
     terminalreporter.section("time per part (tests/<part>, setup and teardown included)")
-    for part, seconds in sorted(_PART_SECONDS.items()):
-        terminalreporter.write_line(f"{part:<8} {seconds:7.1f} s")
+    terminalreporter.write_line(f"{'part':<8} {'wall':>8} {'cpu':>8}")
+    for part, (wall, used) in sorted(parts.items()):
+        terminalreporter.write_line(f"{part:<8} {wall:7.1f}s {used:7.1f}s")
+    terminalreporter.section("time per module (wall, cpu: longest first)")
+    for (part, module), wall in sorted(_WALL.items(), key=lambda kv: -kv[1]):
+        used = cpu.get((part, module), 0.0)
+        terminalreporter.write_line(f"{wall:7.1f}s {used:7.1f}s  {part}/{module}")

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from harness.node import NodeCluster, running_node_cluster
-from tests.node.support import FIGURES, LOCK_WAIT_S, TIMINGS, record_timings
+from tests import records
+from tests.node.support import LOCK_WAIT_S, record_timings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,14 +28,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if FIGURES:
+    # What the workers recorded (tests/records.py): this process may have run none.
+    figures = [entry["line"] for entry in records.read("figure")]
+    clusters = [(entry["who"], entry["timings"]) for entry in records.read("cluster")]
+    if figures:
         terminalreporter.section("node tier: figures")
-        for line in FIGURES:
+        for line in figures:
             terminalreporter.write_line(line)
-    if not TIMINGS:
+    if not clusters:
         return
     terminalreporter.section("node cluster: start and stop times")
-    for who, timings in TIMINGS:
+    for who, timings in clusters:
         start, stop = timings.get("start", 0.0), timings.get("stop", 0.0)
         phases = ", ".join(
             f"{k} {v:.1f} s" for k, v in timings.items() if k not in ("start", "stop")
@@ -48,8 +52,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def node_cluster(request: pytest.FixtureRequest) -> Iterator[NodeCluster]:
     """One cluster for a test module (one cluster runs on a machine at a time)."""
     with running_node_cluster(wait=LOCK_WAIT_S) as cluster:
-        record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
         yield cluster
+    record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
 
 
 @pytest.fixture

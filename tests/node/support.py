@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from harness.node import NodeCluster
+from tests import records
 
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0
@@ -17,14 +18,17 @@ FIGURES: list[str] = []
 
 
 def record_timings(who: str, cluster: NodeCluster) -> None:
-    """Keep a cluster's start and stop times for the summary at the end of the run."""
+    """Keep a cluster's start and stop times for the summary at the end of the run (once
+    it has stopped: its `timings` are complete then)."""
     TIMINGS.append((who, cluster.timings))
+    records.record("cluster", who=who, timings=cluster.timings)
 
 
 def record_figure(line: str) -> None:
     """Print a measured figure now (`-s`) and keep it for the summary at the end."""
     print(line)
     FIGURES.append(line)
+    records.record("figure", line=line)
 
 
 def busybox_pod(cluster: NodeCluster, name: str, command: str, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane jumpstarter test unit e2e node image lock check run cluster bench clean
+.PHONY: all venv crds docs control-plane jumpstarter test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -78,6 +78,12 @@ TEST_WORKERS ?= 3
 ## Unit, property and end-to-end tests.
 test: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
+## to minutes: the developer's loop.
+BASE ?= main
+changed: $(STAMP)
+	$(PY) -m harness.affected --base $(BASE)
 
 unit: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -m 'not e2e and not image and not node'

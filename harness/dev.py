@@ -172,7 +172,9 @@ def _jumpstarter_side(
         threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
         yield (lambda: None), None
         return
-    print(f"Jumpstarter {RELEASE}'s controller and router from {source_tarball()}", flush=True)
+    print(
+        f"Jumpstarter {RELEASE}'s controller and router, from {source_tarball().name}", flush=True
+    )
     build()
     namespace = args.namespace
     if plane.kubectl("get", "namespace", namespace, check=False).returncode != 0:

@@ -39,6 +39,7 @@ PAGE_CHECKOUT = "/home/you/virtualtarget"
 _GENERATED = re.compile(r"(?<=-)[bcdfghjklmnpqrstvwxz2456789]{5}\b")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 _PORT = re.compile(r"\b127\.0\.0\.1:\d+")
+_SECONDS = re.compile(r"\bin \d+(?:\.\d+)? s\b")  # how long a start took
 _AGE = re.compile(r"\s\d+[smhd](?:\d+[smhd])?$")  # kubectl's AGE, the last column
 
 
@@ -77,11 +78,12 @@ def shown(page: Path, name: str) -> Block:
 
 def normalised(text: str, checkouts: Iterable[str] = ()) -> list[str]:
     """The lines of `text` with what a run makes anew replaced: the checkout's path,
-    generated name suffixes, times, loopback ports and ages; runs of blanks as one (a
+    generated name suffixes, times, loopback ports, ages and how long a start took; runs of blanks as one (a
     column is as wide as its longest value) and trailing blank lines dropped."""
     for checkout in (*checkouts, PAGE_CHECKOUT):
         text = text.replace(checkout, "CHECKOUT")
     text = _PORT.sub("127.0.0.1:PORT", _TIME.sub("TIME", _GENERATED.sub("xxxxx", text)))
+    text = _SECONDS.sub("in N s", text)
     lines = [re.sub(r"[ \t]+", " ", _AGE.sub(" AGE", line)).rstrip() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()

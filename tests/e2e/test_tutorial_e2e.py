@@ -41,7 +41,7 @@ def make_run(tree: Path) -> Iterator[str]:
     """What `make run` runs, with the checkout's own state folder; yields what it printed
     up to its last line of instructions, and stops it as Ctrl-C would."""
     process = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "virtualtarget"), "dev", "--workdir", str(tree / ".run")],
+        [str(REPO / ".venv" / "bin" / "python"), "-m", "harness.dev", "--workdir", str(tree / ".run")],
         cwd=tree,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -77,7 +77,7 @@ def make_run(tree: Path) -> Iterator[str]:
 
 def test_make_run_is_what_the_page_says_it_runs() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "\nrun: $(STAMP) control-plane\n\t$(VT) dev\n" in makefile
+    assert "\nrun: $(STAMP) control-plane\n\t$(PY) -m harness.dev\n" in makefile
 
 
 @pytest.mark.timeout(600)

@@ -78,8 +78,9 @@ def shown(page: Path, name: str) -> Block:
 
 def normalised(text: str, checkouts: Iterable[str] = ()) -> list[str]:
     """The lines of `text` with what a run makes anew replaced: the checkout's path,
-    generated name suffixes, times, loopback ports, ages and how long a start took; runs of blanks as one (a
-    column is as wide as its longest value) and trailing blank lines dropped."""
+    generated name suffixes, times, loopback ports, ages and how long a start took; runs of
+    blanks as one (a column is as wide as its longest value) and trailing blank lines
+    dropped."""
     for checkout in (*checkouts, PAGE_CHECKOUT):
         text = text.replace(checkout, "CHECKOUT")
     text = _PORT.sub("127.0.0.1:PORT", _TIME.sub("TIME", _GENERATED.sub("xxxxx", text)))

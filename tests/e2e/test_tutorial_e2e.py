@@ -41,7 +41,7 @@ def make_run(tree: Path) -> Iterator[str]:
     """What `make run` runs, with the checkout's own state folder; yields what it printed
     up to its last line of instructions, and stops it as Ctrl-C would."""
     process = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "python"), "-m", "harness.dev", "--workdir", str(tree / ".run")],
+        [str(REPO / ".venv/bin/python"), "-m", "harness.dev", "--workdir", str(tree / ".run")],
         cwd=tree,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -32,6 +32,7 @@ class Census:
         self.now: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self._seen: dict[str, str] = {}
+        self.ever: set[str] = set()  # every Exporter the watch has shown
         self._watch = watch_exporters(plane, ns, "--output-watch-events", "-o", "json")
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -51,6 +52,7 @@ class Census:
                 if self._seen.pop(name, None):
                     self.now[pool] -= 1
             elif name not in self._seen:
+                self.ever.add(name)
                 self._seen[name] = pool
                 self.now[pool] += 1
                 self.most[pool] = max(self.most[pool], self.now[pool])

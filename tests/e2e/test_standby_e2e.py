@@ -25,6 +25,7 @@ from harness.controlplane import ControlPlane
 from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
 from pool.model.keys import SET_LABEL, STANDBY_LABEL
+from tests.census import Census
 from tests.e2e.objects import apply, exporter_set, get_json, patch_spec, virtual_target_class
 from tests.e2e.objects import wait_for as wait
 from tests.exporters import ExporterProcesses
@@ -217,3 +218,36 @@ def test_a_lease_arriving_while_the_only_instance_is_fenced_for_a_rollout_is_ser
     assert served != old
     live = {e["metadata"]["name"] for e in pool_exporters(plane, ns)}
     assert len(live) <= 1 + len(standbys(plane, ns))  # never over the ceiling in instances
+
+
+def test_a_lease_that_ends_before_its_instance_boots_gets_no_other(
+    control_plane: ControlPlane,
+    ns: str,
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
+    reconciler: None,
+) -> None:
+    """The client gives up while its Lease pends: the Lease ends, and the pool makes no
+    instance for it; the one it made the standby into is a surplus, goes, and a standby
+    takes its place. Two Exporters in all: the first standby, and the next one."""
+    plane = control_plane
+    census = Census(plane, ns)
+    try:
+        make_pool(plane, ns, "WaitForFirstConsumer", minAvailableReplicas=0, maxReplicas=2)
+        (standby,) = wait("the standby", lambda: standbys(plane, ns) or None)
+        exporters.held.add(standby)  # its exporter never starts: the Lease keeps pending
+        jumpstarter.request_lease(SELECTOR, "given-up")
+        wait("the standby made the instance", lambda: not standbys(plane, ns), timeout=60)
+        jumpstarter.release_lease("given-up")
+        lease = get_json(plane, "leases.jumpstarter.dev", "given-up", "-n", ns)
+        assert lease["status"].get("ended") or lease["spec"].get("release")
+        wait(
+            "a standby alone again",
+            lambda: len(standbys(plane, ns)) == 1 and len(pool_exporters(plane, ns)) == 1,
+            timeout=90,
+        )
+        time.sleep(3)  # more passes: nothing new for the ended Lease
+        assert len(census.names("pool")) == 1
+        assert len(census.ever) == 2, sorted(census.ever)
+    finally:
+        census.stop()

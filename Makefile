@@ -77,7 +77,7 @@ TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests.
 test: $(STAMP) control-plane jumpstarter
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
 ## to minutes: the developer's loop.
@@ -86,10 +86,10 @@ changed: $(STAMP)
 	$(PY) -m harness.affected --base $(BASE)
 
 unit: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -m 'not e2e and not image and not node'
+	$(PY) -m pytest -n 2 --dist loadscope -m 'not e2e and not image and not node'
 
 e2e: $(STAMP) control-plane jumpstarter
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m e2e
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
 node: $(STAMP) control-plane jumpstarter

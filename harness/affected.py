@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(tests) if tests else none)
         return 0
     print(f"changed: {len(changed)} file(s) since {args.base}: running {len(tests)} test module(s)")
-    command = [sys.executable, "-m", "pytest", "-n", args.workers, "--dist", "loadgroup", *tests]
+    command = [sys.executable, "-m", "pytest", "-n", args.workers, "--dist", "loadscope", *tests]
     return subprocess.run(command, cwd=REPO_ROOT).returncode
 
 

@@ -4,12 +4,12 @@ Under CI (CI=true) hypothesis runs derandomized: a landing is judged on reproduc
 examples, while every local run still explores new ones (and a failure found there is
 kept as an explicit `@example`).
 
-Parallel workers (`make test`: pytest-xdist, `--dist loadgroup`): each test module is one
-unit of work, so its module-scoped fixtures start once, and the whole node tier is one
-(it holds the machine's one node cluster, tests/node/conftest.py). Modules are handed out
-longest tier first: node, chaos, e2e, image, unit. Each loopback module starts its own
-control plane or takes a fresh namespace with its own Jumpstarter controller, so no result
-depends on which worker ran what, or in which order.
+Parallel workers (`make test`: pytest-xdist, `--dist loadscope`): each test module is one
+unit of work, so its module-scoped fixtures start once, and the whole node tier is one (it
+holds the machine's one node cluster, tests/node/conftest.py); `pytest_xdist_make_scheduler`
+below groups them. Modules are handed out longest tier first: node, chaos, e2e, image,
+unit. Each loopback module starts its own control plane or takes a fresh namespace with its
+own Jumpstarter controller, so no result depends on which worker ran what, or in which order.
 
 At the end the run prints, per part and per module, the wall time of its tests (setup
 and teardown included) beside the CPU they used (this process and the children it
@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
 
 from tests import records
 
@@ -48,11 +49,24 @@ def pytest_configure(config: pytest.Config) -> None:
         records.start()
 
 
+def _unit_of_work(nodeid: str) -> str:
+    """The scope a worker runs whole: the node tier as one, every other module as one."""
+    module = nodeid.split("::", 1)[0]
+    return "node" if _part(module) == "node" else module
+
+
+class _ByModule(LoadScopeScheduling):
+    # Grouped here from the node id alone: xdist's own loadgroup marks the groups by
+    # rewriting an attribute pytest 9 no longer reads, so they reach no scheduler.
+    def _split_scope(self, nodeid: str) -> str:
+        return _unit_of_work(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return _ByModule(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        part = _part(item.path)
-        group = "node" if part == "node" else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
     rank = {tier: n for n, tier in enumerate(_TIERS)}
     items.sort(key=lambda item: rank.get(_part(item.path), len(_TIERS)))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
 from webhook.access import CACHED_KINDS, INSTANCE_KINDS
 from webhook.clusterview import ClusterUnavailable, sets_using
@@ -210,7 +211,15 @@ async def _live(call: Any, budget: float, not_found: Any) -> Any:
     except TimeoutError:
         raise ClusterUnavailable(f"apiserver did not answer within {budget:.1f}s") from None
     except Exception as exc:  # urllib3 connection errors and the like
+        # The client's own read timeout is the same budget, and may fire first.
+        if _read_timed_out(exc):
+            raise ClusterUnavailable(f"apiserver did not answer within {budget:.1f}s") from None
         raise ClusterUnavailable(f"apiserver unreachable: {_short(exc)}") from None
+
+
+def _read_timed_out(exc: BaseException) -> bool:
+    reason = exc.reason if isinstance(exc, MaxRetryError) else exc
+    return isinstance(reason, ReadTimeoutError)
 
 
 def _key(obj: Object) -> tuple[str, str]:

@@ -6,16 +6,19 @@ where nothing listens. Admission itself arms no timer, so these bounds are the o
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
 from tests.unit.test_webhook_crossobject import run
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import Admission
-from webhook.cache import ClusterCache
+from webhook.cache import ClusterCache, _live
+from webhook.clusterview import ClusterUnavailable
 
 
 @pytest.fixture
@@ -47,6 +50,15 @@ def test_a_silent_apiserver_is_cut_off_at_the_budget(silent_port: int) -> None:
     assert outcome.message == (
         "cannot check against the cluster (apiserver did not answer within 0.2s); retry the request"
     )
+
+
+def test_the_clients_own_read_timeout_reads_as_the_budget_run_out() -> None:
+    # The client's read timeout is the same budget; on a loaded machine it fires first.
+    def silent() -> None:
+        raise MaxRetryError(None, "/apis", ReadTimeoutError(None, "/apis", "read timed out"))
+
+    with pytest.raises(ClusterUnavailable, match=r"^apiserver did not answer within 0\.2s$"):
+        asyncio.run(_live(silent, 0.2, not_found=None))
 
 
 def test_a_refused_connection_denies_with_a_retryable_message(closed_port: int) -> None:

@@ -1,5 +1,6 @@
-"""Exporters by pool as a `kubectl get --watch` sees them appear and go, and the most
-ever seen at once: what a test needs to say no pool ever went over its ceiling."""
+"""Instances by pool as a `kubectl get --watch` sees them appear and go, and the most
+ever seen at once: what a test needs to say no pool ever went over its ceiling. A pool's
+standby Exporter (STANDBY_LABEL, no Pod) is no instance until it is promoted."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 from collections import Counter
 
 from harness.controlplane import ControlPlane
-from pool.model.keys import SET_LABEL
+from pool.model.keys import SET_LABEL, STANDBY_LABEL
 
 
 def watch_exporters(plane: ControlPlane, ns: str, *output: str) -> subprocess.Popen[str]:
@@ -26,13 +27,13 @@ def watch_exporters(plane: ControlPlane, ns: str, *output: str) -> subprocess.Po
 
 
 class Census:
-    """Exporters by pool as a watch sees them appear and go, and the most ever seen."""
+    """Instances by pool as a watch sees them appear and go, and the most ever seen."""
 
     def __init__(self, plane: ControlPlane, ns: str) -> None:
         self.now: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self._seen: dict[str, str] = {}
-        self.ever: set[str] = set()  # every Exporter the watch has shown
+        self.ever: set[str] = set()  # every Exporter the watch has shown, standbys too
         self._watch = watch_exporters(plane, ns, "--output-watch-events", "-o", "json")
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -47,18 +48,20 @@ class Census:
                 continue
             buffer = ""
             obj = event["object"]
-            name, pool = obj["metadata"]["name"], obj["metadata"]["labels"].get(SET_LABEL, "")
+            labels = obj["metadata"].get("labels") or {}
+            name, pool = obj["metadata"]["name"], labels.get(SET_LABEL, "")
             if event["type"] == "DELETED":
                 if self._seen.pop(name, None):
                     self.now[pool] -= 1
-            elif name not in self._seen:
-                self.ever.add(name)
+                continue
+            self.ever.add(name)
+            if name not in self._seen and labels.get(STANDBY_LABEL) != "true":
                 self._seen[name] = pool
                 self.now[pool] += 1
                 self.most[pool] = max(self.most[pool], self.now[pool])
 
     def names(self, pool: str) -> list[str]:
-        """The pool's Exporters the watch has seen and not seen go."""
+        """The pool's instances the watch has seen and not seen go."""
         return [name for name, of in self._seen.items() if of == pool]
 
     def stop(self) -> None:

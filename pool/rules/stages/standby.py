@@ -15,8 +15,9 @@ is the standby itself (`PromoteStandby`: its label goes, its Pod follows). It is
 instance: it holds no capacity, the ceiling does not count it, and no status counter
 does; the Available condition names it.
 
-- Kept while no enabled, not deleted instance carrying the labels an instance would carry
-  is left after this pass's fences (creates sent and not yet seen count as left).
+- Kept while no enabled, not deleted instance carrying the template's labels (what a
+  Lease for the pool selects) is left after this pass's fences (creates sent and not yet
+  seen count as left).
 - Made, when needed and missing, before any fence of the pass: those fences wait for the
   next pass (the standby's create reaches Jumpstarter's watch of Exporters before a later
   fence does: one resource, one order).
@@ -68,10 +69,13 @@ def standby(
     current = [e for e in members if e.carries(labels)]
     stale = [e for e in members if not e.carries(labels)]
     leaving = {a.name for a in steps.actions if isinstance(a, (Remove, Retain))}
+    # What a Lease selects is the template's labels: an instance adopted without ours
+    # (from Jumpstarter's own exporter-set controller) keeps Leases alive all the same.
+    selected = obs.pool.template_labels
     alive = [
         e
         for e in obs.exporters
-        if e.enabled and not e.deleting and not e.standby and e.carries(labels)
+        if e.enabled and not e.deleting and not e.standby and e.carries(selected)
         if e.name not in leaving
     ]
     adding: list[CreateExporter | PromoteStandby] = list(creates)

@@ -35,6 +35,7 @@ __all__ = [
     "SURPLUS_SINCE",
     "generate_name",
     "instance_labels",
+    "instance_selector",
 ]
 
 GROUP = "virtualtarget.jumpstarter.dev"
@@ -104,6 +105,12 @@ LEASE_PROTECTION = f"{GROUP}/lease-protection"
 def instance_labels(pool_name: str, template_labels: Mapping[str, str]) -> dict[str, str]:
     """The labels every instance carries: the template's plus the one naming the set."""
     return {**template_labels, SET_LABEL: pool_name}
+
+
+def instance_selector(set_name: str) -> str:
+    """The label selector of a set's instances: its Exporters less its standby, which has
+    no Pod and is no instance until it is promoted."""
+    return f"{SET_LABEL}={set_name},!{STANDBY_LABEL}"
 
 
 def generate_name(set_name: str) -> str:

@@ -32,8 +32,8 @@ def identity(plane: ControlPlane, namespace: str, name: str, folder: Path) -> Pa
     return plane.service_account_kubeconfig(namespace, name, folder / f"{name}.kubeconfig")
 
 
-def names(plane: ControlPlane, resource: str, namespace: str) -> list[str]:
-    items = get_json(plane, resource, "-n", namespace)["items"]
+def names(plane: ControlPlane, resource: str, namespace: str, *select: str) -> list[str]:
+    items = get_json(plane, resource, "-n", namespace, *select)["items"]
     return sorted(
         i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp")
     )

@@ -11,6 +11,7 @@ import pytest
 
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.stack import running_reconciler
+from pool.model.keys import instance_selector
 from tests.chaos.support import names, until
 from tests.e2e.objects import apply, exporter_set, install_lease_crd, lease, virtual_target_class
 
@@ -38,10 +39,16 @@ def test_a_lease_crd_installed_late_is_used_within_seconds(
     with running_reconciler(plane, tmp_path, extra=extra) as reconciler:
         until("the reconciler runs", lambda: "reconciling (" in reconciler.log_tail(50), 60)
         time.sleep(6)  # long enough for the cache's retry to back off to its longest wait
-        assert names(plane, "exporters", ns) == []
+        # No instance without a Lease (the pool's standby, with no Pod, is none).
+        instances = ("-l", instance_selector("pool"))
+        assert names(plane, "exporters", ns, *instances) == []
         started = time.monotonic()
         install_lease_crd(plane)  # applied, then waited for until Established
         apply(plane, lease("first", ns, labels))
-        until("an instance for the Lease", lambda: len(names(plane, "exporters", ns)) == 1, WITHIN)
+        until(
+            "an instance for the Lease",
+            lambda: len(names(plane, "exporters", ns, *instances)) == 1,
+            WITHIN,
+        )
         recovery("Lease CRD applied late: instance created", time.monotonic() - started)
         reconciler.check_alive()

@@ -36,10 +36,18 @@ from tests.e2e.objects import (
     lease,
     playing_credentials,
     pool_memory,
+    set_status,
     virtual_target_class,
     wait_for,
 )
-from tests.e2e.test_reconciler_e2e import Reconciler, bring_online, names
+from tests.e2e.test_reconciler_e2e import Reconciler, exporters, names
+
+
+def bring_online(plane: ControlPlane, ns: str) -> None:
+    """Every instance that has no status yet registered and online."""
+    for exporter in exporters(plane, ns):
+        if not exporter.get("status", {}).get("conditions"):
+            set_status(plane, ns, exporter["metadata"]["name"])
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from pool.model.keys import SET_LABEL
+from pool.model.keys import instance_selector
 from tests.docpages import Session, commands
 from tests.e2e.examples import assert_examples_applied
 from tests.e2e.objects import wait_for
@@ -58,7 +58,7 @@ def reader_shell(plane: ControlPlane, tmp_path: Path) -> Session:
 
 def pool(plane: ControlPlane) -> list[str]:
     listed = plane.kubectl(
-        "get", "exporters.jumpstarter.dev", "-n", NAMESPACE, "-l", f"{SET_LABEL}={POOL}",
+        "get", "exporters.jumpstarter.dev", "-n", NAMESPACE, "-l", instance_selector(POOL),
         "-o", "json",
     )  # fmt: skip
     return [e["metadata"]["name"] for e in json.loads(listed.stdout)["items"]]

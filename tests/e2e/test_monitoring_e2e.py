@@ -27,7 +27,7 @@ from harness.stack import (
     unregister_webhooks,
 )
 from harness.standin import CredentialStandIn
-from pool.model.keys import SET_LABEL
+from pool.model.keys import instance_selector
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -166,7 +166,7 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                 created = time.monotonic()
                 (exporter,) = wait_for(
                     "the instance",
-                    lambda: get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=pool")[
+                    lambda: get_json(plane, "exporters", "-n", ns, "-l", instance_selector("pool"))[
                         "items"
                     ],
                 )

@@ -18,6 +18,7 @@ from typing import Any
 from harness.controlplane import ControlPlane
 from harness.stack import running_reconciler
 from harness.standin import CredentialStandIn
+from pool.model.keys import instance_selector
 from pool.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
 from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
@@ -43,8 +44,9 @@ def planned(plane: ControlPlane, ns: str, name: str) -> dict[str, Any]:
     return entry
 
 
-def names(plane: ControlPlane, kind: str, ns: str) -> list[str]:
-    return sorted(o["metadata"]["name"] for o in get_json(plane, kind, "-n", ns)["items"])
+def names(plane: ControlPlane, kind: str, ns: str, *select: str) -> list[str]:
+    found = get_json(plane, kind, "-n", ns, *select)["items"]
+    return sorted(o["metadata"]["name"] for o in found)
 
 
 def test_plan_before_the_reconciler_is_what_the_reconciler_does(
@@ -70,7 +72,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
     assert text.stdout.splitlines() == [
         f"{ns}/broken  class qemu-x86  desired 1  pending leases 0",
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
-        "provisioning 0",
+        "provisioning 0, standby 0",
         "  steps     update status",
         "            record event: ExporterSetDegraded, Degraded True"
         " (VirtualTargetClassNotFound):"
@@ -83,7 +85,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
         "",
         f"{ns}/pool  class qemu  desired 2  pending leases 0",
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
-        "provisioning 0",
+        "provisioning 0, standby 0",
         f"  steps     create 2 (pool-*): {WHY}",
         "            update status",
         "            record event: ExporterSetProgressing, Progressing True (ScalingUp):"
@@ -106,7 +108,8 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
             plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
         ) as reconciler:
             wait_for("the promised Pods", lambda: len(names(plane, "pods", ns)) == promised)
-            created = names(plane, "exporters", ns)
+            instances = ("-l", instance_selector("pool"))
+            created = names(plane, "exporters", ns, *instances)
             assert all(name.startswith("pool-") for name in created)
             assert names(plane, "pods", ns) == created
             # Settled: plan sees nothing left to do, the status the reconciler wrote included.
@@ -114,7 +117,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
                 "a settled plan",
                 lambda: (e := planned(plane, ns, "pool"))["steps"] == e["awaiting"] == [] and e,
             )
-            assert names(plane, "exporters", ns) == created  # the same ones, no more
+            assert names(plane, "exporters", ns, *instances) == created  # no more
             assert after["buckets"]["provisioning"] == 2 and after["desired"] == 2
             log = Path(reconciler.log.name).read_text()
             assert f"{ns}/pool: create 2 (pool-*): {WHY}" in log

@@ -25,7 +25,7 @@ import pytest
 from harness.controlplane import ControlPlane
 from harness.stack import ReconcilerProcess, running_reconciler
 from harness.standin import CredentialStandIn
-from pool.model.keys import LEASE_PROTECTION, REVISION, SET_LABEL
+from pool.model.keys import LEASE_PROTECTION, REVISION, instance_selector
 from tests.census import Census
 from tests.e2e.objects import (
     apply,
@@ -146,7 +146,7 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
         return found if found.get("reason") == "WriteRejected" else {}
 
     big = wait_for("big2 Degraded WriteRejected", lambda: degraded("big2"), timeout=90)
-    [exporter] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+    [exporter] = get_json(plane, "exporters", "-n", ns, "-l", instance_selector("big2"))["items"]
     instance = exporter["metadata"]["name"]
     big_revision = exporter["metadata"]["annotations"][REVISION]
     assert big["status"] == "True"
@@ -190,12 +190,12 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
     # (fenced, deleted once the fence settled, then the new one: maxReplicas 1) with one of
     # the fixed template, whose Pod is written.
     def replaced() -> Obj | None:
-        found = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+        found = get_json(plane, "exporters", "-n", ns, "-l", instance_selector("big2"))["items"]
         revisions = [e["metadata"]["annotations"][REVISION] for e in found]
         return found[0] if revisions and big_revision not in revisions else None
 
     current = wait_for("the instance of the earlier revision replaced", replaced, timeout=60)
-    [only] = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=big2")["items"]
+    [only] = get_json(plane, "exporters", "-n", ns, "-l", instance_selector("big2"))["items"]
     assert only["metadata"]["uid"] == current["metadata"]["uid"]
     assert current["metadata"]["name"] != instance
     pod = get_json(plane, "pod", current["metadata"]["name"], "-n", ns)

@@ -24,7 +24,7 @@ import pytest
 from harness.controlplane import ControlPlane
 from harness.jumpstarter import Jumpstarter
 from harness.stack import reconciler_args
-from pool.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
+from pool.model.keys import NAME_LABEL, SURPLUS_SINCE, instance_selector
 from tests.census import watch_exporters
 from tests.e2e.objects import (
     apply,
@@ -54,7 +54,7 @@ def make_pool(plane: ControlPlane, ns: str, name: str = "pool", **spec: Any) -> 
 
 
 def exporters(plane: ControlPlane, ns: str, name: str = "pool") -> list[dict[str, Any]]:
-    items = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}={name}")["items"]
+    items = get_json(plane, "exporters", "-n", ns, "-l", instance_selector(name))["items"]
     return [e for e in items if not e["metadata"].get("deletionTimestamp")]
 
 

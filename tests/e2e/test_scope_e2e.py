@@ -38,7 +38,7 @@ from harness.stack import running_reconciler
 from harness.standin import CredentialStandIn
 from pool.model.access import ACCESS
 from pool.model.jumpstarter import config_secret_name
-from pool.model.keys import SET_LABEL
+from pool.model.keys import instance_selector
 from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 
@@ -122,7 +122,9 @@ def _pool(plane: ControlPlane, namespace: str, name: str) -> None:
 
 def _instance(plane: ControlPlane, namespace: str, set_name: str) -> str:
     """The name of the set's one Exporter ("" while there is none): names are generated."""
-    items = get_json(plane, "exporters", "-n", namespace, "-l", f"{SET_LABEL}={set_name}")["items"]
+    items = get_json(plane, "exporters", "-n", namespace, "-l", instance_selector(set_name))[
+        "items"
+    ]
     return str(items[0]["metadata"]["name"]) if len(items) == 1 else ""
 
 

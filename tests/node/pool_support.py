@@ -29,7 +29,7 @@ from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from harness.stack import ReconcilerProcess, running_reconciler
 from harness.standin import CredentialStandIn, token_secret_name
 from pool.model.jumpstarter import config_secret_name
-from pool.model.keys import SET_LABEL
+from pool.model.keys import instance_selector
 from tests.controller_double import DRIVERS, RunningController
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 
@@ -248,7 +248,7 @@ class Pool:
 
     def exporters(self) -> list[Obj]:
         items: list[Obj] = get_json(
-            self.cluster, "exporters", "-n", self.namespace, "-l", f"{SET_LABEL}={self.name}"
+            self.cluster, "exporters", "-n", self.namespace, "-l", instance_selector(self.name)
         )["items"]
         return items
 

@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from harness.nodehost import (
     kernel_settings,
     mounts_under,
     processes_of,
+    remove_folder,
 )
 from harness.nodeimages import BUSYBOX_IMAGE
 from tests.node.support import (
@@ -107,10 +110,19 @@ def _assert_clean(workdir: Path, before: dict[str, Any]) -> None:
     assert mounts_under(workdir) == []
 
 
+@pytest.fixture
+def tmp_root() -> Iterator[Path]:
+    """A work folder short enough for containerd's sockets (a unix socket's path holds at
+    most 104 bytes; pytest's tmp_path under a worker of xdist is longer)."""
+    root = Path(tempfile.mkdtemp(prefix="vt-teardown-"))
+    yield root
+    remove_folder(root)
+
+
 @pytest.mark.timeout(600)  # two starts and stops
-def test_stop_leaves_nothing_and_a_second_start_works(tmp_path: Path) -> None:
+def test_stop_leaves_nothing_and_a_second_start_works(tmp_root: Path) -> None:
     before = host_state()
-    workdir = tmp_path / "node"
+    workdir = tmp_root / "node"
     for attempt in ("first start", "second start"):
         with running_node_cluster(workdir, wait=LOCK_WAIT_S) as cluster:
             record_timings(f"teardown test, {attempt}", cluster)
@@ -119,15 +131,14 @@ def test_stop_leaves_nothing_and_a_second_start_works(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)  # two starts
-def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_path: Path) -> None:
+def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_root: Path) -> None:
     before = host_state()
-    killed = tmp_path / "killed"
+    killed = tmp_root / "killed"
     harness = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "virtualtarget.cli",
-            "cluster",
+            "harness.cluster",
             "--workdir",
             str(killed),
             "--wait",
@@ -168,7 +179,7 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_path: Path) -> Non
             harness.send_signal(signal.SIGINT)
             harness.wait(timeout=120)
 
-    with running_node_cluster(tmp_path / "next", wait=LOCK_WAIT_S) as cluster:
+    with running_node_cluster(tmp_root / "next", wait=LOCK_WAIT_S) as cluster:
         record_timings("after a killed harness", cluster)
         assert processes_of(killed) == {} and mounts_under(killed) == []
         pod = busybox_pod(cluster, "hello", "echo hello")

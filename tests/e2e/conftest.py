@@ -31,6 +31,7 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
+from tests.e2e.objects import playing_credentials
 from tests.exporters import ExporterProcesses, running_exporters
 
 
@@ -77,6 +78,16 @@ def namespace(control_plane: ControlPlane) -> str:
 def ns(jumpstarter: Jumpstarter) -> str:
     """The namespace Jumpstarter's controller serves (`jumpstarter`)."""
     return jumpstarter.namespace
+
+
+@pytest.fixture
+def played_ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
+    """A namespace no Jumpstarter controller serves, its credential step played by the
+    development stand-in: for the modules that still play Jumpstarter's controller
+    themselves (Exporter conditions, `leaseRef`) beside a kubelet they play, and take it
+    as their `ns`."""
+    with playing_credentials(control_plane, namespace):
+        yield namespace
 
 
 @pytest.fixture

@@ -116,9 +116,15 @@ def test_a_scheduled_lease_creates_nothing_until_its_begin_less_the_boot_time(
 
     reconciler = start()
     (made,) = wait_for("an instance for the scheduled lease", lambda: names(plane, ns), 90)
-    created = parse_time(
-        get_json(plane, "exporter", made, "-n", ns)["metadata"]["creationTimestamp"]
+    # Its Pod is made when it becomes an instance (the pool's standby, an Exporter made
+    # earlier without a Pod, may be the one promoted).
+    (pod,) = wait_for(
+        "its Pod",
+        lambda: [
+            p for p in get_json(plane, "pods", "-n", ns)["items"] if p["metadata"]["name"] == made
+        ],
     )
+    created = parse_time(pod["metadata"]["creationTimestamp"])
     assert created >= counts_at, (created, counts_at)  # nothing before its moment
     assert planned(plane, ns)["pendingLeases"] == 1
     assert reconciler.stop() == 0, reconciler.text()

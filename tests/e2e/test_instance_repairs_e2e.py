@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from harness.controlplane import ControlPlane
 from pool.model.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
 from tests.e2e.objects import get_json, wait_for
@@ -28,6 +30,12 @@ from tests.e2e.test_replacement_e2e import (
     pods_of,
     register,
 )
+
+
+@pytest.fixture
+def ns(played_ns: str) -> str:
+    """Jumpstarter's controller is played here (`register`), in a namespace it does not serve."""
+    return played_ns
 
 
 def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(

@@ -20,6 +20,8 @@ from harness.stack import running_reconciler
 from harness.standin import CredentialStandIn
 from pool.model.keys import instance_selector
 from pool.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
+from pool.rules.planreport import STANDBY_WHY
+from pool.rules.stages import standby
 from pool.rules.transitions import REASONS as TRANSITIONS
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
 
@@ -73,7 +75,8 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
         f"{ns}/broken  class qemu-x86  desired 1  pending leases 0",
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
         "provisioning 0, standby 0",
-        "  steps     update status",
+        f"  steps     create standby broken-*: {standby.NEEDED}",
+        "            update status",
         "            record event: ExporterSetDegraded, Degraded True"
         " (VirtualTargetClassNotFound):"
         f' VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
@@ -82,6 +85,7 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
         f' scaling stopped: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
         f'            waiting: VirtualTargetClass "qemu-x86" not found in namespace "{ns}"',
         "  awaiting  none",
+        f"  standby   being created: {STANDBY_WHY}",
         "",
         f"{ns}/pool  class qemu  desired 2  pending leases 0",
         "  buckets   terminating 0, failed 0, draining 0, busy 0, released 0, available 0, "
@@ -123,7 +127,8 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
             assert f"{ns}/pool: create 2 (pool-*): {WHY}" in log
             assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
             events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
-            notes = sorted(e["note"] for e in events if e["reason"] == SCALE_UP)
+            of_pool = [e for e in events if e["regarding"]["name"] == "pool"]
+            notes = sorted(e["note"] for e in of_pool if e["reason"] == SCALE_UP)
             assert notes == [f"created Exporter {name}: {WHY}" for name in created]
             pods = sorted(e["note"] for e in events if e["reason"] == POD_CREATED)
             assert pods == [f"created Pod {name}" for name in created]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from bench.storm import FailingKubelet, SecretCollector
@@ -36,6 +37,12 @@ from tests.e2e.test_replacement_e2e import (
 )
 
 CEILING, WARM = 4, 2
+
+
+@pytest.fixture
+def ns(played_ns: str) -> str:
+    """Jumpstarter's controller is played here (`register`), in a namespace it does not serve."""
+    return played_ns
 
 
 def lease(plane: ControlPlane, ns: str, exporter: str, name: str | None) -> None:

@@ -38,6 +38,7 @@ class ExporterProcesses:
     running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)  # every instance a process ran for
     held: set[str] = field(default_factory=set)  # stopped on purpose: not started again
+    paused: bool = False  # while set, nothing starts: a kubelet slow to start containers
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -97,11 +98,16 @@ class ExporterProcesses:
             for exporter in sorted(set(self.running) - pods):
                 self._end(exporter)
             for exporter in sorted(pods - set(self.running) - self.held):
-                self._start(exporter)
+                if not self.paused:
+                    self._start(exporter)
             for exporter, process in list(self.running.items()):
                 if process.poll() is not None:  # exited by itself: as a Pod that finished
                     self.running.pop(exporter)
                     self.held.add(exporter)
+
+    def resume(self) -> None:
+        """Start what waits (after `paused`) from the next sync on."""
+        self.paused = False
 
     def kill(self, exporter: str, sig: signal.Signals = signal.SIGKILL) -> None:
         """End one exporter as a crash would; it is not started again for the same Pod."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -115,17 +115,28 @@ def reconciler(control_plane: ControlPlane, ns: str, tmp_path: Path) -> Iterator
         process.check_alive()
 
 
-def serve_one_lease(plane: ControlPlane, ns: str, jumpstarter: Jumpstarter, name: str) -> str:
+def serve_one_lease(
+    plane: ControlPlane,
+    ns: str,
+    jumpstarter: Jumpstarter,
+    name: str,
+    once_pending: Callable[[], None] | None = None,
+) -> str:
     """Ask for a Lease of the pool's labels; it pends and is assigned, never ended: the
-    Exporter it got."""
+    Exporter it got. `once_pending` runs when the Lease is first seen pending Offline."""
     watch = LeaseWatch(plane, ns, name)
+    pending = False
     try:
         asked = time.monotonic()
         jumpstarter.request_lease(SELECTOR, name)
 
         def assigned() -> str | None:
+            nonlocal pending
             status = watch.last().get("status") or {}
             assert not status.get("ended"), f"the Lease ended: {status}"
+            if once_pending and not pending and ("Pending", "True", "Offline") in watch.reasons():
+                pending = True
+                once_pending()
             return (status.get("exporterRef") or {}).get("name")
 
         exporter = str(wait(f"{name} assigned", assigned, timeout=120))
@@ -203,6 +214,9 @@ def test_a_lease_arriving_while_the_only_instance_is_fenced_for_a_rollout_is_ser
         return None
 
     old = str(wait("the instance Online", online, timeout=90))
+    # The replacement's exporter starts only once the Lease pends (a slow kubelet): else,
+    # on a fast machine, the rollout could finish before the Lease arrives.
+    exporters.paused = True
     # A template change: a new revision. At the ceiling, the old instance goes first.
     patch_spec(plane, "exporterset", "pool", ns, template={
         "metadata": {"labels": {"board": "lab"}, "annotations": {"rev": "2"}}
@@ -214,7 +228,9 @@ def test_a_lease_arriving_while_the_only_instance_is_fenced_for_a_rollout_is_ser
 
     wait("the old instance fenced", fenced, timeout=60)
     assert len(standbys(plane, ns)) == 1  # made before the fence
-    served = serve_one_lease(plane, ns, jumpstarter, "during-rollout")
+    served = serve_one_lease(
+        plane, ns, jumpstarter, "during-rollout", once_pending=exporters.resume
+    )
     assert served != old
     live = {e["metadata"]["name"] for e in pool_exporters(plane, ns)}
     assert len(live) <= 1 + len(standbys(plane, ns))  # never over the ceiling in instances

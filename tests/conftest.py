@@ -18,6 +18,7 @@ waited for), so the waits of a module stand out from its work.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Generator
@@ -64,6 +65,19 @@ class _ByModule(LoadScopeScheduling):
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
     return _ByModule(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Generator[None]:
+    """A test that runs an entry point in-process (`webhook`, `reconcile`) configures the
+    root logger with a handler on the stream pytest captured for that test, closed after
+    it. Left in place, a later test's log record (urllib3's retry warnings) meets a closed
+    stream and prints "--- Logging error ---" into that test's stderr."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

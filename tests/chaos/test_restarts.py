@@ -69,11 +69,16 @@ def test_killed_mid_scale_up_converges_without_duplicates(
                 time.sleep(1)  # the reconciler and the webhook meet the outage
                 started = time.monotonic()
                 plane.restart(victim)
-                until(
-                    f"{SIZE} Exporters, no duplicate",
-                    lambda: len(names(plane, "exporters", ns)) == SIZE,
-                    120,
-                )
+                try:
+                    until(
+                        f"{SIZE} Exporters, no duplicate",
+                        lambda: len(names(plane, "exporters", ns)) == SIZE,
+                        120,
+                    )
+                except AssertionError as exc:  # say how many, and what the reconciler did
+                    found = names(plane, "exporters", ns)
+                    tail = reconciler.log_tail(60)
+                    raise AssertionError(f"{exc}: {len(found)} Exporters {found}\n{tail}") from None
                 expected = names(plane, "exporters", ns)
                 until(f"{SIZE} Pods", lambda: names(plane, "pods", ns) == expected, 120)
                 recovery(

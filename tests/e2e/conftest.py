@@ -75,17 +75,20 @@ def namespace(control_plane: ControlPlane) -> str:
 
 
 @pytest.fixture
-def ns(jumpstarter: Jumpstarter) -> str:
-    """The namespace Jumpstarter's controller serves (`jumpstarter`)."""
-    return jumpstarter.namespace
+def ns(request: pytest.FixtureRequest) -> str:
+    """The namespace Jumpstarter's controller serves (`jumpstarter`); in a module that
+    sets JUMPSTARTER_PLAYED, one it does not serve (`played_ns`)."""
+    if getattr(request.module, "JUMPSTARTER_PLAYED", False):
+        return str(request.getfixturevalue("played_ns"))
+    running: Jumpstarter = request.getfixturevalue("jumpstarter")
+    return running.namespace
 
 
 @pytest.fixture
 def played_ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     """A namespace no Jumpstarter controller serves, its credential step played by the
-    development stand-in: for the modules that still play Jumpstarter's controller
-    themselves (Exporter conditions, `leaseRef`) beside a kubelet they play, and take it
-    as their `ns`."""
+    development stand-in: the `ns` of the modules that still play Jumpstarter's controller
+    themselves (Exporter conditions, `leaseRef`) beside a kubelet they play."""
     with playing_credentials(control_plane, namespace):
         yield namespace
 

@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from harness.controlplane import ControlPlane
 from pool.model.keys import BACKOFF_STEP, NAME_LABEL, REVISION, SET_LABEL
 from tests.e2e.objects import get_json, wait_for
@@ -31,11 +29,8 @@ from tests.e2e.test_replacement_e2e import (
     register,
 )
 
-
-@pytest.fixture
-def ns(played_ns: str) -> str:
-    """Jumpstarter's controller is played here (`register`), in a namespace it does not serve."""
-    return played_ns
+# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
+JUMPSTARTER_PLAYED = True
 
 
 def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(

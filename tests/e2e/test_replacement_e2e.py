@@ -20,8 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bench.storm import (
     LAST_WORDS,
     CreationCounter,
@@ -45,10 +43,8 @@ from tests.e2e.objects import (
 HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
 
 
-@pytest.fixture
-def ns(played_ns: str) -> str:
-    """Jumpstarter's controller is played here (`register`), in a namespace it does not serve."""
-    return played_ns
+# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
+JUMPSTARTER_PLAYED = True
 
 
 def make_pool(plane: ControlPlane, ns: str, **spec: Any) -> None:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from bench.storm import FailingKubelet, SecretCollector
@@ -39,10 +38,8 @@ from tests.e2e.test_replacement_e2e import (
 CEILING, WARM = 4, 2
 
 
-@pytest.fixture
-def ns(played_ns: str) -> str:
-    """Jumpstarter's controller is played here (`register`), in a namespace it does not serve."""
-    return played_ns
+# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
+JUMPSTARTER_PLAYED = True
 
 
 def lease(plane: ControlPlane, ns: str, exporter: str, name: str | None) -> None:

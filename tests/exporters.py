@@ -97,16 +97,20 @@ class ExporterProcesses:
         with self._lock:
             for exporter in sorted(set(self.running) - pods):
                 self._end(exporter)
-            for exporter in sorted(pods - set(self.running) - self.held):
-                if not self.paused:
-                    self._start(exporter)
+            waiting = set() if self.paused else pods - set(self.running) - self.held
+            for exporter in sorted(waiting):
+                self._start(exporter)
             for exporter, process in list(self.running.items()):
                 if process.poll() is not None:  # exited by itself: as a Pod that finished
                     self.running.pop(exporter)
                     self.held.add(exporter)
 
+    def pause(self) -> None:
+        """Start nothing from the next sync on, as a kubelet slow to start containers."""
+        self.paused = True
+
     def resume(self) -> None:
-        """Start what waits (after `paused`) from the next sync on."""
+        """Start what waits from the next sync on."""
         self.paused = False
 
     def kill(self, exporter: str, sig: signal.Signals = signal.SIGKILL) -> None:

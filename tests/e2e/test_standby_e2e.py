@@ -216,7 +216,7 @@ def test_a_lease_arriving_while_the_only_instance_is_fenced_for_a_rollout_is_ser
     old = str(wait("the instance Online", online, timeout=90))
     # The replacement's exporter starts only once the Lease pends (a slow kubelet): else,
     # on a fast machine, the rollout could finish before the Lease arrives.
-    exporters.paused = True
+    exporters.pause()
     # A template change: a new revision. At the ceiling, the old instance goes first.
     patch_spec(plane, "exporterset", "pool", ns, template={
         "metadata": {"labels": {"board": "lab"}, "annotations": {"rev": "2"}}

@@ -28,7 +28,7 @@ from bench.storm import (
     ended_status,
     reconciler,
 )
-from harness.controlplane import REPO_ROOT, ControlPlane
+from harness.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError
 from pool.model.keys import instance_selector
 from pool.rules.stages import standby
 from tests.e2e.objects import (
@@ -197,16 +197,23 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
         # Fixed (the endpoint reachable, say): the next probe registers, the pool fills.
         kubelet.failing.clear()
 
-        def booting_probe() -> str:
+        def registered_probe() -> str:
+            """A probe whose Pod runs, registered; a Pod the kubelet was ending as the fix
+            came (its instance then removed) is passed over for the next probe."""
             for exporter in instances(plane, ns):
-                uid = exporter["metadata"]["uid"]
+                uid, name = exporter["metadata"]["uid"], str(exporter["metadata"]["name"])
                 pods = pods_of(plane, ns, uid)
                 if pods and (pods[0].get("status") or {}).get("phase", "Pending") == "Pending":
-                    return str(exporter["metadata"]["name"])
+                    try:
+                        register(plane, ns, name)
+                    except ControlPlaneError as error:
+                        if "NotFound" not in str(error):
+                            raise
+                        continue
+                    return name
             return ""
 
-        probe = wait_for("a probe instance with a running Pod", booting_probe, timeout=120)
-        register(plane, ns, probe)
+        probe = wait_for("a probe instance with a running Pod", registered_probe, timeout=120)
         fixed_at = time.monotonic()
         wait_for(
             "the pool full",

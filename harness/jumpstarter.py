@@ -250,9 +250,13 @@ class Jumpstarter:
             )
         return result.stdout.strip()
 
-    def request_lease(self, selector: str, name: str, duration: str = "30m") -> str:
-        """`jmp create lease`: a Lease the controller assigns (or pends, or ends); its name."""
-        self.jmp("create", "lease", "-l", selector, "--duration", duration,
+    def request_lease(
+        self, selector: str, name: str, duration: str = "30m", *, exporter: str = ""
+    ) -> str:
+        """`jmp create lease`: a Lease the controller assigns (or pends, or ends); its name.
+        With `exporter`, pinned to that Exporter (`--name`: the Lease's `spec.exporterRef`)."""
+        pinned = ("--name", exporter) if exporter else ()
+        self.jmp("create", "lease", "-l", selector, *pinned, "--duration", duration,
                  "--lease-id", name, "--output", "name")  # fmt: skip
         return name
 

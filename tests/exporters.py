@@ -22,11 +22,32 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.controlplane import ControlPlane
 from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
 
-__all__ = ["ExporterProcesses", "running_exporters"]
+__all__ = ["DRIVERS", "DRIVER_NAMES", "ExporterProcesses", "reported_drivers", "running_exporters"]
+
+# Drivers that start wherever Jumpstarter's release is installed (its mock power, a serial
+# port on `loop://`): the template of the tests' pools whose exporters register.
+DRIVERS = [
+    {"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"},
+    {
+        "name": "serial",
+        "type": "jumpstarter_driver_pyserial.driver.PySerial",
+        "config": {"url": "loop://"},
+    },
+]
+# What an exporter of DRIVERS reports when it registers: the serial port has a `tcp` child.
+DRIVER_NAMES = ["power", "serial", "tcp"]
+
+
+def reported_drivers(devices: list[dict[str, Any]]) -> list[str]:
+    """The driver names an Exporter's `status.devices` holds (what its exporter reported
+    at registration; the root device has none), sorted."""
+    names = ((d.get("labels") or {}).get("jumpstarter.dev/name") for d in devices)
+    return sorted(name for name in names if name)
 
 
 @dataclass

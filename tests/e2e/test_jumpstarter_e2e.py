@@ -1,54 +1,37 @@
 """A pool instance is what Jumpstarter's `jmp run` starts from.
 
-Through kube-apiserver: the development stand-in plays Jumpstarter's controller for
-credentials (token Secret, `status.credential`, `status.endpoint`, the CA ConfigMap), the
-reconciler writes the config Secret and the Pod (which mounts no ServiceAccount token),
-and the test runs the Pod's exporter command, `jmp run --exporter-config FILE` from the
-jumpstarter 0.9.0 packages, as a local process on the config.yaml read back from the
-apiserver. It registers with a gRPC ControllerService built from `jumpstarter-protocol`'s
-stubs, over TLS with the CA the config carries. Then the token is rotated: the config
-Secret follows within one pass and the Pod is left alone. The exporter container's
-readiness probe, run on that process, says ready while it serves and not ready once it
-stopped.
+Through kube-apiserver: Jumpstarter's released 0.9.0 controller serves the namespace and
+issues the credential (its token Secret, `status.credential`, `status.endpoint`; the CA
+ConfigMap is its install's), the reconciler writes the config Secret and the Pod (which
+mounts no ServiceAccount token), and the test runs the Pod's exporter command, `jmp run
+--exporter-config FILE` from the jumpstarter 0.9.0 packages, as a local process on the
+config.yaml read back from the apiserver. It registers with that controller over TLS with
+the CA the config carries. Then the token is rotated as that controller rotates one (its
+Secret deleted, a new one issued): the config Secret follows and the Pod is left alone.
+The exporter container's readiness probe, run on that process, says ready while it serves
+and not ready once it stopped.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn, token_secret_name
-from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
-from tests.controller_double import DRIVERS, RunningController, serve_controller
+from pool.model.jumpstarter import CONFIG_KEY, TOKEN_KEY, config_secret_name, run_command
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-
-
-@pytest.fixture
-def controller(control_plane: ControlPlane, tmp_path: Path) -> Iterator[RunningController]:
-    """The double on a loopback port, serving TLS with a certificate of its own CA, writing
-    Exporter status as Jumpstarter's controller does."""
-    running = serve_controller(
-        tmp_path,
-        "127.0.0.1",
-        0,
-        api_client=control_plane.api_client(),
-        names=["localhost"],
-    )
-    yield running
-    running.stop()
+from tests.exporters import DRIVER_NAMES, DRIVERS, reported_drivers
 
 
 def _config_text(plane: ControlPlane, ns: str, exporter: str) -> str:
@@ -60,27 +43,27 @@ def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
 
 
-def _token(plane: ControlPlane, ns: str, exporter: str) -> str:
-    secret = get_json(plane, "secret", token_secret_name(exporter), "-n", ns)
-    return base64.b64decode(secret["data"]["token"]).decode()
+def _exporter_status(plane: ControlPlane, ns: str, exporter: str) -> dict[str, Any]:
+    status: dict[str, Any] = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
+    return status
+
+
+def _credential(plane: ControlPlane, ns: str, exporter: str) -> tuple[str, str]:
+    """The credential Secret Jumpstarter's controller issued (its name, its uid) and its
+    token; ("", "") before it did."""
+    name = (_exporter_status(plane, ns, exporter).get("credential") or {}).get("name")
+    found = plane.kubectl("get", "secret", str(name), "-n", ns, "-o", "json", check=False)
+    if not name or found.returncode != 0:
+        return "", ""
+    secret = json.loads(found.stdout)
+    return secret["metadata"]["uid"], base64.b64decode(secret["data"][TOKEN_KEY]).decode()
 
 
 def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
-    control_plane: ControlPlane,
-    namespace: str,
-    tmp_path: Path,
-    controller: RunningController,
+    control_plane: ControlPlane, jumpstarter: Jumpstarter, tmp_path: Path
 ) -> None:
-    double, endpoint, certificates = controller.double, controller.endpoint, controller.certificates
-    ns, plane = namespace, control_plane
-    stop = threading.Event()
-    standin = CredentialStandIn(
-        plane.api_client(),
-        endpoint=endpoint,
-        ca_pem=certificates.ca_pem.decode(),
-        namespace=ns,
-    )
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    ns, plane = jumpstarter.namespace, control_plane
+    endpoint, ca_pem = jumpstarter.endpoint, jumpstarter.ca_pem.encode()
     apply(plane, virtual_target_class("qemu", ns))
     pool = exporter_set("pool", ns, class_name="qemu", with_template=True, minReplicas=1)
     pool["spec"]["template"]["spec"] = {"drivers": DRIVERS}
@@ -95,7 +78,7 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             exporter = found["metadata"]["name"]
             config = yaml.safe_load(_config_text(plane, ns, exporter))
             assert config["endpoint"] == endpoint
-            assert base64.b64decode(config["tls"]["ca"]) == certificates.ca_pem
+            assert base64.b64decode(config["tls"]["ca"]) == ca_pem
             pod = get_json(plane, "pod", exporter, "-n", ns)
             (container,) = pod["spec"]["containers"]
             command = container["command"]
@@ -119,18 +102,16 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
                 start_new_session=True,
             )
             started = time.monotonic()
-            registration = wait_for(
+            devices = wait_for(
                 "jmp run to register",
-                lambda: double.registrations[0] if double.registrations else None,
+                lambda: _exporter_status(plane, ns, exporter).get("devices"),
                 timeout=90,
             )
             print(f"\njmp run registered {time.monotonic() - started:.1f}s after it started")
-            token = _token(plane, ns, exporter)
-            assert registration.metadata["authorization"] == f"Bearer {token}"
-            assert registration.metadata["jumpstarter-kind"] == "Exporter"
-            assert registration.metadata["jumpstarter-namespace"] == ns
-            assert registration.metadata["jumpstarter-name"] == exporter
-            assert sorted(registration.driver_names) == ["power", "serial", "tcp"]
+            # The token the controller issued, in the config it registered with.
+            secret_uid, token = _credential(plane, ns, exporter)
+            assert config["token"] == token
+            assert reported_drivers(devices) == DRIVER_NAMES
 
             # The exporter container's readiness probe, on this jmp run: ready while it
             # serves, not ready once it has stopped.
@@ -139,10 +120,17 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             probe = [*probe[: -len(command)], *command[:-1], str(config_file)]
             assert subprocess.run(probe, check=False).returncode == 0
 
-            # Rotation: a new token in the credential Secret reaches the config Secret.
+            # Rotation: the credential Secret deleted, the controller issues a new one (a
+            # token signed a second later); the new token reaches the config Secret.
             before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
+            time.sleep(1.0)  # the token's issue time is in whole seconds
             rotated_at = time.monotonic()
-            new_token = standin.rotate(ns, exporter)
+            name = _exporter_status(plane, ns, exporter)["credential"]["name"]
+            plane.kubectl("delete", "secret", name, "-n", ns)
+            _, new_token = wait_for(
+                "a new credential",
+                lambda: (c := _credential(plane, ns, exporter))[0] not in ("", secret_uid) and c,
+            )
             assert new_token != token
             wait_for(
                 "the config Secret to carry the new token",
@@ -155,8 +143,8 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
                 before["resourceVersion"],
             )
 
-            # The double (tests/controller_double.py) marked it Registered and Online as
-            # Jumpstarter's controller does; the pool counts it ready.
+            # Jumpstarter's controller marked it Registered and Online; the pool counts it
+            # ready.
             def conditions() -> dict[str, str]:
                 status = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
                 return {c["type"]: c["status"] for c in status.get("conditions") or []}
@@ -175,7 +163,6 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
 
             reconciler.check_alive()
         finally:
-            stop.set()
             if jmp is not None:
                 os.killpg(jmp.pid, signal.SIGTERM)
                 try:

@@ -1,15 +1,14 @@
-"""A real Jumpstarter client session against a pool instance on the node: the client's
-config, its run (`tests/lease_client.py` in its own process), and what it printed.
+"""A real Jumpstarter client session against a pool instance on the node: its run
+(`tests/lease_client.py` in its own process), and what it printed.
 
-The client is Jumpstarter 0.9.0's; the controller it talks to is the double
-(`tests/controller_double.py`) on the node IP, whose lease controller serves the pool's
-namespace; the exporter is the instance's own `jmp run` in its Pod, with the QEMU driver
-of the image this project ships.
+The client is Jumpstarter 0.9.0's, its config made by the release's `jmp admin create
+client`; the controller and router it talks to are the release's, serving the pool's
+namespace on the node IP; the exporter is the instance's own `jmp run` in its Pod, with
+the QEMU driver of the image this project ships.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -20,49 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.controlplane import REPO_ROOT
-from tests.node.pool_support import Pool
 
 __all__ = [
     "ClientRun",
     "DiskSeen",
-    "client_config",
     "run_client",
     "run_client_watching_disk",
-    "write_client_config",
 ]
 
 CLIENT_TIMEOUT_S = 600.0
-
-
-def write_client_config(
-    path: Path, namespace: str, name: str, endpoint: str, token: str, ca_pem: bytes
-) -> Path:
-    """A Jumpstarter ClientConfig (what `jmp login` writes) for the controller at
-    `endpoint`, trusting `ca_pem`, allowed to load Jumpstarter's driver clients."""
-    config = {
-        "apiVersion": "jumpstarter.dev/v1alpha1",
-        "kind": "ClientConfig",
-        "metadata": {"namespace": namespace, "name": name},
-        "endpoint": endpoint,
-        "token": token,
-        "tls": {"ca": base64.b64encode(ca_pem).decode()},
-        "drivers": {"allow": ["jumpstarter_driver_*"]},
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def client_config(pool: Pool, path: Path, name: str = "tester") -> Path:
-    """A client `name` of the pool's namespace, known to the controller its instances
-    register with, and its ClientConfig at `path`."""
-    leases = pool.controller.double.leases
-    assert leases is not None, "the controller keeps no leases"
-    token = leases.add_client(pool.namespace, name)
-    ca_pem = pool.controller.certificates.ca_pem
-    return write_client_config(path, pool.namespace, name, pool.controller.endpoint, token, ca_pem)
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Pools whose instance Pods run on the node: what the node tier's pool tests share.
 
 A pool here is the product's reconciler (a host process on the node cluster's admin
-kubeconfig, as the loopback tests run it), the credential stand-in playing Jumpstarter's
-credential step, and the ControllerService double on the node IP, which the Pods reach and
-whose CA the config carries. Each test gets a namespace that enforces the Pod Security
-level the rendered instance Pod meets (`INSTANCE_POD_SECURITY`).
+kubeconfig, as the loopback tests run it) and Jumpstarter's released controller and router
+serving the pool's namespace (`harness.jumpstarter`), reached on the node IP, where the
+Pods dial them: that controller issues each Exporter's credential, registers the exporter
+its Pod runs, and assigns, pends and ends the Leases. Each test gets a namespace of its own
+(`node_jumpstarters`) that enforces the Pod Security level the rendered instance Pod meets
+(`INSTANCE_POD_SECURITY`).
 
 `History` records every Exporter and Pod of a namespace from a watch (each ADDED and
 DELETED by uid, with its time), so a test can say how many instances were ever created
@@ -16,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import threading
 import time
@@ -26,18 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.jumpstarter import Jumpstarter, JumpstarterSupply
 from harness.stack import ReconcilerProcess, running_reconciler
-from harness.standin import CredentialStandIn, token_secret_name
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import instance_selector
-from tests.controller_double import DRIVERS, RunningController
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.exporters import DRIVERS
 
 __all__ = [
     "INSTANCE_POD_SECURITY",
     "History",
     "Pool",
     "instance_namespace",
+    "node_jumpstarters",
     "running_pool",
 ]
 
@@ -67,6 +69,18 @@ def instance_namespace(cluster: Any, name: str) -> str:
     cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
     cluster.wait_for_namespace(name)  # its default ServiceAccount and root CA
     return name
+
+
+def node_jumpstarters(cluster: Any, workdir: Path, prefix: str) -> JumpstarterSupply:
+    """Namespaces `prefix-<random>` (`instance_namespace`), each served by its own
+    Jumpstarter controller and router, reached at the node IP where the Pods dial them."""
+    return JumpstarterSupply(
+        cluster.plane,
+        workdir,
+        prefix,
+        address=cluster.network.node_ip,
+        make_namespace=lambda name: instance_namespace(cluster, name),
+    )
 
 
 @dataclass
@@ -184,13 +198,20 @@ class Pool:
     """One ExporterSet running on the node, and what the tests read of it."""
 
     cluster: Any
-    namespace: str
+    jumpstarter: Jumpstarter
     name: str
-    controller: RunningController
-    standin: CredentialStandIn
     reconciler: ReconcilerProcess
     history: History
     created_at: float = 0.0  # time.monotonic() at the set's apply
+
+    @property
+    def namespace(self) -> str:
+        return self.jumpstarter.namespace
+
+    @property
+    def selector(self) -> str:
+        """The labels the set's instances carry, as `jmp create lease -l` takes them."""
+        return f"pool={self.name}"
 
     # -- write ---------------------------------------------------------------------
 
@@ -222,19 +243,30 @@ class Pool:
             json.dumps(change),
         )
 
-    def patch_exporter_status(self, exporter: str, status: Obj) -> None:
-        """Write Exporter status as Jumpstarter's controller would (leaseRef, ...)."""
-        self.cluster.kubectl(
-            "patch",
-            "exporter",
-            exporter,
-            "-n",
-            self.namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": status}),
-        )
+    def lease(self, name: str, exporter: str = "", timeout: float = 60) -> str:
+        """A Lease `name` by the pool's labels (pinned to `exporter` when given), requested
+        with Jumpstarter's client and assigned by its controller; the Exporter it got."""
+        self.jumpstarter.request_lease(self.selector, name, exporter=exporter)
+        got: str = self.wait(f"Lease {name} assigned", lambda: self.lease_exporter(name), timeout)
+        return got
+
+    def lease_exporter(self, name: str) -> str:
+        """The Exporter Jumpstarter's controller gave the Lease `name` ('' before)."""
+        found = self.cluster.kubectl(
+            "get", "leases.jumpstarter.dev", name, "-n", self.namespace, "-o", "json",
+            check=False,
+        )  # fmt: skip
+        if found.returncode != 0:
+            return ""
+        status = json.loads(found.stdout).get("status") or {}
+        return str((status.get("exporterRef") or {}).get("name") or "")
+
+    def release(self, name: str) -> float:
+        """The client releases the Lease (`jmp delete lease`); the moment is taken before,
+        since the reconciler may act before the command has exited."""
+        released = time.monotonic()
+        self.jumpstarter.release_lease(name)
+        return released
 
     # -- read ----------------------------------------------------------------------
 
@@ -261,8 +293,11 @@ class Pool:
         return {s["metadata"]["name"]: s for s in items}
 
     def instance_secrets(self, exporter: str) -> tuple[str, str]:
-        """The names of an instance's config Secret and credential Secret."""
-        return config_secret_name(exporter), token_secret_name(exporter)
+        """The names of an instance's config Secret and of the credential Secret
+        Jumpstarter's controller made for it (its `status.credential`)."""
+        found = get_json(self.cluster, "exporter", exporter, "-n", self.namespace)
+        credential = ((found.get("status") or {}).get("credential") or {}).get("name", "")
+        return config_secret_name(exporter), str(credential)
 
     def running(self) -> list[Obj]:
         """Pods Running with their exporter container running, not being deleted."""
@@ -336,15 +371,22 @@ class Pool:
             raise AssertionError(f"{error}\n{self.describe()}") from None
 
     def registered(self) -> set[str]:
-        """The Exporters of this namespace that registered with the double."""
-        return {n for ns, n in self.controller.double.registered() if ns == self.namespace}
+        """The Exporters of this namespace that Jumpstarter's controller ever marked
+        Registered (from the watch: one that registered and went counts too)."""
+        return {
+            event.name
+            for event in list(self.history.exporters)
+            if any(
+                c["type"] == "Registered" and c["status"] == "True"
+                for c in (event.obj.get("status") or {}).get("conditions") or []
+            )
+        }
 
 
 @contextlib.contextmanager
 def running_pool(
     cluster: Any,
-    namespace: str,
-    controller: RunningController,
+    jumpstarter: Jumpstarter,
     workdir: Path,
     *,
     name: str = "pool",
@@ -352,59 +394,41 @@ def running_pool(
     parameters: Obj | None = None,
 ) -> Iterator[Pool]:
     """The class `node` (its exporter image the QEMU exporter image this project ships,
-    and `parameters`), the credential stand-in, the reconciler and a History for
-    `namespace`; the set itself is the test's to apply (`Pool.apply`)."""
-    api = cluster.plane.api_client()
-    stop = threading.Event()
-    standin = CredentialStandIn(
-        api,
-        endpoint=controller.endpoint,
-        ca_pem=controller.certificates.ca_pem.decode(),
-        namespace=namespace,
-    )
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+    and `parameters`), the reconciler and a History for the namespace `jumpstarter`
+    serves; the set itself is the test's to apply (`Pool.apply`)."""
+    namespace = jumpstarter.namespace
     images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
     klass = virtual_target_class("node", namespace, images=images, parameters=parameters or {})
     apply(cluster, klass)
-    history = History(api, namespace).start()
+    history = History(cluster.plane.api_client(), namespace).start()
     try:
         with running_reconciler(
             cluster,
             workdir,
             extra=["--namespace", namespace, "--no-leader-election", *reconciler_args],
         ) as reconciler:
-            pool = Pool(cluster, namespace, name, controller, standin, reconciler, history)
+            pool = Pool(cluster, jumpstarter, name, reconciler, history)
             yield pool
             reconciler.check_alive()
+            jumpstarter.check_alive()
     finally:
-        stop.set()
         history.stop()
 
 
 @contextlib.contextmanager
 def fresh_pool(
-    cluster: Any,
-    controller: RunningController,
-    workdir: Path,
-    prefix: str,
-    *,
-    leases: bool = False,
-    **pool_args: Any,
+    cluster: Any, jumpstarters: JumpstarterSupply, workdir: Path, **pool_args: Any
 ) -> Iterator[Pool]:
-    """`running_pool` in a namespace of its own (`prefix-<random>`), deleted afterwards;
-    with `leases`, the double's lease controller serves that namespace meanwhile."""
-    namespace = instance_namespace(cluster, f"{prefix}-{secrets.token_hex(3)}")
-    book = controller.double.leases if leases else None
-    if leases:
-        assert book is not None, "the double has no cluster to keep leases in"
-        book.serve(namespace)
-    try:
-        with running_pool(cluster, namespace, controller, workdir, **pool_args) as running:
-            yield running
-    finally:
-        if book is not None:
-            book.forget(namespace)
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    """`running_pool` in a namespace of its own, served by its own Jumpstarter, deleted
+    afterwards."""
+    with jumpstarters.take() as jumpstarter:
+        try:
+            with running_pool(cluster, jumpstarter, workdir, **pool_args) as running:
+                yield running
+        finally:
+            cluster.kubectl(
+                "delete", "namespace", jumpstarter.namespace, "--wait=false", check=False
+            )
 
 
 def container_pid(pod: Obj, container: str) -> int:

@@ -1,9 +1,10 @@
 """A burst of Leases served by instances whose Pods run: a pool with `warm-buffer: auto`
 against a pool with a fixed `minAvailableReplicas` of the same cost.
 
-Each Lease is a `jumpstarter.dev` Lease the double's lease controller serves
-(`tests.lease_double`): it is assigned to an Exporter that registered from inside its Pod,
-held a few seconds, then released (`spec.release`, as DeleteLease writes it), and its
+Each Lease is a `jumpstarter.dev` Lease of a Client made by the release's `jmp admin create
+client`, served by Jumpstarter's released 0.9.0 controller (the pool's namespace is its):
+it is assigned to an Exporter that registered from inside its Pod, held a few seconds,
+then released (`spec.release`, as the controller's DeleteLease writes it), and its
 instance is recycled (ExitAndReplace). The auto pool starts with nothing warm (its floor
 is 0) and learns the burst as it comes; its boot estimate and demand window are short
 annotations, so the moments fall within seconds.
@@ -35,18 +36,18 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from api.warmbuffer import BOOT_ESTIMATE, DEMAND_WINDOW, WARM_BUFFER
+from harness.jumpstarter import JumpstarterSupply
 from pool.model.timefmt import parse_time
-from tests.controller_double import RunningController
-from tests.lease_double import GROUP
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
-from tests.node.test_pools_node import controller, instance_archives, instance_images
+from tests.node.test_pools_node import instance_archives, instance_images, jumpstarters
 
 pytestmark = pytest.mark.timeout(900)
 
-__all__ = ["controller", "instance_archives", "instance_images"]  # the fixtures used here
+__all__ = ["instance_archives", "instance_images", "jumpstarters"]  # the fixtures used here
 
 Obj = dict[str, Any]
+GROUP, CLIENT = "jumpstarter.dev", "burst"
 CEILING = 4  # maxReplicas of both pools: four instance Pods on the node's two cores
 BURST, GAP_S, HOLD_S = 8, 2.0, 5.0  # Leases, seconds between two, seconds each is held
 WINDOW_S = 30.0  # the auto pool's demand window: the time constant of its rate's decay
@@ -93,7 +94,11 @@ def _lease(pool: Pool, name: str) -> Obj:
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "Lease",
         "metadata": {"name": name, "namespace": pool.namespace},
-        "spec": {"clientRef": {"name": "burst"}, "selector": {"matchLabels": {"pool": pool.name}}},
+        "spec": {
+            "clientRef": {"name": CLIENT},
+            "selector": {"matchLabels": {"pool": pool.name}},
+            "duration": "10m",
+        },
     }
 
 
@@ -106,8 +111,7 @@ class _Driver:
 
         self.pool, self.seen = pool, Burst()
         self.custom = client.CustomObjectsApi(pool.cluster.plane.api_client())
-        self.book = pool.controller.double.leases
-        assert self.book is not None and self.book.serves(pool.namespace)
+        pool.jumpstarter.client_config(CLIENT)  # the Client the Leases are of
         self.created: list[str] = []
         self.assigned: dict[str, float] = {}
 
@@ -148,12 +152,14 @@ class _Driver:
                 self.assigned.setdefault(name, now)
 
     def _release_held(self, now: float) -> None:
-        assert self.book is not None
         for name, at in self.assigned.items():
             if name not in self.seen.released and now - at >= HOLD_S:
                 self.seen.released[name] = time.monotonic()
                 try:
-                    self.book.release(self.pool.namespace, name)
+                    self.custom.patch_namespaced_custom_object(
+                        GROUP, "v1alpha1", self.pool.namespace, "leases", name,
+                        {"spec": {"release": True}},
+                    )  # fmt: skip
                 except ApiException as gone:  # its Exporter went while serving it (owner)
                     exporter = _exporter_of(self.seen.leases[name])
                     raise AssertionError(
@@ -198,15 +204,13 @@ def _deleted_while_serving(pool: Pool, seen: Burst) -> list[str]:
 
 
 @pytest.fixture
-def pools(
-    node_cluster: Any, instance_images: None, controller: RunningController, tmp_path: Path
-) -> Iterator[Any]:
-    """A fresh pool (its own namespace, served by the double's lease controller) each call."""
+def pools(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Any]:
+    """A fresh pool (its own namespace, served by its own Jumpstarter) each call."""
 
     def fresh(prefix: str) -> Any:
         workdir = tmp_path / prefix
         workdir.mkdir()
-        return fresh_pool(node_cluster, controller, workdir, prefix, leases=True)
+        return fresh_pool(node_cluster, jumpstarters, workdir)
 
     yield fresh
 

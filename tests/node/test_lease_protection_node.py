@@ -3,11 +3,11 @@ leased instance keeps serving (its Exporter terminating but kept by the lease pr
 its Pod running, its Secrets there) until its lease ends, then goes with its Pod and
 Secrets, each step said by an Event; the instance no lease held goes at once.
 
-Leases are played as Jumpstarter's controller keeps them: the Lease names its exporter
-(`status.exporterRef`) and is owned by that Exporter (its controller reference), the
-Exporter's `status.leaseRef` names the Lease; the lease ends with `status.ended` and the
-`leaseRef` cleared. The figures printed are the times from the deletion and from the
-lease's end. Waits are bounded polls.
+The lease is a real one: requested with Jumpstarter 0.9.0's client (`jmp create lease`,
+pinned to one instance), assigned by its released controller serving the namespace, which
+writes the Exporter's `status.leaseRef`, and released with `jmp delete lease`, which that
+controller ends. The figures printed are the times from the deletion and from the lease's
+end. Waits are bounded polls.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
+from harness.jumpstarter import JumpstarterSupply
 from pool.model.keys import LEASE_PROTECTION
-from tests.controller_double import RunningController
-from tests.e2e.objects import apply, get_json
+from tests.e2e.objects import get_json
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.test_pools_node import (  # noqa: F401 (fixtures)
-    controller,
     instance_archives,
     instance_images,
+    jumpstarters,
 )
 
 pytestmark = pytest.mark.timeout(900)
@@ -38,11 +38,10 @@ Obj = dict[str, Any]
 @pytest.fixture
 def pool(
     node_cluster: Any,
-    instance_images: None,  # noqa: F811
-    controller: RunningController,  # noqa: F811
+    jumpstarters: JumpstarterSupply,  # noqa: F811
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    with fresh_pool(node_cluster, controller, tmp_path, "protect") as running:
+    with fresh_pool(node_cluster, jumpstarters, tmp_path) as running:
         yield running
 
 
@@ -61,42 +60,6 @@ def _owned_by(objects: list[Obj], uid: str) -> list[str]:
     ]
 
 
-def _lease(pool: Pool, exporter: Obj, name: str) -> None:
-    """A Lease Jumpstarter's lease controller has given `exporter`."""
-    meta = exporter["metadata"]
-    apply(
-        pool.cluster,
-        {
-            "apiVersion": "jumpstarter.dev/v1alpha1",
-            "kind": "Lease",
-            "metadata": {
-                "name": name,
-                "namespace": pool.namespace,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "jumpstarter.dev/v1alpha1",
-                        "kind": "Exporter",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {"selector": {"matchLabels": {"pool": pool.name}}},
-        },
-    )
-    _status(pool, "leases.jumpstarter.dev", name, {"exporterRef": {"name": meta["name"]}})
-    pool.patch_exporter_status(meta["name"], {"leaseRef": {"name": name}})
-
-
-def _status(pool: Pool, kind: str, name: str, status: Obj) -> None:
-    pool.cluster.kubectl(
-        "patch", kind, name, "-n", pool.namespace, "--subresource=status", "--type=merge",
-        "-p", json.dumps({"status": status}),
-    )  # fmt: skip
-
-
 def _events(pool: Pool, name: str) -> list[tuple[str, str, str]]:
     """The Events about an object, in the order they were written."""
     items = get_json(pool.cluster, "events.events.k8s.io", "-n", pool.namespace)["items"]
@@ -112,7 +75,7 @@ def test_a_pool_deleted_under_a_lease_keeps_the_leased_instance_until_the_lease_
     leased, idle = sorted(pool.exporters(), key=lambda e: e["metadata"]["name"])
     name, uid = leased["metadata"]["name"], leased["metadata"]["uid"]
     idle_uid = idle["metadata"]["uid"]
-    _lease(pool, leased, "lease-4")
+    assert pool.lease("lease-4", exporter=name) == name
     pool.wait(
         f"{name} protected",
         lambda: LEASE_PROTECTION
@@ -152,8 +115,7 @@ def test_a_pool_deleted_under_a_lease_keeps_the_leased_instance_until_the_lease_
 
     # The lease ends: the instance goes, Pod and Secrets (and the ended Lease) with it.
     ended = time.monotonic()
-    _status(pool, "leases.jumpstarter.dev", "lease-4", {"ended": True})
-    pool.patch_exporter_status(name, {"leaseRef": None})
+    pool.release("lease-4")
     pool.wait(
         f"{name} gone with its Pod and Secrets",
         lambda: _exporter(pool, name) is None

@@ -2,13 +2,13 @@
 
 Every instance runs the QEMU exporter image this project ships (`images/qemu-exporter`:
 Jumpstarter's release `jmp run` and drivers, with QEMU), named by the pools' class, in the
-default layout (QEMU in the exporter's container). Each exporter registers from inside
-its Pod with the double of Jumpstarter's controller on the node IP, which marks the
-Exporter Registered and Online as Jumpstarter's controller does. Releases are played as
-Jumpstarter's controller shows them (`status.leaseRef` set, then cleared), except in the
-guest test, where a real Jumpstarter client leases an instance through the double's lease
-controller, flashes the marker guest (`harness/guest.py`), boots it under TCG and
-releases it; failures are real process exits on the node.
+default layout (QEMU in the exporter's container). Each pool's namespace is served by
+Jumpstarter's released 0.9.0 controller and router on the node IP: the controller issues
+the credentials, each exporter registers with it from inside its Pod, and the Leases are
+the release client's (`jmp create lease`, `jmp delete lease`), assigned and ended by that
+controller. In the guest test the client also flashes the marker guest
+(`harness/guest.py`), boots it under TCG and releases it; failures are real process exits
+on the node.
 
 Every test prints its figure; the waits are bounded polls, never timing assertions.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import secrets
 import signal
 import time
 from collections import Counter
@@ -30,20 +29,22 @@ from typing import Any
 import pytest
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.controlplane import jumpstarter_crds
 from harness.guest import MARKER, build_marker_guest
 from harness.images import build_qemu_exporter
+from harness.jumpstarter import JumpstarterSupply
 from pool.model.backoff import delay
-from pool.model.jumpstarter import QEMU_DRIVER, TOKEN_KEY
+from pool.model.jumpstarter import CONFIG_KEY, QEMU_DRIVER, TOKEN_KEY
 from pool.model.keys import SERVED_LEASE
-from tests.controller_double import DRIVERS as DRIVERS_OK
-from tests.controller_double import RunningController, serve_controller
-from tests.e2e.objects import backoff_steps, get_json, install_lease_crd
-from tests.node.guest_support import client_config, run_client
+from tests.e2e.objects import backoff_steps, get_json
+from tests.exporters import DRIVER_NAMES, reported_drivers
+from tests.exporters import DRIVERS as DRIVERS_OK
+from tests.node.guest_support import run_client
 from tests.node.pool_support import (
     Pool,
     fresh_pool,
-    instance_namespace,
     kill_container,
+    node_jumpstarters,
     running_pool,
 )
 from tests.node.support import record_figure
@@ -53,7 +54,6 @@ from tests.node.support import record_figure
 pytestmark = pytest.mark.timeout(900)
 
 Obj = dict[str, Any]
-DRIVER_NAMES = ["power", "serial", "tcp"]
 
 
 # -- fixtures ---------------------------------------------------------------------------
@@ -69,9 +69,8 @@ def instance_archives() -> Mapping[str, Path]:
 @pytest.fixture(scope="module")
 def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
     """The QEMU exporter image imported into this module's node, and the product's CRDs
-    (with this project's copy of Jumpstarter's Exporter CRD) installed."""
-    node_cluster.plane.install_crds()
-    install_lease_crd(node_cluster)  # Jumpstarter's, which a Jumpstarter install brings
+    installed beside Jumpstarter's release CRDs."""
+    node_cluster.plane.install_crds(jumpstarter_crds())
     started = time.monotonic()
     for name, archive in instance_archives.items():
         node_cluster.import_image(archive, name)
@@ -79,18 +78,14 @@ def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) ->
 
 
 @pytest.fixture(scope="module")
-def controller(
-    node_cluster: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningController]:
-    """The ControllerService double on the node IP, where the Pods reach it."""
-    running = serve_controller(
-        tmp_path_factory.mktemp("controller"),
-        node_cluster.network.node_ip,
-        0,
-        api_client=node_cluster.plane.api_client(),
-    )
-    yield running
-    running.stop()
+def jumpstarters(
+    node_cluster: Any, instance_images: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JumpstarterSupply]:
+    """Fresh namespaces, each served by Jumpstarter's controller and router on the node IP
+    (the next one started while a test uses the last)."""
+    supply = node_jumpstarters(node_cluster, tmp_path_factory.mktemp("jumpstarter"), "pool")
+    yield supply
+    supply.close()
 
 
 # A template whose driver cannot start: its package is not in the exporter image.
@@ -110,8 +105,7 @@ _FIXED_AT: dict[str, float] = {}  # a broken pool's namespace -> when it was fix
 @pytest.fixture(scope="module")
 def broken_pools(
     node_cluster: Any,
-    instance_images: None,
-    controller: RunningController,
+    jumpstarters: JumpstarterSupply,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[int, Pool]]:
     """Pools whose exporters can never start (by their slots, `BROKEN_SHAPES`), applied
@@ -121,13 +115,18 @@ def broken_pools(
     with contextlib.ExitStack() as stack:
         pools = {}
         for slots, shape in BROKEN_SHAPES.items():
-            namespace = instance_namespace(node_cluster, f"broken-{secrets.token_hex(3)}")
+            jumpstarter = stack.enter_context(jumpstarters.take())
             stack.callback(
-                node_cluster.kubectl, "delete", "namespace", namespace, "--wait=false", check=False
+                node_cluster.kubectl,
+                "delete",
+                "namespace",
+                jumpstarter.namespace,
+                "--wait=false",
+                check=False,
             )
             workdir = tmp_path_factory.mktemp("broken")
             pool = stack.enter_context(
-                running_pool(node_cluster, namespace, controller, workdir, name="broken")
+                running_pool(node_cluster, jumpstarter, workdir, name="broken")
             )
             pool.apply(drivers=BROKEN_DRIVERS, **shape)
             pools[slots] = pool
@@ -137,12 +136,11 @@ def broken_pools(
 @pytest.fixture
 def pool(
     node_cluster: Any,
-    instance_images: None,
-    controller: RunningController,
+    jumpstarters: JumpstarterSupply,
     broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    with fresh_pool(node_cluster, controller, tmp_path, "pool") as running:
+    with fresh_pool(node_cluster, jumpstarters, tmp_path) as running:
         yield running
 
 
@@ -187,6 +185,10 @@ def _running_pod_of(pool: Pool, exporter_uid: str) -> Obj | None:
     return next((p for p in pool.running() if _owner_uid(p) == exporter_uid), None)
 
 
+def _secret_text(pool: Pool, name: str, key: str) -> str:
+    return base64.b64decode(pool.secrets()[name]["data"][key]).decode()
+
+
 def _new_exporters(pool: Pool, before: set[str]) -> list[Obj]:
     return [e for e in pool.exporters() if _uid(e) not in before]
 
@@ -203,27 +205,16 @@ def test_the_pool_fills_and_every_exporter_registers_from_inside_its_pod(pool: P
     )
     exporters = _by_name(pool.exporters())
     assert pool.registered() == set(exporters)
-    pods = _by_name(pool.pods())
-    registrations = [
-        r for r in pool.controller.double.registrations if r.exporter[0] == pool.namespace
-    ]
-    for registration in registrations:
-        name = registration.exporter[1]
-        pod = pods[name]
-        # From inside the Pod: the call came from the Pod's address, with the token
-        # Jumpstarter's credential step issued to this Exporter.
-        assert registration.peer_ip == pod["status"]["podIP"]
-        secret = pool.secrets()[pool.instance_secrets(name)[1]]
-        token = base64.b64decode(secret["data"][TOKEN_KEY]).decode()
-        assert registration.metadata["authorization"] == f"Bearer {token}"
-        assert sorted(registration.driver_names) == DRIVER_NAMES
-        conditions = {
-            c["type"]: (c["status"], c["reason"])
-            for c in exporters[name]["status"].get("conditions") or []
-        }
+    for name, exporter in exporters.items():
+        status = exporter["status"]
+        conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
         assert conditions["Registered"] == ("True", "Register")
         assert conditions["Online"][0] == "True"
-    assert pool.controller.double.refused == 0
+        # What the exporter reported from inside its Pod: the template's drivers.
+        assert reported_drivers(status["devices"]) == DRIVER_NAMES, status["devices"]
+        # With the credential Jumpstarter's controller issued to it, the config carries.
+        config, credential = pool.instance_secrets(name)
+        assert _secret_text(pool, credential, TOKEN_KEY) in _secret_text(pool, config, CONFIG_KEY)
     assert_tidy(pool, 2)
 
 
@@ -246,20 +237,13 @@ def marker_guest() -> Path:
 @pytest.fixture
 def guest_pool(
     node_cluster: Any,
-    instance_images: None,
-    controller: RunningController,
+    jumpstarters: JumpstarterSupply,
     broken_pools: dict[int, Pool],
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    """A pool of one QEMU instance whose namespace the double's lease controller serves."""
+    """A pool of one QEMU instance."""
     with fresh_pool(
-        node_cluster,
-        controller,
-        tmp_path,
-        "guest",
-        leases=True,
-        name="guest",
-        parameters=GUEST_PARAMETERS,
+        node_cluster, jumpstarters, tmp_path, name="guest", parameters=GUEST_PARAMETERS
     ) as running:
         yield running
 
@@ -273,6 +257,11 @@ def _online_since(pool: Pool, uid: str) -> float | None:
         ):
             return event.at
     return None
+
+
+def _monotonic(at: float) -> float:
+    """A moment of `time.time()` (the client's) on `time.monotonic()`'s clock."""
+    return time.monotonic() - (time.time() - at)
 
 
 def _has_kvm(pool: Pool, pod: str) -> str:
@@ -293,9 +282,7 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
     pool = guest_pool
     pool.apply(drivers=GUEST_DRIVERS, minAvailableReplicas=1, maxReplicas=1)
     pool.wait_warm(1, timeout=180)
-    leases = pool.controller.double.leases
-    assert leases is not None
-    config = client_config(pool, tmp_path / "client.yaml")
+    config = pool.jumpstarter.client_config("tester")
     for turn in (1, 2):
         (instance,) = pool.exporters()  # the pool's ceiling is one instance
         name, uid = instance["metadata"]["name"], _uid(instance)
@@ -311,9 +298,10 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
         assert acquired["exporter"] == name, run.output
         markers = [e["line"] for e in run.events if e["event"] == "marker"]
         assert len(markers) == BOOTS and all(m.startswith(MARKER) for m in markers), run.output
-        times = leases.times[(pool.namespace, acquired["lease"])]
-        assert times.assigned is not None and times.released is not None
-        assert times.exporter == name
+        lease = get_json(pool.cluster, "leases.jumpstarter.dev", acquired["lease"],
+                         "-n", pool.namespace)  # fmt: skip
+        assert lease["status"]["ended"] is True, lease["status"]  # ended by the controller
+        assert lease["status"]["exporterRef"]["name"] == name
 
         def successor(old: str = uid) -> Obj | None:
             found = [e for e in pool.exporters() if _uid(e) != old]
@@ -330,10 +318,10 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
         flash = run.at("flashed") - run.at("flash started")
         record_figure(
             f"guest {turn} ({name}): lease request -> assigned "
-            f"{times.assigned - times.requested:.2f} s; flash "
+            f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; flash "
             f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s;"
             f" power-on -> marker {boots}; release -> successor Online "
-            f"{online - times.released:.1f} s"
+            f"{online - _monotonic(run.at('releasing')):.1f} s"
         )
     pool.wait_warm(1, timeout=180)
     assert_tidy(pool, 1)
@@ -342,8 +330,10 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
 # -- lifecycle ---------------------------------------------------------------------------
 
 
-def _play_lease(pool: Pool, exporter: str, lease: str) -> None:
-    pool.patch_exporter_status(exporter, {"leaseRef": {"name": lease}})
+def _lease(pool: Pool, exporter: str, lease: str) -> None:
+    """A Lease pinned to `exporter`, assigned by Jumpstarter's controller, and the instance
+    marked by the reconciler as having served it."""
+    assert pool.lease(lease, exporter=exporter) == exporter
     pool.wait(
         f"{exporter} marked as having served {lease}",
         lambda: get_json(pool.cluster, "exporter", exporter, "-n", pool.namespace)["metadata"]
@@ -351,14 +341,6 @@ def _play_lease(pool: Pool, exporter: str, lease: str) -> None:
         .get(SERVED_LEASE)
         == lease,
     )
-
-
-def _release(pool: Pool, exporter: str) -> float:
-    """Release the lease; the moment is taken before the write is sent, since the
-    reconciler may create the replacement before kubectl has exited."""
-    released = time.monotonic()
-    pool.patch_exporter_status(exporter, {"leaseRef": None})
-    return released
 
 
 def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
@@ -369,8 +351,8 @@ def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
     old = before[old_name]
     old_secrets = _owned_secrets(pool, _uid(old))
     assert set(old_secrets) == set(pool.instance_secrets(old_name))
-    _play_lease(pool, old_name, "lease-1")
-    released = _release(pool, old_name)
+    _lease(pool, old_name, "lease-1")
+    released = pool.release("lease-1")
 
     def replacement() -> Obj | None:
         new = _new_exporters(pool, {_uid(e) for e in before.values()})
@@ -418,8 +400,8 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     old_pod = next(p for p in pool.pods() if _owner_uid(p) == old_uid)
     _set_finalizers(pool, old_pod["metadata"]["name"], [HOLD])
     try:
-        _play_lease(pool, old_name, "lease-1")
-        released = _release(pool, old_name)
+        _lease(pool, old_name, "lease-1")
+        released = pool.release("lease-1")
 
         def replacement() -> Obj | None:
             new = _new_exporters(pool, set(map(_uid, before.values())))

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.jumpstarter import JumpstarterSupply
 from pool.model.keys import REVISION
-from tests.controller_double import RunningController
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
-from tests.node.test_pools_node import controller, instance_archives, instance_images
+from tests.node.test_pools_node import instance_archives, instance_images, jumpstarters
 
 pytestmark = pytest.mark.timeout(900)
 
-__all__ = ["controller", "instance_archives", "instance_images"]  # the fixtures used here
+__all__ = ["instance_archives", "instance_images", "jumpstarters"]  # the fixtures used here
 
 NEW_IMAGE = QEMU_EXPORTER_IMAGE.rsplit(":", 1)[0] + ":rollout"
 CEILING, WARM = 4, 2
@@ -66,10 +66,8 @@ def _revisions(pool: Pool) -> set[str]:
 
 
 @pytest.fixture
-def pool(
-    node_cluster: Any, instance_images: None, controller: RunningController, tmp_path: Path
-) -> Iterator[Pool]:
-    with fresh_pool(node_cluster, controller, tmp_path, "rollout") as running:
+def pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
+    with fresh_pool(node_cluster, jumpstarters, tmp_path) as running:
         yield running
 
 
@@ -79,7 +77,7 @@ def test_a_new_image_rolls_out_one_at_a_time_around_a_lease(pool: Pool, new_imag
     pool.wait_warm(3, timeout=300)
     before = _uids(pool)
     leased_uid, leased = min(before.items(), key=lambda item: item[1])
-    pool.patch_exporter_status(leased, {"leaseRef": {"name": "lab-1"}})
+    pool.lease("lab-1", exporter=leased)
     pool.wait("the lease seen", lambda: pool.status().get("leasedReplicas") == 1)
     idle, old = set(before) - {leased_uid}, _revisions(pool)
     sampler = Sampler(pool)
@@ -91,7 +89,7 @@ def test_a_new_image_rolls_out_one_at_a_time_around_a_lease(pool: Pool, new_imag
         assert _uids(pool).get(leased_uid) == leased, "the leased instance was touched"
         pool.wait("the replacements warm", lambda: pool.status().get("availableReplicas") == 2)
         lowest, most = sampler.fewest_available, sampler.most_owned
-        pool.patch_exporter_status(leased, {"leaseRef": None})
+        pool.release("lab-1")
         pool.wait("the released instance replaced", lambda: leased_uid not in _uids(pool), 300)
         pool.wait_warm(3, timeout=300)
         assert not _revisions(pool) & old

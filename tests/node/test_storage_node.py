@@ -14,8 +14,9 @@ instance, its Pod and so its claim, until the instance is deleted. A pool on the
 emptyDir gets the same under a real lease, its disk in the kubelet's emptyDir.
 
 The instances run the QEMU exporter image this project ships, in the `exporter` layout;
-the controller side is what the node tier's pool tests use (`tests/node/pool_support.py`,
-`tests/node/guest_support.py`). Every test prints its figures; waits are bounded polls.
+Jumpstarter's released controller and router serve each pool's namespace, as in the node
+tier's pool tests (`tests/node/pool_support.py`, `tests/node/guest_support.py`). Every
+test prints its figures; waits are bounded polls.
 """
 
 from __future__ import annotations
@@ -30,16 +31,16 @@ import pytest
 
 from pool.model.keys import RETAINED_FROM
 from tests.node import test_pools_node as pools
-from tests.node.guest_support import DiskSeen, client_config, run_client_watching_disk
+from tests.node.guest_support import DiskSeen, run_client_watching_disk
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
 
 pytestmark = pytest.mark.timeout(900)
 
-# The pool tests' fixtures: this module's cluster gets the same image and controller side.
+# The pool tests' fixtures: this module's cluster gets the same image and Jumpstarter.
 instance_archives = pools.instance_archives
 instance_images = pools.instance_images
-controller = pools.controller
+jumpstarters = pools.jumpstarters
 marker_guest = pools.marker_guest
 
 Obj = dict[str, Any]
@@ -103,16 +104,14 @@ def _local_volume(node: str, path: Path, index: int) -> Obj:
 def disk_pool(
     request: pytest.FixtureRequest,
     node_cluster: Any,
-    instance_images: None,
-    controller: Any,
+    jumpstarters: Any,
     local_disks: Path,
     tmp_path: Path,
 ) -> Iterator[Pool]:
-    """A pool of one QEMU instance with the test's parameters (`request.param`), in a
-    namespace the lease controller serves."""
+    """A pool of one QEMU instance with the test's parameters (`request.param`)."""
     parameters, reclaim = request.param
     with fresh_pool(
-        node_cluster, controller, tmp_path, "disk", leases=True, name="disk", parameters=parameters
+        node_cluster, jumpstarters, tmp_path, name="disk", parameters=parameters
     ) as pool:
         if reclaim != "Delete":
             change = json.dumps({"spec": {"reclaimPolicy": reclaim}})
@@ -181,7 +180,7 @@ def _emptydir(pool: Pool, pod: Obj) -> Path:
 def _lease(pool: Pool, tmp_path: Path, guest: Path, boots: int, where: Path) -> DiskSeen:
     """A real client's lease: flash the guest, boot it `boots` times; the disk the QEMU
     driver wrote under `where` meanwhile."""
-    config = client_config(pool, tmp_path / "client.yaml")
+    config = pool.jumpstarter.client_config("tester")
     run, seen = run_client_watching_disk(lambda: where, config, SELECTOR, guest, boots, tmp_path)
     assert run.code == 0, run.output
     assert run.count("marker") == boots, run.output

@@ -150,6 +150,9 @@ class NodeCluster:
     images: dict[str, str] = field(default_factory=dict)  # "pause", "busybox" -> name
     _ports: dict[str, int] = field(default_factory=dict)
     _stopped: bool = False
+    # archive, its size and mtime, the name -> what `import_image` returned: containerd keeps
+    # an image for the cluster's life, so importing the same archive again is skipped.
+    _imported: dict[tuple[Path, int, int, str | None], str] = field(default_factory=dict)
 
     # -- paths ------------------------------------------------------------------------
 
@@ -310,7 +313,11 @@ state = "{root / "state"}"
     def import_image(self, archive: Path, name: str | None = None) -> str:
         """Import a docker-archive into the node's containerd (see
         `nodeimages.import_archive`); the name Pods can use with imagePullPolicy Never."""
-        return import_archive(self.ctr, archive, name)
+        stat = archive.stat()
+        key = (archive.resolve(), stat.st_size, stat.st_mtime_ns, name)
+        if key not in self._imported:
+            self._imported[key] = import_archive(self.ctr, archive, name)
+        return self._imported[key]
 
     def _component_kubeconfig(self, user: str) -> str:
         path = self.workdir / f"{user.replace(':', '-')}.kubeconfig"

@@ -82,7 +82,14 @@ def _root_logging_restored() -> Generator[None]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {tier: n for n, tier in enumerate(_TIERS)}
-    items.sort(key=lambda item: rank.get(_part(item.path), len(_TIERS)))
+
+    def order(item: pytest.Item) -> tuple[int, bool]:
+        # The node modules that need the machine to themselves come after those that share
+        # its cluster (tests/node/conftest.py), so that cluster starts and stops once.
+        own = getattr(getattr(item, "module", None), "OWN_NODE_CLUSTER", False)
+        return rank.get(_part(item.path), len(_TIERS)), bool(own)
+
+    items.sort(key=order)
 
 
 def _cpu() -> float:

@@ -196,6 +196,18 @@ def _hooks(status: Mapping[str, Any]) -> HookRecord | None:
     )
 
 
+def registered_at(status: Mapping[str, Any]) -> datetime | None:
+    """When the exporter last showed it had registered: while Registered is True, that
+    condition's last transition; once it is False, `status.lastSeen`, the last word of an
+    exporter that registered and then unregistered (it reports only after Register). None
+    for one that never did: Jumpstarter's controller writes Registered False ("Unregister")
+    on an Exporter's first reconcile, so a False transition alone says nothing; and
+    `lastSeen` moves on every report while registered, so it is read only once False."""
+    if _condition_true(status, "Registered"):
+        return _time(condition_of(status, "Registered").get("lastTransitionTime"))
+    return _time(status.get("lastSeen"))
+
+
 def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
     meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
     annotations = _map(meta.get("annotations"))
@@ -215,7 +227,7 @@ def exporter_view(obj: Mapping[str, Any]) -> ExporterView:
         fenced_at=_time(annotations.get(FENCED_AT)),
         fenced_for=_str(annotations.get(FENCED_FOR)),
         uid=_str(meta.get("uid")),
-        registered_at=_time(condition_of(status, "Registered").get("lastTransitionTime")),
+        registered_at=registered_at(status),
         backoff_step=_step(annotations),
         revision=_str(annotations.get(REVISION)),
         protected=LEASE_PROTECTION in (meta.get("finalizers") or ()),

@@ -81,7 +81,9 @@ class ExporterView:
     fenced_at: datetime | None = None  # its time (None: unreadable, as if long settled)
     fenced_for: str = ""  # annotation FENCED_FOR: "<Event reason>: <why>"
     uid: str = ""  # "" only in hand-built views (simulation, tests): the name stands in
-    registered_at: datetime | None = None  # Registered's lastTransitionTime (either status)
+    # When its exporter last showed it had registered (`pool.model.adapt.registered_at`):
+    # Registered's lastTransitionTime while True; once False, `status.lastSeen`.
+    registered_at: datetime | None = None
     backoff_step: int = 0  # annotation BACKOFF_STEP: the pool's failures before its creation
     revision: str = ""  # annotation REVISION: "" (none recorded) counts as the current one
     protected: bool = False  # finalizer LEASE_PROTECTION (`pool.rules.protection`)

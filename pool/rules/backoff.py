@@ -46,9 +46,9 @@ _QUOTE = 300  # characters of the exporter's last words kept in the status messa
 
 
 def registered_since(exporter: ExporterView, pod: PodView) -> bool:
-    """The exporter registered while this Pod existed: its Registered condition changed
-    after the Pod's creation (to True, or back to False as an exporter that unregisters
-    on exit leaves it), or it is True with no time to compare, or it served a lease."""
+    """The exporter registered while this Pod existed: it became Registered, or (once
+    unregistered) last reported, after the Pod's creation (`ExporterView.registered_at`),
+    or it is Registered with no time to compare, or it served a lease."""
     at = exporter.registered_at
     if at is not None and pod.created is not None:
         return at >= pod.created or (exporter.registered and bool(exporter.served_lease))

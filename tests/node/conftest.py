@@ -8,6 +8,7 @@ took is printed at the end of the run.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from harness.node import NodeCluster, running_node_cluster
 from tests import records
-from tests.node.support import LOCK_WAIT_S, record_timings
+from tests.node.support import LOCK_WAIT_S, OWN_NODE_CLUSTER, record_timings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,9 +49,46 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
 
 
+class SharedCluster:
+    """The node cluster the tier's modules share (its start and stop, and the images
+    imported into it, paid once), started on first use and stopped at the session's end,
+    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`)."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self.cluster: NodeCluster | None = None
+
+    def get(self) -> NodeCluster:
+        if self.cluster is None:
+            self._stack = contextlib.ExitStack()
+            self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
+        return self.cluster
+
+    def stop(self) -> None:
+        if self._stack is not None and self.cluster is not None:
+            self._stack.close()
+            record_timings("the modules sharing one cluster", self.cluster)
+        self._stack, self.cluster = None, None
+
+
+@pytest.fixture(scope="session")
+def shared_node_cluster() -> Iterator[SharedCluster]:
+    shared = SharedCluster()
+    yield shared
+    shared.stop()
+
+
 @pytest.fixture(scope="module")
-def node_cluster(request: pytest.FixtureRequest) -> Iterator[NodeCluster]:
-    """One cluster for a test module (one cluster runs on a machine at a time)."""
+def node_cluster(
+    request: pytest.FixtureRequest, shared_node_cluster: SharedCluster
+) -> Iterator[NodeCluster]:
+    """The shared cluster; a module that sets OWN_NODE_CLUSTER (one that drains the node or
+    uninstalls CRDs) gets one of its own, after the shared one stopped (one cluster runs
+    on a machine at a time). Those modules come last in the tier (tests/conftest.py)."""
+    if not getattr(request.module, OWN_NODE_CLUSTER, False):
+        yield shared_node_cluster.get()
+        return
+    shared_node_cluster.stop()
     with running_node_cluster(wait=LOCK_WAIT_S) as cluster:
         yield cluster
     record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)

@@ -12,6 +12,9 @@ from tests import records
 
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0
+# A module that sets this attribute True runs on a cluster of its own, or none (it starts
+# its own), after the cluster the other modules share has stopped.
+OWN_NODE_CLUSTER = "OWN_NODE_CLUSTER"
 TIMINGS: list[tuple[str, dict[str, float]]] = []
 # What the tests measured (counts, times), one line each, printed at the end of the run.
 FIGURES: list[str] = []

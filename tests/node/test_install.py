@@ -46,6 +46,9 @@ from tests.node.support import apply, record_figure, wait_for_phase
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
 # cache) about 5 minutes, which the first test's setup would otherwise not be given.
 pytestmark = pytest.mark.timeout(900)
+# A cluster of its own: the install replaces the jumpstarter.dev CRDs, the uninstall
+# removes them, and a drain evicts every Pod on the node.
+OWN_NODE_CLUSTER = True
 
 PROBE_FAILURE = "Unhealthy"  # the kubelet's Event reason for a failed probe
 # A startup probe that fails is what it is for: it gives a slow start (a loaded machine)

@@ -110,6 +110,16 @@ def _assert_clean(workdir: Path, before: dict[str, Any]) -> None:
     assert mounts_under(workdir) == []
 
 
+# No cluster but the ones these tests start (the machine's state is compared before and
+# after): the shared one is stopped first.
+OWN_NODE_CLUSTER = True
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_other_cluster(shared_node_cluster: Any) -> None:
+    shared_node_cluster.stop()
+
+
 @pytest.fixture
 def tmp_root() -> Iterator[Path]:
     """A work folder short enough for containerd's sockets (a unix socket's path holds at

@@ -8,7 +8,7 @@ import re
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from harness.images import QEMU_EXPORTER_CONTEXT
 from pool.model.jumpstarter import JUMPSTARTER_RELEASE, QEMU_DRIVER, TCP_NETWORK_DRIVER
-from tests.controller_double import DRIVERS
+from tests.exporters import DRIVERS
 
 DOCKERFILE = (QEMU_EXPORTER_CONTEXT / "Dockerfile").read_text()
 REQUIREMENTS = QEMU_EXPORTER_CONTEXT / "requirements.txt"

@@ -6,7 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from pool.model.views import HookRecord, PodView
+from pool.model.adapt import exporter_view
+from pool.model.timefmt import format_time
+from pool.model.views import ExporterView, HookRecord, PodView
 from pool.rules.buckets import Bucket, classify, owes_after_lease
 from tests.unit.test_reconciler_support import T0, booting, ready
 
@@ -107,6 +109,31 @@ def test_pod_ended_before_registering_or_nonzero_exit_is_failed_whatever_the_str
     # exited while the Pod still runs (its sidecar stopping): not available any more
     exited = [PodView("a", "a", "Running", exited=True, exit_code=0)]
     assert bucket(ready("a"), exited, recycle="InPlaceReuse") is Bucket.PROVISIONING
+
+
+def test_a_registered_false_written_at_creation_is_no_registration() -> None:
+    """Jumpstarter 0.9.0's controller writes Registered False ("Unregister") on an
+    Exporter's first reconcile, after its Pod may have been created: an exporter that then
+    ends without registering failed. One that registered, reported and unregistered on
+    its way out (Registered False again, `lastSeen` after the Pod's creation) did not."""
+    pod_at = T0 + timedelta(seconds=1)
+    done = [PodView("a", "a", "Succeeded", created=pod_at, exited=True, exit_code=0)]
+
+    def exporter(**status: object) -> ExporterView:
+        obj = {"metadata": {"name": "a", "creationTimestamp": format_time(T0)}, "status": status}
+        return exporter_view(obj)
+
+    unregistered = {"type": "Registered", "status": "False", "reason": "Unregister"}
+    first_reconcile = exporter(
+        conditions=[{**unregistered, "lastTransitionTime": format_time(T0 + timedelta(seconds=2))}]
+    )
+    assert first_reconcile.registered_at is None
+    assert bucket(first_reconcile, done) is Bucket.FAILED
+    said_goodbye = exporter(
+        conditions=[{**unregistered, "lastTransitionTime": format_time(T0 + timedelta(seconds=9))}],
+        lastSeen=format_time(T0 + timedelta(seconds=8)),
+    )
+    assert bucket(said_goodbye, done) is Bucket.TERMINATING
 
 
 def test_served_instance_is_released_only_when_the_pool_lets_it_go() -> None:

@@ -101,7 +101,7 @@ def _boots(obs: Observation) -> list[tuple[datetime, float]]:
     return [
         (e.registered_at, (e.registered_at - e.created).total_seconds())
         for e in obs.exporters
-        if e.registered_at is not None and e.registered_at >= e.created
+        if e.registered and e.registered_at is not None and e.registered_at >= e.created
     ]
 
 

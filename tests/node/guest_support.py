@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,17 @@ from harness.controlplane import REPO_ROOT
 __all__ = [
     "ClientRun",
     "DiskSeen",
+    "monotonic",
     "run_client",
     "run_client_watching_disk",
 ]
 
 CLIENT_TIMEOUT_S = 600.0
+
+
+def monotonic(at: float) -> float:
+    """A moment of `time.time()` (the client's events) on `time.monotonic()`'s clock."""
+    return time.monotonic() - (time.time() - at)
 
 
 @dataclass

@@ -392,13 +392,16 @@ def running_pool(
     name: str = "pool",
     reconciler_args: tuple[str, ...] = (),
     parameters: Obj | None = None,
+    class_spec: Obj | None = None,
 ) -> Iterator[Pool]:
     """The class `node` (its exporter image the QEMU exporter image this project ships,
-    and `parameters`), the reconciler and a History for the namespace `jumpstarter`
-    serves; the set itself is the test's to apply (`Pool.apply`)."""
+    `parameters`, and `class_spec`'s other fields), the reconciler and a History for the
+    namespace `jumpstarter` serves; the set itself is the test's to apply (`Pool.apply`)."""
     namespace = jumpstarter.namespace
     images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
-    klass = virtual_target_class("node", namespace, images=images, parameters=parameters or {})
+    klass = virtual_target_class(
+        "node", namespace, images=images, parameters=parameters or {}, **(class_spec or {})
+    )
     apply(cluster, klass)
     history = History(cluster.plane.api_client(), namespace).start()
     try:

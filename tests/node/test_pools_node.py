@@ -39,7 +39,7 @@ from pool.model.keys import SERVED_LEASE
 from tests.e2e.objects import backoff_steps, get_json
 from tests.exporters import DRIVER_NAMES, reported_drivers
 from tests.exporters import DRIVERS as DRIVERS_OK
-from tests.node.guest_support import run_client
+from tests.node.guest_support import monotonic, run_client
 from tests.node.pool_support import (
     Pool,
     fresh_pool,
@@ -259,11 +259,6 @@ def _online_since(pool: Pool, uid: str) -> float | None:
     return None
 
 
-def _monotonic(at: float) -> float:
-    """A moment of `time.time()` (the client's) on `time.monotonic()`'s clock."""
-    return time.monotonic() - (time.time() - at)
-
-
 def _has_kvm(pool: Pool, pod: str) -> str:
     check = "import os; print(os.path.exists('/dev/kvm'))"
     done = pool.cluster.kubectl(
@@ -321,7 +316,7 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
             f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; flash "
             f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s;"
             f" power-on -> marker {boots}; release -> successor Online "
-            f"{online - _monotonic(run.at('releasing')):.1f} s"
+            f"{online - monotonic(run.at('releasing')):.1f} s"
         )
     pool.wait_warm(1, timeout=180)
     assert_tidy(pool, 1)

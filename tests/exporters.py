@@ -39,6 +39,7 @@ DRIVERS = [
         "config": {"url": "loop://"},
     },
 ]
+ENDED_PHASES = ("Succeeded", "Failed")  # a Pod in either runs no container any more
 # What an exporter of DRIVERS reports when it registers: the serial port has a `tcp` child.
 DRIVER_NAMES = ["power", "serial", "tcp"]
 
@@ -106,7 +107,8 @@ class ExporterProcesses:
 
     def sync(self) -> None:
         """Start the command for each live instance Pod without one; stop those whose Pod
-        is gone or going."""
+        is gone, going or ended (a Pod whose phase a test set Succeeded or Failed, as a
+        kubelet reports a Pod whose containers have stopped)."""
         listed = self.plane.kubectl("get", "pods", "-n", self.namespace, "-o", "json", check=False)
         if listed.returncode != 0:
             return
@@ -114,6 +116,7 @@ class ExporterProcesses:
             p["metadata"]["name"]
             for p in json.loads(listed.stdout)["items"]
             if not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ENDED_PHASES
         }
         with self._lock:
             for exporter in sorted(set(self.running) - pods):

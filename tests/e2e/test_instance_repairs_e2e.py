@@ -2,9 +2,12 @@
 deleted by hand, an instance Pod left by an earlier version of this product (only the
 old set label), a broken pool fixed in the middle of its backoff.
 
-No kubelet runs here: the tests play it (`kubectl patch pod --subresource=status`,
-`bench.storm.FailingKubelet`) and the garbage collector (a finalizer of the test's keeps
-a deleted Pod Terminating). Figures are printed, not asserted as timings.
+Jumpstarter's released 0.9.0 controller serves each test's namespace (credentials,
+registration), and each live instance Pod's exporter is Jumpstarter 0.9.0's own `jmp run`
+(`tests.exporters`). No kubelet runs here: the tests play it (`kubectl patch pod
+--subresource=status`, `bench.storm.FailingKubelet`, under which no container starts) and
+the garbage collector (a finalizer of the test's keeps a deleted Pod Terminating). Figures
+are printed, not asserted as timings.
 """
 
 from __future__ import annotations
@@ -26,25 +29,26 @@ from tests.e2e.test_replacement_e2e import (
     one_instance,
     patch,
     pods_of,
-    register,
+    registered,
 )
-
-# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
-JUMPSTARTER_PLAYED = True
+from tests.exporters import ExporterProcesses
 
 
 def test_a_pod_deleted_by_hand_gives_the_instance_a_new_pod_not_a_new_exporter(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    ns: str,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
     plane = control_plane
     log, name, uid, old = one_instance(plane, ns, reconcile, maxReplicas=2)
     pod, pod_uid = old["metadata"]["name"], old["metadata"]["uid"]
-    register(plane, ns, name)
+    registered(plane, ns, name)
     wait_for("available", lambda: condition(plane, ns, "Available").get("status") == "True")
     patch(plane, ns, "pod", pod, {"metadata": {"finalizers": [HOLD]}})  # stays Terminating
     deleted = time.monotonic()
     plane.kubectl("delete", "pod", pod, "-n", ns, "--wait=false")
-    end_pod(plane, ns, pod)  # SIGTERM: jmp run exits 0, the Pod reports Succeeded
+    end_pod(plane, ns, pod)  # SIGTERM (its jmp run stopped): exit 0, the Pod Succeeded
     time.sleep(4)  # many passes while the deleted Pod terminates
     (still,) = instances(plane, ns)
     assert still["metadata"]["uid"] == uid, log.read_text()  # no new Exporter
@@ -90,10 +94,14 @@ def test_an_instance_pod_of_an_earlier_version_gets_the_label_the_pool_selects_b
 
 
 def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    ns: str,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
     plane = control_plane
     stop = threading.Event()
+    exporters.pause()  # the failing kubelet starts no container
     kubelet, counter = failing_pool(plane, ns, stop)
     try:
         log = reconcile()
@@ -107,6 +115,7 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
         failing = {e["metadata"].get("annotations", {}).get(REVISION) for e in instances(plane, ns)}
         # The repair: a template whose drivers start (the set's spec changes).
         kubelet.failing.clear()
+        exporters.resume()
         drivers = [{"name": "power", "type": "jumpstarter_driver_power.driver.MockPower"}]
         patch(
             plane, ns, "exporterset", "pool", {"spec": {"template": {"spec": {"drivers": drivers}}}}
@@ -131,7 +140,7 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
             assert BACKOFF_STEP not in annotations, log.read_text()
             assert annotations.get(REVISION), annotations
         for exporter in new:
-            register(plane, ns, str(exporter["metadata"]["name"]))  # type: ignore[index]
+            registered(plane, ns, str(exporter["metadata"]["name"]))  # type: ignore[index]
         wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
     finally:
         stop.set()

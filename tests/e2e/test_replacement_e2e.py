@@ -2,11 +2,13 @@
 kubelet would: a release while the old Pod still terminates never removes the
 replacement, and a pool whose every Pod fails backs off instead of storming.
 
-No kubelet runs here, so the tests play it (`kubectl patch pod --subresource=status`, or
-`bench.storm.FailingKubelet` for every new Pod) and the garbage collector (a Pod kept
-Terminating by a finalizer of the test's; the Secrets of a removed Exporter deleted by
-the test or `bench.storm.SecretCollector`); the development stand-in issues credentials
-as Jumpstarter's controller would. Figures are printed, not asserted as timings; the
+Jumpstarter's released 0.9.0 controller serves each test's namespace: it issues the
+credentials, and the exporters that register with it are Jumpstarter 0.9.0's own `jmp
+run`, one per live instance Pod (`tests.exporters`). No kubelet runs here, so the tests
+play it (`kubectl patch pod --subresource=status`, or `bench.storm.FailingKubelet` for
+every new Pod, whose containers then never start) and the garbage collector (a Pod kept
+Terminating by a finalizer of the test's; the Secrets of a removed Exporter deleted by the
+test or `bench.storm.SecretCollector`). Figures are printed, not asserted as timings; the
 bounds only stop a runaway.
 """
 
@@ -28,7 +30,7 @@ from bench.storm import (
     ended_status,
     reconciler,
 )
-from harness.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError
+from harness.controlplane import REPO_ROOT, ControlPlane
 from pool.model.keys import instance_selector
 from pool.rules.stages import standby
 from tests.e2e.objects import (
@@ -39,12 +41,9 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
+from tests.exporters import ExporterProcesses
 
 HOLD = "e2e.virtualtarget.jumpstarter.dev/hold"
-
-
-# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
-JUMPSTARTER_PLAYED = True
 
 
 def make_pool(plane: ControlPlane, ns: str, **spec: Any) -> None:
@@ -65,18 +64,18 @@ def pods_of(plane: ControlPlane, ns: str, uid: str) -> list[dict[str, Any]]:
     ]
 
 
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def is_registered(plane: ControlPlane, ns: str, exporter: str) -> bool:
+    """Jumpstarter's controller shows the exporter Registered (False while it is gone)."""
+    found = plane.kubectl("get", "exporter", exporter, "-n", ns, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    conditions = (json.loads(found.stdout).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Registered" and c["status"] == "True" for c in conditions)
 
 
-def register(plane: ControlPlane, ns: str, exporter: str) -> None:
-    """The exporter registered now (Registered and Online, as Jumpstarter's controller)."""
-    conditions = [
-        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": now()}
-        for kind in ("Registered", "Online")
-    ]
-    body = {"status": {"conditions": conditions, "exporterStatus": "Available"}}
-    patch(plane, ns, "exporter", exporter, body, "--subresource=status")
+def registered(plane: ControlPlane, ns: str, exporter: str) -> None:
+    """Wait until the instance's `jmp run` has registered with Jumpstarter's controller."""
+    wait_for(f"{exporter} registered", lambda: is_registered(plane, ns, exporter), timeout=60)
 
 
 def patch(plane: ControlPlane, ns: str, kind: str, name: str, body: Any, *extra: str) -> None:
@@ -106,13 +105,16 @@ def one_instance(
 
 
 def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    ns: str,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
     plane = control_plane
     log, name, uid, old_pod = one_instance(plane, ns, reconcile)
     pod = old_pod["metadata"]["name"]
     patch(plane, ns, "pod", pod, {"metadata": {"finalizers": [HOLD]}})  # stays Terminating
-    register(plane, ns, name)
+    registered(plane, ns, name)
     time.sleep(1.1)  # the Pod ends a second after the exporter registered
     end_pod(plane, ns, pod)  # finished after serving: recycled (ExitAndReplace)
 
@@ -164,10 +166,14 @@ def failing_pool(
 
 
 def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    ns: str,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
     plane, window = control_plane, 30.0
     stop = threading.Event()
+    exporters.pause()  # the failing kubelet starts no container
     kubelet, counter = failing_pool(plane, ns, stop)
     try:
         started = time.monotonic()
@@ -194,36 +200,29 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
         assert most_failed > 0
         assert steps and len(steps) == len(set(steps)) <= created  # one per step
 
-        # Fixed (the endpoint reachable, say): the next probe registers, the pool fills.
+        # Fixed (the endpoint reachable, say): the next probe's exporter starts and
+        # registers, the pool fills.
         kubelet.failing.clear()
+        exporters.resume()
 
         def registered_probe() -> str:
-            """A probe whose Pod runs, registered; a Pod the kubelet was ending as the fix
-            came (its instance then removed) is passed over for the next probe."""
-            for exporter in instances(plane, ns):
-                uid, name = exporter["metadata"]["uid"], str(exporter["metadata"]["name"])
-                pods = pods_of(plane, ns, uid)
-                if pods and (pods[0].get("status") or {}).get("phase", "Pending") == "Pending":
-                    try:
-                        register(plane, ns, name)
-                    except ControlPlaneError as error:
-                        if "NotFound" not in str(error):
-                            raise
-                        continue
-                    return name
-            return ""
+            return next(
+                (
+                    str(e["metadata"]["name"])
+                    for e in instances(plane, ns)
+                    if is_registered(plane, ns, e["metadata"]["name"])
+                ),
+                "",
+            )
 
-        probe = wait_for("a probe instance with a running Pod", registered_probe, timeout=120)
+        probe = wait_for("a probe instance registered", registered_probe, timeout=120)
         fixed_at = time.monotonic()
         wait_for(
             "the pool full",
             lambda: len(instances(plane, ns)) == 2
             and all(pods_of(plane, ns, e["metadata"]["uid"]) for e in instances(plane, ns)),
         )
-        print(f"pool full {time.monotonic() - fixed_at:.1f} s after the probe registered")
-        for exporter in instances(plane, ns):
-            if exporter["metadata"]["name"] != probe:
-                register(plane, ns, exporter["metadata"]["name"])
+        print(f"pool full {time.monotonic() - fixed_at:.1f} s after {probe} registered")
         wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
     finally:
         stop.set()

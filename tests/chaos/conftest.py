@@ -1,5 +1,7 @@
 """Faults through the real control plane: etcd, kube-apiserver, the webhook and the
-reconciler run as processes, and the tests kill, restart, pause and compact them.
+reconciler run as processes, and the tests kill, restart, pause and compact them. Where a
+pool needs its credentials, Jumpstarter's released 0.9.0 controller serves the test's
+namespace (`jumpstarter`), through the faults as a cluster's would.
 
 Every test here is marked `chaos` (and `e2e`: it needs the binaries of `make
 control-plane`). Each asserts the outcome and waits for it within a bound (a liveness
@@ -17,8 +19,9 @@ from typing import Any
 import pytest
 
 from harness.controlplane import ControlPlane, running_control_plane
-from harness.standin import CredentialStandIn
-from tests.e2e.objects import install_lease_crd, playing_credentials
+from harness.jumpstarter import Jumpstarter, running_jumpstarter
+from tests.e2e.objects import install_lease_crd
+from tests.exporters import ExporterProcesses, running_exporters
 
 _FIGURES: list[tuple[str, str, float]] = []
 
@@ -66,8 +69,19 @@ def namespace(plane: ControlPlane) -> str:
 
 
 @pytest.fixture
-def standin(plane: ControlPlane, namespace: str) -> Iterator[CredentialStandIn]:
-    """Jumpstarter's credential step, played for this test's namespace (it retries through
-    outages, as a controller would)."""
-    with playing_credentials(plane, namespace) as issuer:
-        yield issuer
+def jumpstarter(plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Jumpstarter]:
+    """Jumpstarter's released 0.9.0 controller and router serving this test's namespace, its
+    release's `jumpstarter.dev` CRDs installed on the plane first (in place of the Lease
+    CRD above): the controller issues the Exporters' credentials."""
+    with running_jumpstarter(plane, namespace, tmp_path / "jumpstarter") as running:
+        yield running
+
+
+@pytest.fixture
+def exporters(
+    plane: ControlPlane, jumpstarter: Jumpstarter, tmp_path: Path
+) -> Iterator[ExporterProcesses]:
+    """Jumpstarter 0.9.0's `jmp run` for each instance Pod of the namespace
+    (tests.exporters): they register with `jumpstarter`'s controller."""
+    with running_exporters(plane, jumpstarter.namespace, tmp_path / "exporters") as processes:
+        yield processes

@@ -1,7 +1,11 @@
 """The reconciler killed (SIGKILL) in the middle of a rollout, and another started: the new
 one finishes it with no duplicate replacement and nothing removed twice. Asserted from
 the apiserver's audit log: every outdated instance deleted once, one Exporter created
-for each."""
+for each.
+
+Jumpstarter's released 0.9.0 controller serves the namespace and each instance's exporter
+is the release's `jmp run` (`tests.exporters`), which registers with it; the kubelet is
+played (Pods set Running)."""
 
 from __future__ import annotations
 
@@ -13,14 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn
 from pool.model.keys import REVISION
 from tests.census import Census
 from tests.chaos.support import until
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
 from tests.e2e.test_replacement_e2e import instances
 from tests.e2e.test_rollout_e2e import Kubelet, available, edit_template
+from tests.exporters import ExporterProcesses
 
 SIZE, CEILING = 4, 5
 
@@ -43,7 +48,8 @@ def writes(plane: ControlPlane, ns: str, verb: str, since: int) -> Counter[str]:
 def test_killed_mid_rollout_the_next_reconciler_finishes_it_once(
     plane: ControlPlane,
     namespace: str,
-    standin: CredentialStandIn,
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
     tmp_path: Path,
     recovery: Callable[[str, float], None],
 ) -> None:

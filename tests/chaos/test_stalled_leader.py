@@ -2,7 +2,8 @@
 over, and when the paused one resumes it writes nothing before it has found out that it
 lost the Lease. Asserted from the apiserver's view: its audit log, where each reconciler
 writes under an identity of its own, holds no write of the stale leader after the
-takeover. Two leaders writing at once is the failure that matters."""
+takeover. Two leaders writing at once is the failure that matters. Jumpstarter's released
+0.9.0 controller serves the namespace and issues the instances' credentials."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn
 from tests.chaos.support import identity, names, until
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class
 
@@ -46,7 +47,7 @@ def _refused_renewal(event: dict[str, Any]) -> bool:
 def test_a_resumed_stale_leader_writes_nothing_after_the_takeover(
     plane: ControlPlane,
     namespace: str,
-    standin: CredentialStandIn,
+    jumpstarter: Jumpstarter,
     tmp_path: Path,
     recovery: Callable[[str, float], None],
 ) -> None:

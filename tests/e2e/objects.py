@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import re
@@ -13,6 +14,7 @@ from typing import Any
 
 from harness.controlplane import ControlPlane
 from harness.standin import CredentialStandIn
+from pool.model.jumpstarter import TOKEN_KEY
 from pool.model.keys import SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
 
@@ -212,3 +214,45 @@ def backoff_steps(events: list[dict[str, Any]]) -> list[int]:
     notes = (str(e.get("note") or e.get("message") or "") for e in events
              if e.get("reason") == "BackOff")  # fmt: skip
     return sorted(int(n) for note in notes for n in re.findall(r"failure (\d+) in a row", note))
+
+
+# -- what Jumpstarter's controller writes -----------------------------------------------
+
+
+def assigned_exporter(plane: ControlPlane, namespace: str, lease: str) -> str:
+    """The Exporter Jumpstarter's controller gave the Lease `lease` ('' before it did, or
+    when the Lease is gone)."""
+    found = plane.kubectl(
+        "get", "leases.jumpstarter.dev", lease, "-n", namespace, "-o", "json", check=False
+    )
+    if found.returncode != 0:
+        return ""
+    status = json.loads(found.stdout).get("status") or {}
+    return str((status.get("exporterRef") or {}).get("name") or "")
+
+
+def credential(plane: ControlPlane, namespace: str, exporter: str) -> tuple[str, str]:
+    """The credential Secret Jumpstarter's controller issued the Exporter (the one its
+    `status.credential` names): its uid and token; ("", "") before it did."""
+    found = plane.kubectl("get", "exporter", exporter, "-n", namespace, "-o", "json", check=False)
+    status = json.loads(found.stdout).get("status") or {} if found.returncode == 0 else {}
+    name = (status.get("credential") or {}).get("name")
+    secret = plane.kubectl("get", "secret", str(name), "-n", namespace, "-o", "json", check=False)
+    if not name or secret.returncode != 0:
+        return "", ""
+    body = json.loads(secret.stdout)
+    return body["metadata"]["uid"], base64.b64decode(body["data"][TOKEN_KEY]).decode()
+
+
+def rotate_credential(plane: ControlPlane, namespace: str, exporter: str) -> str:
+    """Rotate the Exporter's credential as Jumpstarter's controller does (its Secret deleted,
+    a new one issued); the new token, once issued."""
+    uid, _ = credential(plane, namespace, exporter)
+    time.sleep(1.0)  # a token's issue time is in whole seconds: the next one differs
+    name = get_json(plane, "exporter", exporter, "-n", namespace)["status"]["credential"]["name"]
+    plane.kubectl("delete", "secret", name, "-n", namespace)
+    _, token = wait_for(
+        f"a new credential for {exporter}",
+        lambda: (found := credential(plane, namespace, exporter))[0] not in ("", uid) and found,
+    )
+    return str(token)

@@ -3,14 +3,15 @@ the permissions its generated RBAC grants.
 
 The webhook and the reconciler run here with ServiceAccount tokens (TokenRequest API) of
 the accounts in `deploy/`, not as the admin: a call missing from an `ACCESS` table, and so
-from the generated ClusterRoles, fails these tests.
+from the generated ClusterRoles, fails these tests. The reconciler's pool fills in a
+namespace Jumpstarter's released 0.9.0 controller serves: it issues the credentials and
+rotates one.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from harness.deploy_render import (
     WEBHOOK_NAMESPACE,
     render_overlay,
 )
+from harness.jumpstarter import Jumpstarter
 from harness.rbac import render_component
 from harness.stack import (
     register_webhooks,
@@ -33,11 +35,15 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from harness.standin import CredentialStandIn
 from pool.model.access import ACCESS
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-
-PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    rotate_credential,
+    virtual_target_class,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +67,25 @@ def _as_list(objects: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 
 
+def _secret_names(plane: ControlPlane, namespace: str) -> set[str]:
+    return {s["metadata"]["name"] for s in get_json(plane, "secrets", "-n", namespace)["items"]}
+
+
+def _credential_names(plane: ControlPlane, namespace: str) -> set[str]:
+    """The credential Secrets Jumpstarter's controller issued the namespace's Exporters."""
+    statuses = (
+        e.get("status") or {} for e in get_json(plane, "exporters", "-n", namespace)["items"]
+    )
+    names = ((status.get("credential") or {}).get("name") for status in statuses)
+    return {str(name) for name in names if name}
+
+
 def test_reconciler_works_with_its_service_account(
-    installed: ControlPlane, namespace: str, tmp_path: Path
+    installed: ControlPlane, jumpstarter: Jumpstarter, tmp_path: Path
 ) -> None:
+    namespace = jumpstarter.namespace
+    # Jumpstarter's own Secrets there (its install's keys, its client's credential).
+    jumpstarters_own = _secret_names(installed, namespace)
     kubeconfig = installed.service_account_kubeconfig(
         WEBHOOK_NAMESPACE, "virtualtarget-reconciler", tmp_path / "reconciler.kubeconfig"
     )
@@ -79,10 +101,6 @@ def test_reconciler_works_with_its_service_account(
             minAvailableReplicas=1,
         ),
     )
-    # Jumpstarter's credential step, played by the development stand-in, with a CA bundle.
-    stop = threading.Event()
-    standin = CredentialStandIn(installed.api_client(), ca_pem=PEM, namespace=namespace)
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     with running_reconciler(
         installed,
         tmp_path,
@@ -98,10 +116,11 @@ def test_reconciler_works_with_its_service_account(
         def instances() -> list[str]:
             reconciler.check_alive()
             found = get_json(installed, "exporters,pods,secrets", "-n", namespace)["items"]
+            jumpstarters = jumpstarters_own | _credential_names(installed, namespace)
             return sorted(
                 f"{o['kind']}/{o['metadata']['name']}"
                 for o in found
-                if not o["metadata"]["name"].endswith("-exporter-token")
+                if not (o["kind"] == "Secret" and o["metadata"]["name"] in jumpstarters)
             )
 
         wait_for("the pool's status", status)
@@ -120,11 +139,12 @@ def test_reconciler_works_with_its_service_account(
             lambda: len(instances()) == 6 and instances() == expected(),
         )
         first, second = sorted(n.split("/", 1)[1] for n in instances() if n.startswith("Exp"))
-        # A rotated token: the config Secret is updated (the `update` the RBAC grants).
+        # A token rotated by Jumpstarter's controller: the config Secret is updated (the
+        # `update` the RBAC grants).
         version = get_json(installed, "secret", f"exporter-config-{first}", "-n", namespace)[
             "metadata"
         ]["resourceVersion"]
-        standin.rotate(namespace, first)
+        rotate_credential(installed, namespace, first)
         wait_for(
             "the config Secret updated",
             lambda: get_json(installed, "secret", f"exporter-config-{first}", "-n", namespace)[
@@ -132,7 +152,6 @@ def test_reconciler_works_with_its_service_account(
             ]["resourceVersion"]
             != version,
         )
-        stop.set()
         events = get_json(installed, "events.events.k8s.io", "-n", namespace)["items"]
         created = sorted(
             e["related"]["name"]

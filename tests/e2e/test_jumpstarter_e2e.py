@@ -15,7 +15,6 @@ and not ready once it stopped.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import subprocess
@@ -29,8 +28,16 @@ import yaml
 from harness.controlplane import ControlPlane
 from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
-from pool.model.jumpstarter import CONFIG_KEY, TOKEN_KEY, config_secret_name, run_command
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from tests.e2e.objects import (
+    apply,
+    credential,
+    exporter_set,
+    get_json,
+    rotate_credential,
+    virtual_target_class,
+    wait_for,
+)
 from tests.exporters import DRIVER_NAMES, DRIVERS, reported_drivers
 
 
@@ -46,17 +53,6 @@ def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
 def _exporter_status(plane: ControlPlane, ns: str, exporter: str) -> dict[str, Any]:
     status: dict[str, Any] = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
     return status
-
-
-def _credential(plane: ControlPlane, ns: str, exporter: str) -> tuple[str, str]:
-    """The credential Secret Jumpstarter's controller issued (its name, its uid) and its
-    token; ("", "") before it did."""
-    name = (_exporter_status(plane, ns, exporter).get("credential") or {}).get("name")
-    found = plane.kubectl("get", "secret", str(name), "-n", ns, "-o", "json", check=False)
-    if not name or found.returncode != 0:
-        return "", ""
-    secret = json.loads(found.stdout)
-    return secret["metadata"]["uid"], base64.b64decode(secret["data"][TOKEN_KEY]).decode()
 
 
 def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
@@ -109,7 +105,7 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             )
             print(f"\njmp run registered {time.monotonic() - started:.1f}s after it started")
             # The token the controller issued, in the config it registered with.
-            secret_uid, token = _credential(plane, ns, exporter)
+            _, token = credential(plane, ns, exporter)
             assert config["token"] == token
             assert reported_drivers(devices) == DRIVER_NAMES
 
@@ -123,14 +119,8 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             # Rotation: the credential Secret deleted, the controller issues a new one (a
             # token signed a second later); the new token reaches the config Secret.
             before = get_json(plane, "pod", exporter, "-n", ns)["metadata"]
-            time.sleep(1.0)  # the token's issue time is in whole seconds
+            new_token = rotate_credential(plane, ns, exporter)
             rotated_at = time.monotonic()
-            name = _exporter_status(plane, ns, exporter)["credential"]["name"]
-            plane.kubectl("delete", "secret", name, "-n", ns)
-            _, new_token = wait_for(
-                "a new credential",
-                lambda: (c := _credential(plane, ns, exporter))[0] not in ("", secret_uid) and c,
-            )
             assert new_token != token
             wait_for(
                 "the config Secret to carry the new token",

@@ -1,7 +1,9 @@
 """The monitoring component against a real Prometheus: it scrapes the webhook and the
 reconciler of the loopback stack with the token of the ServiceAccount the component
 binds, and the component's warm-buffer alert fires for a pool that cannot fill, then
-resolves once the pool fills.
+resolves once the pool fills: Jumpstarter's released 0.9.0 controller serves the namespace
+and issues the instance its credential, and the instance's exporter (the release's `jmp
+run`, `tests.exporters`) registers with it and comes online.
 
 Prometheus evaluates the component's rules with every `for:` shortened to `FOR` (the
 rules are the PrometheusRule's spec, rewritten here only in that field): the alerts'
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,16 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from harness.standin import CredentialStandIn
 from pool.model.keys import instance_selector
 from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    set_status,
     virtual_target_class,
     wait_for,
 )
 from tests.e2e.prometheus import Prometheus, running_prometheus, scrape_configs
+from tests.exporters import ExporterProcesses
 from tests.monitoring import one, rendered, rule_groups, service_of, webhook_tls_secret
 
 ALERT = "VirtualTargetWarmBufferShort"
@@ -99,19 +99,23 @@ def targets_health(prometheus: Prometheus) -> dict[str, str]:
     }
 
 
+def online(plane: ControlPlane, ns: str, exporter: str) -> bool:
+    """Jumpstarter's controller shows the Exporter Registered and Online."""
+    status = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+    return conditions.get("Registered") == conditions.get("Online") == "True"
+
+
 def pool_alerts(prometheus: Prometheus, namespace: str) -> list[dict[str, Any]]:
     prometheus.check_alive()
     return [a for a in prometheus.alerts(ALERT) if a["labels"].get("namespace") == namespace]
 
 
 def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_it_fills(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, ns: str, exporters: ExporterProcesses, tmp_path: Path
 ) -> None:
-    plane, ns = control_plane, namespace
+    plane = control_plane
     token = prometheus_token(plane, tmp_path / "prometheus-token")
-    stop = threading.Event()
-    standin = CredentialStandIn(plane.api_client(), namespace=ns)
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     objects = rendered()
     with (
         running_webhook(plane, tmp_path) as webhook,
@@ -160,8 +164,8 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                 )["result"]
                 assert reviews and all(r["metric"]["endpoint"].startswith("/") for r in reviews)
 
-                # The class appears: the pool gets an instance, Jumpstarter's credential
-                # step (the stand-in) issues it a token, and it comes online.
+                # The class appears: the pool gets an instance, Jumpstarter's controller
+                # issues it a credential, and its exporter registers and comes online.
                 apply(plane, virtual_target_class("qemu", ns))
                 created = time.monotonic()
                 (exporter,) = wait_for(
@@ -171,7 +175,7 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                     ],
                 )
                 name = exporter["metadata"]["name"]
-                # Its Pod is made once the stand-in has issued the credentials.
+                # Its Pod is made once Jumpstarter's controller has issued the credential.
                 wait_for(
                     "the instance's Pod",
                     lambda: [
@@ -180,8 +184,8 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                         if p["metadata"]["name"] == name
                     ],
                 )
-                set_status(plane, ns, name)
-                online = time.monotonic()
+                wait_for("the instance online", lambda: online(plane, ns, name), timeout=90)
+                came_online = time.monotonic()
                 wait_for("the alert resolved", lambda: not pool_alerts(prometheus, ns))
                 resolved = time.monotonic()
                 # Resolved because the buffer is met, not because the scrape stopped.
@@ -193,10 +197,9 @@ def test_warm_buffer_alert_fires_for_a_pool_that_cannot_fill_and_resolves_once_i
                 assert [s["value"][1] for s in shortfall] == ["0"]
         finally:
             unregister_webhooks(plane)
-            stop.set()
         reconciler.check_alive()
     print(
         f"\n{ALERT} (for: {FOR}): fired {fired:.1f}s after Prometheus started; resolved "
         f"{resolved - created:.1f}s after the class was created, "
-        f"{resolved - online:.1f}s after the instance came online"
+        f"{resolved - came_online:.1f}s after the instance was seen online"
     )

@@ -1,24 +1,26 @@
 """Jumpstarter's operator runs our image unchanged, on Jumpstarter's own CRDs.
 
 On a control plane of its own, where Jumpstarter's ExporterSet and VirtualTargetClass
-CRDs (`tests/data/jumpstarter/`) are installed instead of ours, this plays what
-Jumpstarter's operator does for a provisioner (its `createExporterSetDeployment` and
-`exporterSetPolicyRules`): a ServiceAccount, exactly its Role and a RoleBinding in one
-namespace, and `exporter-set-controller` started with the operator's arguments and
-`NAMESPACE` as that ServiceAccount (a TokenRequest token). The probe address is the one
-difference: `127.0.0.1:<free port>` instead of `:8081`, as the tests bind loopback only.
+CRDs (`tests/data/jumpstarter/`) are installed instead of ours, beside the `jumpstarter.dev`
+CRDs of its 0.9.0 release, this plays what Jumpstarter's operator does for a provisioner
+(its `createExporterSetDeployment` and `exporterSetPolicyRules`): a ServiceAccount,
+exactly its Role and a RoleBinding in one namespace, and `exporter-set-controller` started
+with the operator's arguments and `NAMESPACE` as that ServiceAccount (a TokenRequest
+token). The probe address is the one difference: `127.0.0.1:<free port>` instead of
+`:8081`, as the tests bind loopback only.
 
-The pool in that namespace fills, scales down through the scale subresource (which maps
-to maxReplicas in Jumpstarter's CRD) with its cooldown remembered in a Lease (the Role
-allows no write to the set), and a pool in another namespace is left alone; the probes
-answer and the log holds no refusal. The webhook, registered from `deploy/`, defaults and
-denies on Jumpstarter's CRDs as on ours.
+Jumpstarter's released 0.9.0 controller serves that namespace and another one, issuing
+the credentials there. The pool in that namespace fills, scales down through the scale
+subresource (which maps to maxReplicas in Jumpstarter's CRD) with its cooldown remembered
+in a Lease (the Role allows no write to the set), and a pool in another namespace is left
+alone; the probes answer and the log holds no refusal. The webhook, registered from
+`deploy/`, defaults and denies on Jumpstarter's CRDs as on ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,12 +29,8 @@ from typing import Any
 
 import pytest
 
-from harness.controlplane import (
-    REPO_ROOT,
-    ControlPlane,
-    crd_files,
-    running_control_plane,
-)
+from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.jumpstarter import install_crds, running_jumpstarter
 from harness.stack import (
     ChildProcess,
     register_webhooks,
@@ -40,7 +38,6 @@ from harness.stack import (
     served_url,
     unregister_webhooks,
 )
-from harness.standin import CredentialStandIn
 from pool.model.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from reconciler.runtime.memory import lease_name
@@ -49,7 +46,6 @@ from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    install_lease_crd,
     patch_spec,
     surplus_memory,
     try_apply,
@@ -104,15 +100,15 @@ OPERATOR_RULES: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def jumpstarter_plane() -> Iterator[ControlPlane]:
-    """kube-apiserver with Jumpstarter's two CRDs, this project's Exporter CRD copy and a
-    Lease CRD (Jumpstarter's own, which a cluster with Jumpstarter has)."""
+    """kube-apiserver with Jumpstarter's two CRDs and its release's CRDs of the
+    `jumpstarter.dev` kinds (Exporter, Lease, ...), as a cluster with Jumpstarter has them."""
     assert [p.name for p in JUMPSTARTER_CRDS] == [
         "virtualtarget.jumpstarter.dev_exportersets.yaml",
         "virtualtarget.jumpstarter.dev_virtualtargetclasses.yaml",
     ]
     with running_control_plane(install_crds=False) as plane:
-        plane.install_crds([*JUMPSTARTER_CRDS, *crd_files(REPO_ROOT / "crds" / "jumpstarter")])
-        install_lease_crd(plane)
+        plane.install_crds(JUMPSTARTER_CRDS)
+        install_crds(plane)
         yield plane
 
 
@@ -183,18 +179,17 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
                 scaleDownCooldown="2s",
             ),
         )
-    stop = threading.Event()
-    for namespace in (ns, other):  # credentials everywhere: only the scope must fill
-        standin = CredentialStandIn(plane.api_client(), namespace=namespace)
-        threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-    controller = ChildProcess.start(
-        "exporter-set-controller",
-        [*OPERATOR_ARGS, "--health-probe-bind-address=127.0.0.1:0"],
-        tmp_path,
-        module="reconciler.exporter_set_controller",
-        env={"NAMESPACE": ns, "KUBECONFIG": str(kubeconfig)},
-    )
-    try:
+    with contextlib.ExitStack() as stack:
+        for namespace in (ns, other):  # credentials everywhere: only the scope must fill
+            stack.enter_context(running_jumpstarter(plane, namespace, tmp_path / namespace))
+        controller = ChildProcess.start(
+            "exporter-set-controller",
+            [*OPERATOR_ARGS, "--health-probe-bind-address=127.0.0.1:0"],
+            tmp_path,
+            module="reconciler.exporter_set_controller",
+            env={"NAMESPACE": ns, "KUBECONFIG": str(kubeconfig)},
+        )
+        stack.callback(controller.stop)
         probes = served_url(Path(controller.log.name), SERVING_PROBES, "http", controller.popen)
 
         def filled() -> bool:
@@ -232,9 +227,6 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
         # Jumpstarter's reasons for the same events: an Exporter created, a surplus removed.
         assert {SCALE_UP, SCALE_DOWN} <= {e["reason"] for e in events}
         log = controller.log_tail(400)
-    finally:
-        stop.set()
-        controller.stop()
     assert "forbidden" not in log.lower(), log
     assert " 403" not in log, log
     assert '"level": "info"' in log  # zap's default encoder in production mode: JSON lines

@@ -2,10 +2,12 @@
 one instance leased, one replacement at a time, the leased one untouched until its
 release; a pause holds it; a new revision whose Pods fail removes no healthy instance.
 
-No kubelet runs here: the test plays it (Pods set Running, or ended by
-`bench.storm.FailingKubelet`) and Jumpstarter's controller (an instance with a Pod
-registers; a lease is its `leaseRef` and `LeaseReady`). Figures are printed, not asserted
-as timings; the bounds only stop a runaway.
+Jumpstarter's released 0.9.0 controller serves the namespace: it issues the credentials,
+registers each instance's exporter (Jumpstarter 0.9.0's own `jmp run`, one per live
+instance Pod: `tests.exporters`), and assigns and ends the lease (`jmp create lease`
+pinned to one instance, `jmp delete lease`). No kubelet runs here: the test plays it (Pods
+set Running, or ended by `bench.storm.FailingKubelet`, under which no container starts).
+Figures are printed, not asserted as timings; the bounds only stop a runaway.
 """
 
 from __future__ import annotations
@@ -23,31 +25,20 @@ import yaml
 
 from bench.storm import FailingKubelet, SecretCollector
 from harness.controlplane import ControlPlane
-from harness.standin import CredentialStandIn
+from harness.jumpstarter import Jumpstarter
 from pool.model.keys import REVISION, ROLLOUT
-from tests.e2e.objects import get_json, wait_for
+from tests.e2e.objects import assigned_exporter, get_json, rotate_credential, wait_for
 from tests.e2e.test_replacement_e2e import (
     condition,
     instances,
     make_pool,
     patch,
     pods_of,
-    register,
 )
+from tests.exporters import ExporterProcesses
 
 CEILING, WARM = 4, 2
-
-
-# Jumpstarter's controller is played here (`register`): `ns` is a namespace it does not serve.
-JUMPSTARTER_PLAYED = True
-
-
-def lease(plane: ControlPlane, ns: str, exporter: str, name: str | None) -> None:
-    """Jumpstarter's controller assigns the lease `name` (None: it ended)."""
-    ref = {"name": name} if name else None
-    state = "LeaseReady" if name else "Available"
-    patch(plane, ns, "exporter", exporter, {"status": {"leaseRef": ref, "exporterStatus": state}},
-          "--subresource=status")  # fmt: skip
+SELECTOR = "pool=pool"  # the template's labels (make_pool)
 
 
 def available(exporter: dict[str, Any]) -> bool:
@@ -60,9 +51,9 @@ def available(exporter: dict[str, Any]) -> bool:
 
 @dataclass
 class Kubelet:
-    """Plays the kubelet and Jumpstarter's registration for instances whose Pods run: a
-    Pod (not ended by a failing kubelet) is set Running and its exporter registers. Notes
-    the most owned instances and the fewest available ones seen."""
+    """Plays the kubelet for instances whose Pods run: a Pod (not ended by a failing
+    kubelet) is set Running (its `jmp run` is `tests.exporters`'). Notes the most owned
+    instances and the fewest available ones seen."""
 
     plane: ControlPlane
     ns: str
@@ -77,16 +68,15 @@ class Kubelet:
         live = instances(self.plane, self.ns)
         self.fewest_available = min(self.fewest_available, sum(1 for e in live if available(e)))
         for exporter in live:
-            uid, name = exporter["metadata"]["uid"], exporter["metadata"]["name"]
+            uid = exporter["metadata"]["uid"]
             if uid not in self.seen:
                 self.seen.append(uid)
-            if (exporter.get("status") or {}).get("conditions") or self.failing.is_set():
+            if self.failing.is_set():
                 continue
             pods = pods_of(self.plane, self.ns, uid)
             if pods and (pods[0].get("status") or {}).get("phase", "Pending") == "Pending":
                 patch(self.plane, self.ns, "pod", pods[0]["metadata"]["name"],
                       {"status": {"phase": "Running"}}, "--subresource=status")  # fmt: skip
-                register(self.plane, self.ns, name)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(0.3):
@@ -134,14 +124,20 @@ def events(plane: ControlPlane, ns: str) -> Counter[str]:
 
 
 def test_a_template_change_rolls_out_one_at_a_time_around_a_lease(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    jumpstarter: Jumpstarter,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
-    plane, stop = control_plane, threading.Event()
+    plane, stop, ns = control_plane, threading.Event(), jumpstarter.namespace
     kubelet, _ = full_pool(plane, ns, reconcile, stop, recycleStrategy="InPlaceReuse")
     try:
         before = uids(plane, ns)
         leased_uid, leased = sorted(before.items(), key=lambda item: item[1])[0]
-        lease(plane, ns, leased, "lab-1")
+        jumpstarter.request_lease(SELECTOR, "lab-1", exporter=leased)
+        wait_for("lab-1 assigned", lambda: assigned_exporter(plane, ns, "lab-1") == leased)
+        wait_for("the lease seen", lambda: get_json(plane, "exporterset", "pool", "-n", ns)
+                 .get("status", {}).get("leasedReplicas") == 1)  # fmt: skip
         idle = set(before) - {leased_uid}
         old = set(revisions(plane, ns))
         kubelet.most_owned, kubelet.fewest_available = 0, 1 << 30
@@ -170,11 +166,11 @@ def test_a_template_change_rolls_out_one_at_a_time_around_a_lease(
         # Its config stays what its process started with; a rotated token still reaches it.
         started_with = config_of(plane, ns, leased)
         assert "power2" not in started_with["export"]
-        token = CredentialStandIn(plane.api_client(), namespace=ns).rotate(ns, leased)
+        token = rotate_credential(plane, ns, leased)
         wait_for("the token rotated", lambda: config_of(plane, ns, leased)["token"] == token)
         assert config_of(plane, ns, leased) == {**started_with, "token": token}
         assert leased_uid in uids(plane, ns)
-        lease(plane, ns, leased, None)  # its lease ends: now it is replaced
+        jumpstarter.release_lease("lab-1")  # its lease ends: now it is replaced
         wait_for("the released instance replaced", lambda: leased_uid not in uids(plane, ns), 120)
         wait_for("RolloutComplete", lambda: events(plane, ns)["RolloutComplete"])
         assert not set(revisions(plane, ns)) & old
@@ -194,12 +190,16 @@ def test_a_template_change_rolls_out_one_at_a_time_around_a_lease(
 
 
 def test_a_broken_new_image_removes_no_healthy_instance(
-    control_plane: ControlPlane, ns: str, reconcile: Callable[[], Path]
+    control_plane: ControlPlane,
+    ns: str,
+    reconcile: Callable[[], Path],
+    exporters: ExporterProcesses,
 ) -> None:
     plane, stop = control_plane, threading.Event()
     kubelet, log = full_pool(plane, ns, reconcile, stop)
     try:
         healthy = set(uids(plane, ns))
+        exporters.pause()  # the broken image's containers never start
         kubelet.failing.set()
         failing = FailingKubelet(plane, ns)  # every new Pod ends before registering
         failing.start(stop)
@@ -220,6 +220,7 @@ def test_a_broken_new_image_removes_no_healthy_instance(
 
         failing.failing.clear()  # fixed: a working image
         kubelet.failing.clear()
+        exporters.resume()
         fixed = {"exporter": {"image": "quay.io/jumpstarter-dev/jumpstarter:fixed"}}
         patch(plane, ns, "exporterset", "pool", {"spec": {"images": fixed}})
         wait_for("a healthy instance replaced", lambda: healthy - set(uids(plane, ns)), 120)

@@ -31,7 +31,14 @@ from harness.jumpstarter import Jumpstarter, JumpstarterSupply
 from harness.stack import ReconcilerProcess, running_reconciler
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import instance_selector
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.e2e.objects import (
+    apply,
+    assigned_exporter,
+    exporter_set,
+    get_json,
+    virtual_target_class,
+    wait_for,
+)
 from tests.exporters import DRIVERS
 
 __all__ = [
@@ -247,19 +254,12 @@ class Pool:
         """A Lease `name` by the pool's labels (pinned to `exporter` when given), requested
         with Jumpstarter's client and assigned by its controller; the Exporter it got."""
         self.jumpstarter.request_lease(self.selector, name, exporter=exporter)
-        got: str = self.wait(f"Lease {name} assigned", lambda: self.lease_exporter(name), timeout)
+        got: str = self.wait(
+            f"Lease {name} assigned",
+            lambda: assigned_exporter(self.cluster, self.namespace, name),
+            timeout,
+        )
         return got
-
-    def lease_exporter(self, name: str) -> str:
-        """The Exporter Jumpstarter's controller gave the Lease `name` ('' before)."""
-        found = self.cluster.kubectl(
-            "get", "leases.jumpstarter.dev", name, "-n", self.namespace, "-o", "json",
-            check=False,
-        )  # fmt: skip
-        if found.returncode != 0:
-            return ""
-        status = json.loads(found.stdout).get("status") or {}
-        return str((status.get("exporterRef") or {}).get("name") or "")
 
     def release(self, name: str) -> float:
         """The client releases the Lease (`jmp delete lease`); the moment is taken before,

@@ -115,5 +115,7 @@ def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
             f"-> client holding the Lease {held:.1f} s; release -> zero running instances "
             f"{time.monotonic() - released:.0f} s (cooldown {COOLDOWN_S} s)"
         )
-        status = pool.status()
-        assert status.get("replicas", 0) == 0 and status.get("podsRunning", 0) == 0, status
+        pool.wait(  # the set's status says so too, a pass later
+            "the status at zero",
+            lambda: pool.status().get("replicas", 0) == pool.status().get("podsRunning", 0) == 0,
+        )

@@ -105,16 +105,6 @@ def test_surplus_waits_for_the_cooldown_and_remembers_since_when() -> None:
     assert of(due, Remove) == [Remove("pool-3", fence=True), Remove("pool-2", fence=True)]
 
 
-def test_instances_over_the_ceiling_go_without_waiting_for_the_cooldown() -> None:
-    """A create whose answer a failing apiserver never sent leaves one instance more than
-    maxReplicas once the watch shows it: that one goes now, the rest of the surplus waits."""
-    four = [ready(f"pool-{i}", minute=i) for i in range(4)]
-    first = run(four, min_available=1, max_replicas=3)
-    assert of(first, Remove) == [Remove("pool-3", fence=True)]
-    at_the_ceiling = run(four[:3], min_available=1, max_replicas=3, surplus_since=T0)
-    assert not of(at_the_ceiling, Remove)
-
-
 def test_victims_are_never_busy_and_not_ready_go_first() -> None:
     members = [
         ready("pool-0", minute=0),

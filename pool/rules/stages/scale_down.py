@@ -1,5 +1,4 @@
-"""Planner stage, scale down: remove a surplus once it has lasted `scaleDownCooldown`;
-instances over `maxReplicas` (a create whose answer was lost) go without waiting.
+"""Planner stage, scale down: remove a surplus once it has lasted `scaleDownCooldown`.
 
 The surplus is capacity - desired, limited to instances that are not busy. The first pass
 that sees a surplus records the moment in the pool's memory (SURPLUS_SINCE, an
@@ -71,22 +70,13 @@ def scale_down(
     if now >= deadline:
         note = (SCALING_DOWN, f"removing {surplus} instance(s) towards {sized.desired}")
         return Shrink(Steps((*actions, *victims)), note)
-    # Over the ceiling (a create whose answer was lost, then found by the watch): maxReplicas
-    # is a bound, not a wish, so the excess goes now; the rest of the surplus waits.
-    over = max(0, min(surplus, sized.capacity - surge - sized.ceiling)) if sized.ceiling else 0
-    now_why = f"{why}; over maxReplicas {sized.ceiling}: not waiting for the cooldown"
-    at_once = [
-        replace(counted.remove(e, True, now_why), event=SCALE_DOWN) for e in candidates[:over]
-    ]
     note = (
         SCALE_DOWN_COOLDOWN,
         f"{surplus} surplus instance(s) since {format_time(since)}; "
         f"scale down at {format_time(deadline)}",
     )
-    if over:
-        note = (SCALING_DOWN, f"removing {over} instance(s) over maxReplicas {sized.ceiling}")
-    waits = tuple(Wait(why, victim, deadline) for victim in victims[over:])
-    return Shrink(Steps((*actions, *at_once), waits, deadline - now), note)
+    waits = tuple(Wait(why, victim, deadline) for victim in victims)
+    return Shrink(Steps(tuple(actions), waits, deadline - now), note)
 
 
 def _forget(obs: Observation, why: str) -> tuple[Action, ...]:

@@ -25,7 +25,8 @@ from harness.controlplane import ControlPlane, running_control_plane
 from harness.stack import reconciler_args
 from harness.standin import CredentialStandIn
 from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
-from tests.e2e.test_replacement_e2e import end_pod, instances, pods_of, register
+from tests.e2e.objects import play_registered as register
+from tests.e2e.test_replacement_e2e import end_pod, instances, pods_of
 
 
 @pytest.fixture(scope="module")

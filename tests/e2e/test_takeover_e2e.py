@@ -41,7 +41,8 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
-from tests.e2e.test_replacement_e2e import instances, patch, register
+from tests.e2e.objects import play_registered as register
+from tests.e2e.test_replacement_e2e import instances, patch
 
 COOLDOWN = 60  # seconds
 LEFT = 20  # of the cooldown, when ours starts

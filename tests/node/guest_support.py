@@ -96,16 +96,20 @@ class DiskSeen:
     temporary directory) seen while a client session ran, by path: the largest size."""
 
     files: dict[Path, int] = field(default_factory=dict)
+    # Each file's directory's group, as seen then: the driver removes that directory when
+    # the lease ends, before the test can look again.
+    groups: dict[Path, int] = field(default_factory=dict)
 
     def look(self, directory: Path | None) -> None:
         if directory is None or not directory.is_dir():
             return
         for root in directory.glob("*/root"):
             try:
-                size = root.stat().st_size
+                size, group = root.stat().st_size, root.parent.stat().st_gid
             except OSError:  # removed meanwhile
                 continue
             self.files[root] = max(size, self.files.get(root, 0))
+            self.groups[root] = group
 
 
 def run_client_watching_disk(

@@ -228,7 +228,7 @@ def test_a_guest_on_a_storage_class_claim_boots_and_the_claim_goes_with_its_pod(
     seen = _lease(pool, tmp_path, marker_guest, 2, Path(volume["spec"]["local"]["path"]))
     (disk,) = seen.files
     assert disk.parent.parent == Path(volume["spec"]["local"]["path"])
-    assert disk.parent.stat().st_gid == 65532  # the kubelet gave the volume the fsGroup
+    assert seen.groups[disk] == 65532  # the kubelet gave the volume the fsGroup
 
     released = time.monotonic()
     successor = _replaced(pool, exporter["metadata"]["uid"])

@@ -199,7 +199,8 @@ class Buildah:
             *args,
         ]
         try:
-            return _run(command, timeout=timeout)
+            with build_lock(self.cache):
+                return _run(command, timeout=timeout)
         except (ImageError, subprocess.TimeoutExpired):
             # A build cut short can leave its containers' layers mounted under the
             # storage root (a finished command leaves none).
@@ -217,13 +218,14 @@ class Buildah:
         return archive
 
 
-_HELD: dict[Path, int] = {}  # cache folder -> this process's depth of `_exclusive`
+_HELD: dict[Path, int] = {}  # cache folder -> this process's depth of `build_lock`
 
 
 @contextlib.contextmanager
-def _exclusive(cache: Path) -> Iterator[None]:
+def build_lock(cache: Path) -> Iterator[None]:
     """One build at a time per cache folder, across processes (the parallel workers of
-    `make test`, `make image` beside them): a file lock, reentrant within a process."""
+    `make test`, `make image` beside them): a file lock, reentrant within a process. Every
+    buildah command holds it, so whoever holds it sees the cache with nothing mounted."""
     if _HELD.get(cache):
         _HELD[cache] += 1
         try:
@@ -244,7 +246,7 @@ def _exclusive(cache: Path) -> Iterator[None]:
 
 def ensure_base(cache: Path = CACHE) -> str:
     """The local base in buildah's storage, named by what it holds."""
-    with _exclusive(cache):
+    with build_lock(cache):
         return _ensure_base(cache)
 
 
@@ -340,7 +342,7 @@ def build_product(
     archive: Path | None = None, *, layer_cache: bool = True, cache: Path = CACHE
 ) -> Path:
     """The product image from the repository's Dockerfile, on the local base."""
-    with _exclusive(cache):
+    with build_lock(cache):
         return _build_product(archive, layer_cache, cache)
 
 
@@ -363,7 +365,7 @@ def build_qemu_exporter(
     cache, an archive built from the same inputs (the context's files, the base, the
     release) is kept as it is: `make image` and the node tier both ask for it, and
     writing its 700 MB again would take most of a rebuild's time."""
-    with _exclusive(cache):
+    with build_lock(cache):
         return _build_qemu_exporter(archive, layer_cache, cache)
 
 

@@ -2,8 +2,8 @@
 reconciler runs is what the reconciler then does, and the reconciler's log and Events
 give the same reasons.
 
-Jumpstarter's credential step is played by the development stand-in
-(`harness.standin`), as in the other end-to-end tests. Waits are bounded polls.
+Jumpstarter's released 0.9.0 controller serves the namespace and issues the instances'
+credentials; no exporter runs, so they stay provisioning. Waits are bounded polls.
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from harness.controlplane import ControlPlane
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn
 from pool.model.keys import instance_selector
 from pool.model.reasons import POD_CREATED, SCALE_UP, SET_DEGRADED, SET_PROGRESSING
 from pool.rules.planreport import STANDBY_WHY
@@ -52,9 +50,9 @@ def names(plane: ControlPlane, kind: str, ns: str, *select: str) -> list[str]:
 
 
 def test_plan_before_the_reconciler_is_what_the_reconciler_does(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, ns: str, tmp_path: Path
 ) -> None:
-    plane, ns = control_plane, namespace
+    plane = control_plane
 
     def pool(name: str, class_name: str, **spec: Any) -> dict[str, Any]:
         labels = {"board": name}
@@ -104,43 +102,37 @@ def test_plan_before_the_reconciler_is_what_the_reconciler_does(
     assert before["desired"] == 2 and set(before["buckets"].values()) == {0}
     promised = len(creates[0]["names"])  # names are generated: the plan promises a count
 
-    stop = threading.Event()
-    standin = CredentialStandIn(plane.api_client(), namespace=ns)
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-    try:
-        with running_reconciler(
-            plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
-        ) as reconciler:
-            wait_for("the promised Pods", lambda: len(names(plane, "pods", ns)) == promised)
-            instances = ("-l", instance_selector("pool"))
-            created = names(plane, "exporters", ns, *instances)
-            assert all(name.startswith("pool-") for name in created)
-            assert names(plane, "pods", ns) == created
-            # Settled: plan sees nothing left to do, the status the reconciler wrote included.
-            after = wait_for(
-                "a settled plan",
-                lambda: (e := planned(plane, ns, "pool"))["steps"] == e["awaiting"] == [] and e,
-            )
-            assert names(plane, "exporters", ns, *instances) == created  # no more
-            assert after["buckets"]["provisioning"] == 2 and after["desired"] == 2
-            log = Path(reconciler.log.name).read_text()
-            assert f"{ns}/pool: create 2 (pool-*): {WHY}" in log
-            assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
-            events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
-            of_pool = [e for e in events if e["regarding"]["name"] == "pool"]
-            notes = sorted(e["note"] for e in of_pool if e["reason"] == SCALE_UP)
-            assert notes == [f"created Exporter {name}: {WHY}" for name in created]
-            pods = sorted(e["note"] for e in events if e["reason"] == POD_CREATED)
-            assert pods == [f"created Pod {name}" for name in created]
-            # The condition transitions, as Jumpstarter's controller writes them, once each.
-            of_sets = [(e["regarding"]["name"], e["reason"], e["type"]) for e in events]
-            assert ("broken", SET_DEGRADED, "Warning") in of_sets
-            assert ("pool", SET_PROGRESSING, "Normal") in of_sets
-            transitions = [t for t in of_sets if t[1] in TRANSITIONS]
-            assert len(transitions) == len(set(transitions)), transitions
-            reconciler.check_alive()
-    finally:
-        stop.set()
+    with running_reconciler(
+        plane, tmp_path, extra=["--namespace", ns, "--no-leader-election"]
+    ) as reconciler:
+        wait_for("the promised Pods", lambda: len(names(plane, "pods", ns)) == promised)
+        instances = ("-l", instance_selector("pool"))
+        created = names(plane, "exporters", ns, *instances)
+        assert all(name.startswith("pool-") for name in created)
+        assert names(plane, "pods", ns) == created
+        # Settled: plan sees nothing left to do, the status the reconciler wrote included.
+        after = wait_for(
+            "a settled plan",
+            lambda: (e := planned(plane, ns, "pool"))["steps"] == e["awaiting"] == [] and e,
+        )
+        assert names(plane, "exporters", ns, *instances) == created  # no more
+        assert after["buckets"]["provisioning"] == 2 and after["desired"] == 2
+        log = Path(reconciler.log.name).read_text()
+        assert f"{ns}/pool: create 2 (pool-*): {WHY}" in log
+        assert f'{ns}/broken: waiting: VirtualTargetClass "qemu-x86" not found' in log
+        events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
+        of_pool = [e for e in events if e["regarding"]["name"] == "pool"]
+        notes = sorted(e["note"] for e in of_pool if e["reason"] == SCALE_UP)
+        assert notes == [f"created Exporter {name}: {WHY}" for name in created]
+        pods = sorted(e["note"] for e in events if e["reason"] == POD_CREATED)
+        assert pods == [f"created Pod {name}" for name in created]
+        # The condition transitions, as Jumpstarter's controller writes them, once each.
+        of_sets = [(e["regarding"]["name"], e["reason"], e["type"]) for e in events]
+        assert ("broken", SET_DEGRADED, "Warning") in of_sets
+        assert ("pool", SET_PROGRESSING, "Normal") in of_sets
+        transitions = [t for t in of_sets if t[1] in TRANSITIONS]
+        assert len(transitions) == len(set(transitions)), transitions
+        reconciler.check_alive()
 
 
 def test_unknown_set_or_namespace_is_one_line(control_plane: ControlPlane, namespace: str) -> None:

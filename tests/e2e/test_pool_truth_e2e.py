@@ -4,8 +4,10 @@ one pending Lease that two sets match makes one instance; each step is logged on
 the pass that carried it out.
 
 No webhook runs here (sets the webhook would refuse are the point of the first test).
-Jumpstarter's credential step is played by the development stand-in; Leases by hand, as
-its lease controller writes them. Waits are bounded polls.
+Jumpstarter's released 0.9.0 controller serves each test's namespace: it issues the
+credentials, and assigns the Leases the release's client asks for (`jmp create lease`) to
+instances whose exporters, its `jmp run` (`tests.exporters`), registered with it. Waits
+are bounded polls.
 """
 
 from __future__ import annotations
@@ -14,29 +16,28 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from harness.stack import ReconcilerProcess, running_reconciler
-from harness.standin import CredentialStandIn
-from pool.model.keys import LEASE_PROTECTION, REVISION, instance_selector
+from pool.model.keys import LEASE_PROTECTION, REVISION, STANDBY_LABEL, instance_selector
 from tests.census import Census
 from tests.e2e.objects import (
     apply,
+    assigned_exporter,
     exporter_set,
     get_json,
-    install_lease_crd,
-    lease,
-    set_status,
     virtual_target_class,
     wait_for,
 )
+from tests.exporters import ExporterProcesses
 from tests.unit.test_webhook_pools import MOCK, deep_drivers
 
 Obj = dict[str, Any]
@@ -44,17 +45,10 @@ CLI = (sys.executable, "-m", "virtualtarget.cli")
 
 
 @pytest.fixture
-def lab(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
-    """The namespace with Jumpstarter's Lease CRD, its credential step played, a class."""
-    install_lease_crd(control_plane)
-    stop = threading.Event()
-    standin = CredentialStandIn(control_plane.api_client(), namespace=namespace)
-    thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
-    thread.start()
-    apply(control_plane, virtual_target_class("qemu", namespace))
-    yield namespace
-    stop.set()
-    thread.join()
+def lab(control_plane: ControlPlane, ns: str) -> str:
+    """The namespace Jumpstarter's controller serves, with a class."""
+    apply(control_plane, virtual_target_class("qemu", ns))
+    return ns
 
 
 @pytest.fixture
@@ -121,6 +115,11 @@ def step_of(line: str) -> tuple[str, list[str]]:
 
 def log_of(process: ReconcilerProcess) -> str:
     return Path(process.log.name).read_text(errors="replace")
+
+
+def standbys(plane: ControlPlane, ns: str) -> list[str]:
+    found = get_json(plane, "exporters", "-n", ns, "-l", f"{STANDBY_LABEL}=true")["items"]
+    return sorted(e["metadata"]["name"] for e in found)
 
 
 def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
@@ -204,7 +203,7 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
 
 
 def test_one_pending_lease_two_sets_match_makes_one_instance(
-    control_plane: ControlPlane, lab: str, reconciler: ReconcilerProcess
+    control_plane: ControlPlane, lab: str, jumpstarter: Jumpstarter, reconciler: ReconcilerProcess
 ) -> None:
     plane, ns = control_plane, lab
     census = Census(plane, ns)
@@ -217,14 +216,20 @@ def test_one_pending_lease_two_sets_match_makes_one_instance(
         body["spec"]["selector"] = {"matchLabels": shared}
         apply(plane, body)
         time.sleep(1.1)  # creationTimestamp has a one-second grain
-    apply(plane, lease("lease-a", ns, shared))
+    # Jumpstarter's controller ends a Lease that no Exporter matches: it pends on the standbys.
+    wait_for("both standbys", lambda: len(standbys(plane, ns)) == 2)
+    jumpstarter.request_lease("jumpstarter.dev/pool=poolA", "lease-a")
     wait_for("one instance for the Lease", lambda: sum(census.now.values()) >= 1)
     time.sleep(3)  # both pools have had their passes
     assert dict(census.most) == {"older": 1}, dict(census.most)
 
 
 def test_each_step_is_logged_once_by_the_pass_that_carried_it_out(
-    control_plane: ControlPlane, lab: str, reconciler: ReconcilerProcess
+    control_plane: ControlPlane,
+    lab: str,
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
+    reconciler: ReconcilerProcess,
 ) -> None:
     plane, ns = control_plane, lab
     census = Census(plane, ns)
@@ -233,16 +238,14 @@ def test_each_step_is_logged_once_by_the_pass_that_carried_it_out(
         pool("p7", ns, [{"name": "power", "type": MOCK}], minAvailableReplicas=3, maxReplicas=8),
     )
     wait_for("3 Pods", lambda: len(get_json(plane, "pods", "-n", ns)["items"]) == 3)
-    # Two leases take instances; their refill and their protection follow.
+    # Two leases, each pinned to an instance, take them once their exporters registered;
+    # their refill and their protection follow.
     instances = sorted(census.names("p7"))
     for n, exporter in enumerate(instances[:2]):
-        set_status(plane, ns, exporter)
-        apply(plane, lease(f"lease-{n}", ns, {"board": "p7"}))
-        plane.kubectl(
-            "patch", "leases.jumpstarter.dev", f"lease-{n}", "-n", ns, "--subresource=status",
-            "--type=merge",
-            "-p", json.dumps({"status": {"exporterRef": {"name": exporter}}}),
-        )  # fmt: skip
+        jumpstarter.request_lease("board=p7", f"lease-{n}", exporter=exporter)
+    for n, exporter in enumerate(instances[:2]):
+        held = partial(assigned_exporter, plane, ns, f"lease-{n}")
+        assert wait_for(f"lease-{n} assigned", held, timeout=90) == exporter
     wait_for("5 Pods", lambda: len(get_json(plane, "pods", "-n", ns)["items"]) == 5, timeout=60)
     wait_for(
         "both leased instances protected",

@@ -11,15 +11,21 @@ with a TokenRequest token of it. Then:
 - a rotated token reaches the instance's config Secret; the time it took is printed
   beside the scope's stated bound (a watch: seconds; by name: the resync's floor plus
   Secrets / budget).
+
+Each namespace of pools in the scope is served by a Jumpstarter released 0.9.0 controller
+of its own (one serves one namespace; two at once for the listed scope): it issues the
+instances' credentials, and rotates one as it does (its Secret deleted, a new one issued).
+The namespace outside the scope is served by none: its pool gets no Exporter at all, which
+needs no credential.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import ssl
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -33,14 +39,21 @@ import pytest
 from api.access import CLUSTER, NAMESPACED
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.deploy_render import WEBHOOK_NAMESPACE
+from harness.jumpstarter import running_jumpstarter
 from harness.rbac import render_component
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn
 from pool.model.access import ACCESS
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import instance_selector
 from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    rotate_credential,
+    virtual_target_class,
+    wait_for,
+)
 
 RESYNC = 4.0  # --secret-resync of the cluster-wide run (the resync's floor per Secret)
 WATCH_BOUND = 5.0  # what docs/install.md states for a watch: an event and a pass, within seconds
@@ -193,9 +206,6 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
     name = f"p{tag}"
     for namespace in [*pools, outside]:
         _pool(plane, namespace, name)
-    stop = threading.Event()
-    standin = CredentialStandIn(plane.api_client())  # every namespace: only scope may fill
-    threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
     extra = [
         f"--leader-election-namespace={WEBHOOK_NAMESPACE}",
         f"--leader-election-id=scope-{tag}",
@@ -206,7 +216,11 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
         environment["NAMESPACE"] = WEBHOOK_NAMESPACE
     elif case.mode == NAMESPACED:
         extra.append(f"--namespace={','.join(pools)}")
-    try:
+    with contextlib.ExitStack() as served:
+        for namespace in pools:  # Jumpstarter's controller for each namespace in the scope
+            served.enter_context(
+                running_jumpstarter(plane, namespace, tmp_path / f"jumpstarter-{namespace}")
+            )
         with running_reconciler(
             plane, tmp_path, kubeconfig=kubeconfig, extra=extra, env=environment
         ) as reconciler:
@@ -225,8 +239,8 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
             namespace = pools[0]
             instance = _instance(plane, namespace, name)
             before = _config_version(plane, namespace, instance)
-            started = time.monotonic()
-            standin.rotate(namespace, instance)
+            rotate_credential(plane, namespace, instance)
+            started = time.monotonic()  # from the new credential on: the reconciler's part
             wait_for(
                 "the rotated token in the config Secret",
                 lambda: _config_version(plane, namespace, instance) != before,
@@ -241,8 +255,6 @@ def test_scope_reads_only_what_it_may_and_fills_only_its_pools(
             print(f"\nscope {scope}: rotated token in the config Secret after {took:.2f} s")
             print(f"  (bound: {bound})")
             log = reconciler.log_tail(300)
-    finally:
-        stop.set()
     if case.mode == NAMESPACED:
         # Outside the scope: no instance, no status, however long it ran.
         assert get_json(plane, "exporters", "-n", outside)["items"] == []

@@ -8,27 +8,38 @@ audit log of every request, and `apiserver_request_total`):
 - a rotated token still reaches the config Secret: by the resync (within the floor plus
   Secrets / budget, and a pass), and, when the instance's Pod is made again, before that
   Pod is created (both Secrets are read right before it: `jmp run` reads its config once).
+
+Jumpstarter's released 0.9.0 controller serves the namespace: it issues the credentials and
+rotates one as it does (its Secret deleted, a new one issued). No exporter runs.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from bench._apiserver import WRITE_VERBS, audit_requests, request_totals
-from harness.controlplane import running_control_plane
+from harness.controlplane import ControlPlane, running_control_plane
+from harness.jumpstarter import running_jumpstarter
 from harness.stack import running_reconciler
-from harness.standin import CredentialStandIn
 from pool.model.jumpstarter import CONFIG_KEY, config_secret_name
 from tests.chaos.support import identity
-from tests.e2e.objects import apply, exporter_set, get_json, virtual_target_class, wait_for
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    rotate_credential,
+    virtual_target_class,
+    wait_for,
+)
 
 NS = "reads"
 POOLS, INSTANCES = 5, 2  # 10 instances: 20 Secrets tracked by name
@@ -48,101 +59,103 @@ def _pods(plane: Any) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items}
 
 
-def test_reads_at_rest_follow_the_budget_and_a_rotated_token_still_arrives(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    """A control plane of its own that audits reads, its namespace NS served by Jumpstarter's
+    released controller and router."""
     with running_control_plane(audit_reads=True) as plane:
         plane.kubectl("create", "namespace", NS)
-        plane.kubectl("create", "namespace", "identities")
-        kubeconfig = identity(plane, "identities", "reconciler", tmp_path)
-        user = "system:serviceaccount:identities:reconciler"
-        for index in range(POOLS):
-            name = f"pool-{index}"
-            apply(
-                plane,
-                virtual_target_class(name, NS),
-                exporter_set(name, NS, class_name=name, with_template=True, minReplicas=INSTANCES),
-            )
-        stop = threading.Event()
-        standin = CredentialStandIn(plane.api_client(), namespace=NS)
-        threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
-        extra = [
-            "--no-leader-election",
-            f"--secret-resync={FLOOR}",
-            f"--secret-resync-budget={BUDGET}",
+        with running_jumpstarter(plane, NS, tmp_path / "jumpstarter"):
+            yield plane
+
+
+def test_reads_at_rest_follow_the_budget_and_a_rotated_token_still_arrives(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    plane.kubectl("create", "namespace", "identities")
+    kubeconfig = identity(plane, "identities", "reconciler", tmp_path)
+    user = "system:serviceaccount:identities:reconciler"
+    for index in range(POOLS):
+        name = f"pool-{index}"
+        apply(
+            plane,
+            virtual_target_class(name, NS),
+            exporter_set(name, NS, class_name=name, with_template=True, minReplicas=INSTANCES),
+        )
+    extra = [
+        "--no-leader-election",
+        f"--secret-resync={FLOOR}",
+        f"--secret-resync-budget={BUDGET}",
+    ]
+    with running_reconciler(plane, tmp_path, kubeconfig=kubeconfig, extra=extra) as rec:
+
+        def filled() -> bool:
+            rec.check_alive()
+            exporters = get_json(plane, "exporters", "-n", NS)["items"]
+            names = {e["metadata"]["name"] for e in exporters}
+            return len(names) == POOLS * INSTANCES and names <= set(_pods(plane))
+
+        wait_for("the pools filled", filled, timeout=90)
+        time.sleep(3)  # the last passes and first reads end
+
+        # At rest: the reconciler's requests, as the apiserver saw them.
+        before = request_totals(plane)
+        start = datetime.now(UTC)
+        time.sleep(WINDOW)
+        end = datetime.now(UTC)
+        served = request_totals(plane)
+        counts = audit_requests(plane.iter_audit_events(), {"rest": (start, end)})["rest"]
+        mine = {k[1:]: n for k, n in counts.items() if k[0] == user}
+        reads = mine.get(("get", "secrets"), 0)
+        writes = sum(n for (verb, _), n in mine.items() if verb in WRITE_VERBS)
+        tracked = 2 * POOLS * INSTANCES
+        print(
+            f"\nat rest for {WINDOW:.0f} s: {reads} Secret reads by the reconciler "
+            f"(budget {BUDGET:.0f}/s; {tracked} Secrets each read every {FLOOR:.0f} s "
+            f"would be {tracked / FLOOR * WINDOW:.0f}); its requests: {mine}"
+        )
+        assert 1 <= reads <= BUDGET * WINDOW + 2, mine
+        assert writes == 0, mine
+        # The server's own counter saw at least those reads (and the test's none).
+        assert served["GET", "secrets"] - before["GET", "secrets"] >= reads
+
+        # A rotated token, no event: the resync brings it.
+        exporters = sorted(_pods(plane))
+        first, second = exporters[0], exporters[1]
+        token = rotate_credential(plane, NS, first)
+        started = time.monotonic()  # from the new credential on: the reconciler's part
+        bound = FLOOR + tracked / BUDGET + 5  # the resync, then a pass
+        wait_for(
+            "the rotated token in the config Secret (resync)",
+            lambda: _config_token(plane, first) == token,
+            timeout=bound,
+        )
+        took = time.monotonic() - started
+        print(f"rotated token in the config Secret after {took:.2f} s (bound {bound:.0f})")
+
+        # A rotated token and the instance's Pod made again: read before the Pod.
+        old_uid = _pods(plane)[second]
+        token = rotate_credential(plane, NS, second)
+        plane.kubectl("delete", "pod", second, "-n", NS, "--wait=false")
+        wait_for(
+            "a new Pod for the instance",
+            lambda: _pods(plane).get(second, old_uid) != old_uid,
+            timeout=30,
+        )
+        assert _config_token(plane, second) == token
+        events = [e for e in plane.audit_events() if e["user"]["username"] == user]
+        config_written = [
+            e["stageTimestamp"]
+            for e in events
+            if e["verb"] == "update"
+            and (e.get("objectRef") or {}).get("name") == config_secret_name(second)
         ]
-        try:
-            with running_reconciler(plane, tmp_path, kubeconfig=kubeconfig, extra=extra) as rec:
-
-                def filled() -> bool:
-                    rec.check_alive()
-                    exporters = get_json(plane, "exporters", "-n", NS)["items"]
-                    names = {e["metadata"]["name"] for e in exporters}
-                    return len(names) == POOLS * INSTANCES and names <= set(_pods(plane))
-
-                wait_for("the pools filled", filled, timeout=90)
-                time.sleep(3)  # the last passes and first reads end
-
-                # At rest: the reconciler's requests, as the apiserver saw them.
-                before = request_totals(plane)
-                start = datetime.now(UTC)
-                time.sleep(WINDOW)
-                end = datetime.now(UTC)
-                served = request_totals(plane)
-                counts = audit_requests(plane.iter_audit_events(), {"rest": (start, end)})["rest"]
-                mine = {k[1:]: n for k, n in counts.items() if k[0] == user}
-                reads = mine.get(("get", "secrets"), 0)
-                writes = sum(n for (verb, _), n in mine.items() if verb in WRITE_VERBS)
-                tracked = 2 * POOLS * INSTANCES
-                print(
-                    f"\nat rest for {WINDOW:.0f} s: {reads} Secret reads by the reconciler "
-                    f"(budget {BUDGET:.0f}/s; {tracked} Secrets each read every {FLOOR:.0f} s "
-                    f"would be {tracked / FLOOR * WINDOW:.0f}); its requests: {mine}"
-                )
-                assert 1 <= reads <= BUDGET * WINDOW + 2, mine
-                assert writes == 0, mine
-                # The server's own counter saw at least those reads (and the test's none).
-                assert served["GET", "secrets"] - before["GET", "secrets"] >= reads
-
-                # A rotated token, no event: the resync brings it.
-                exporters = sorted(_pods(plane))
-                first, second = exporters[0], exporters[1]
-                started = time.monotonic()
-                token = standin.rotate(NS, first)
-                bound = FLOOR + tracked / BUDGET + 5  # the resync, then a pass
-                wait_for(
-                    "the rotated token in the config Secret (resync)",
-                    lambda: _config_token(plane, first) == token,
-                    timeout=bound,
-                )
-                took = time.monotonic() - started
-                print(f"rotated token in the config Secret after {took:.2f} s (bound {bound:.0f})")
-
-                # A rotated token and the instance's Pod made again: read before the Pod.
-                old_uid = _pods(plane)[second]
-                token = standin.rotate(NS, second)
-                plane.kubectl("delete", "pod", second, "-n", NS, "--wait=false")
-                wait_for(
-                    "a new Pod for the instance",
-                    lambda: _pods(plane).get(second, old_uid) != old_uid,
-                    timeout=30,
-                )
-                assert _config_token(plane, second) == token
-                events = [e for e in plane.audit_events() if e["user"]["username"] == user]
-                config_written = [
-                    e["stageTimestamp"]
-                    for e in events
-                    if e["verb"] == "update"
-                    and (e.get("objectRef") or {}).get("name") == config_secret_name(second)
-                ]
-                pod_created = [
-                    e["requestReceivedTimestamp"]
-                    for e in events
-                    if e["verb"] == "create"
-                    and (e.get("objectRef") or {}).get("resource") == "pods"
-                    and (e.get("objectRef") or {}).get("name") == second
-                ]
-                assert config_written and pod_created, json.dumps(events[-20:], indent=1)
-                assert max(config_written) <= max(pod_created)
-        finally:
-            stop.set()
+        pod_created = [
+            e["requestReceivedTimestamp"]
+            for e in events
+            if e["verb"] == "create"
+            and (e.get("objectRef") or {}).get("resource") == "pods"
+            and (e.get("objectRef") or {}).get("name") == second
+        ]
+        assert config_written and pod_created, json.dumps(events[-20:], indent=1)
+        assert max(config_written) <= max(pod_created)

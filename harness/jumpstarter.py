@@ -251,12 +251,20 @@ class Jumpstarter:
         return result.stdout.strip()
 
     def request_lease(
-        self, selector: str, name: str, duration: str = "30m", *, exporter: str = ""
+        self,
+        selector: str,
+        name: str,
+        duration: str = "30m",
+        *,
+        exporter: str = "",
+        begin: str = "",
     ) -> str:
         """`jmp create lease`: a Lease the controller assigns (or pends, or ends); its name.
-        With `exporter`, pinned to that Exporter (`--name`: the Lease's `spec.exporterRef`)."""
+        With `exporter`, pinned to that Exporter (`--name`: the Lease's `spec.exporterRef`);
+        with `begin` (RFC 3339), booked for then (`--begin-time`: its `spec.beginTime`)."""
         pinned = ("--name", exporter) if exporter else ()
-        self.jmp("create", "lease", "-l", selector, *pinned, "--duration", duration,
+        booked = ("--begin-time", begin) if begin else ()
+        self.jmp("create", "lease", "-l", selector, *pinned, *booked, "--duration", duration,
                  "--lease-id", name, "--output", "name")  # fmt: skip
         return name
 

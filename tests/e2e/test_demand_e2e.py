@@ -3,10 +3,11 @@ beginTime less the pool's boot time, and a pool with `warm-buffer: auto` raises 
 on a burst of Leases, keeps what it learned across a restart of the reconciler, and falls
 back once arrivals stop.
 
-Jumpstarter's credential step is played by the development stand-in; the Lease CRD is
-the minimal stand-in of `tests.e2e.objects`. Boot estimates and demand windows are short
-annotations so that the moments fall within seconds. Waits are bounded polls, not
-timing assertions.
+Jumpstarter's released 0.9.0 controller serves each test's namespace: it issues the
+credentials, the Leases are its client's (`jmp create lease`, released with `jmp delete
+lease`), and each instance's exporter is its `jmp run` (`tests.exporters`). Boot estimates
+and demand windows are short annotations so that the moments fall within seconds. Waits
+are bounded polls, not timing assertions.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 from api.warmbuffer import BOOT_ESTIMATE, DEMAND_WINDOW, WARM_BUFFER
 from harness.controlplane import ControlPlane
+from harness.jumpstarter import Jumpstarter
 from pool.model.demand import decode_demand
 from pool.model.keys import DEMAND
 from pool.model.reasons import WARM_BUFFER_CHANGED
@@ -32,29 +34,17 @@ from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    install_lease_crd,
-    lease,
-    playing_credentials,
     pool_memory,
-    set_status,
     virtual_target_class,
     wait_for,
 )
-from tests.e2e.test_reconciler_e2e import Reconciler, exporters, names
-
-
-def bring_online(plane: ControlPlane, ns: str) -> None:
-    """Every instance that has no status yet registered and online."""
-    for exporter in exporters(plane, ns):
-        if not exporter.get("status", {}).get("conditions"):
-            set_status(plane, ns, exporter["metadata"]["name"])
+from tests.e2e.test_reconciler_e2e import Reconciler, names
+from tests.exporters import ExporterProcesses
 
 
 @pytest.fixture
-def plane_ns(control_plane: ControlPlane, namespace: str) -> Iterator[tuple[ControlPlane, str]]:
-    install_lease_crd(control_plane)
-    with playing_credentials(control_plane, namespace):
-        yield control_plane, namespace
+def plane_ns(control_plane: ControlPlane, ns: str) -> tuple[ControlPlane, str]:
+    return control_plane, ns
 
 
 @pytest.fixture
@@ -100,14 +90,14 @@ def available_message(plane: ControlPlane, ns: str) -> str:
 
 
 def test_a_scheduled_lease_creates_nothing_until_its_begin_less_the_boot_time(
-    plane_ns: tuple[ControlPlane, str], start: Callable[[], Reconciler]
+    plane_ns: tuple[ControlPlane, str], jumpstarter: Jumpstarter, start: Callable[[], Reconciler]
 ) -> None:
     plane, ns = plane_ns
-    # boot estimate 9m45s: a Lease beginning in 10 minutes counts 15 s from now
-    make_pool(plane, ns, {BOOT_ESTIMATE: "9m45s"}, minAvailableReplicas=0, maxReplicas=2)
+    # boot estimate 9m30s: a Lease beginning in 10 minutes counts 30 s from now
+    make_pool(plane, ns, {BOOT_ESTIMATE: "9m30s"}, minAvailableReplicas=0, maxReplicas=2)
     begin = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
-    counts_at = begin - timedelta(minutes=9, seconds=45)
-    apply(plane, lease("later", ns, {"board": "pool"}, begin=format_time(begin)))
+    counts_at = begin - timedelta(minutes=9, seconds=30)
+    jumpstarter.request_lease("board=pool", "later", begin=format_time(begin))
 
     entry = planned(plane, ns)
     assert entry["pendingLeases"] == 0 and entry["desired"] == 0, entry
@@ -131,24 +121,27 @@ def test_a_scheduled_lease_creates_nothing_until_its_begin_less_the_boot_time(
 
 
 def test_an_auto_pool_learns_a_burst_keeps_it_across_a_restart_and_falls_back(
-    plane_ns: tuple[ControlPlane, str], start: Callable[[], Reconciler]
+    plane_ns: tuple[ControlPlane, str],
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
+    start: Callable[[], Reconciler],
 ) -> None:
     plane, ns = plane_ns
-    # Six arrivals in a 15 s window, 10 s boots: the buffer stays at 1 or more until about
-    # 70 s after the burst (the restart's plan comes at 10-20 s), then falls to 0.
-    annotations = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "15s"}
+    # Six arrivals in a 30 s window (each `jmp` call takes a second or two), 10 s boots:
+    # the buffer stays at 1 or more well after the burst, then falls to 0.
+    annotations = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "30s"}
     make_pool(plane, ns, annotations, minAvailableReplicas=0, maxReplicas=8,
               scaleDownCooldown="2s")  # fmt: skip
-    # A burst of six Leases, served at once elsewhere (ended): arrivals, not pending demand.
-    burst = [lease(f"burst-{i}", ns, {"board": "pool"}) for i in range(6)]
-    apply(plane, *burst)
-    ended = ("--subresource=status", "--type=merge", "-p", '{"status":{"ended":true}}')
-    for item in burst:
-        plane.kubectl("patch", "lease.jumpstarter.dev", item["metadata"]["name"], "-n", ns, *ended)
+    # A burst of six Leases, released at once (the controller ends them): arrivals, not
+    # pending demand.
+    burst = [f"burst-{i}" for i in range(6)]
+    for name in burst:
+        jumpstarter.request_lease("board=pool", name)
+    for name in burst:
+        jumpstarter.release_lease(name)
 
     first = start()
     wait_for("the buffer rises", lambda: len(names(plane, ns)) >= 2)
-    bring_online(plane, ns)
     memory = wait_for(
         "the learned demand in the memory Lease",
         lambda: decode_demand((pool_memory(plane, ns, "pool") or {}).get(DEMAND)),

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.controlplane import jumpstarter_crds
+from harness.guest import build_marker_guest
+from harness.images import build_qemu_exporter
+from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, running_node_cluster
 from tests import records
+from tests.node.pool_support import node_jumpstarters
 from tests.node.support import LOCK_WAIT_S, OWN_NODE_CLUSTER, record_timings
 
 
@@ -101,3 +108,41 @@ def namespace(node_cluster: NodeCluster) -> str:
     node_cluster.kubectl("create", "namespace", name)
     node_cluster.wait_for_namespace(name)
     return name
+
+
+# -- what the pool modules share: the instance image, Jumpstarter, the marker guest --------
+
+
+@pytest.fixture(scope="session")
+def instance_archives() -> Mapping[str, Path]:
+    """The QEMU exporter image built (once a session; the layer cache keeps a rebuild
+    short), by the builder `make image` runs."""
+    return {QEMU_EXPORTER_IMAGE: build_qemu_exporter()}
+
+
+@pytest.fixture(scope="module")
+def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
+    """The QEMU exporter image imported into this module's node, and the product's CRDs
+    installed beside Jumpstarter's release CRDs."""
+    node_cluster.plane.install_crds(jumpstarter_crds())
+    started = time.monotonic()
+    for name, archive in instance_archives.items():
+        node_cluster.import_image(archive, name)
+    print(f"\nnode: instance images imported in {time.monotonic() - started:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def jumpstarters(
+    node_cluster: Any, instance_images: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JumpstarterSupply]:
+    """Fresh namespaces, each served by Jumpstarter's controller and router on the node IP
+    (the next one started while a test uses the last)."""
+    supply = node_jumpstarters(node_cluster, tmp_path_factory.mktemp("jumpstarter"), "pool")
+    yield supply
+    supply.close()
+
+
+@pytest.fixture(scope="session")
+def marker_guest() -> Path:
+    """The marker guest's disk (built once per cache folder)."""
+    return build_marker_guest()

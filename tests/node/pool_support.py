@@ -107,12 +107,14 @@ class Event:
 
 @dataclass
 class History:
-    """Every watch event of Exporters and Pods in one namespace, from when it starts."""
+    """Every watch event of Exporters, Pods and Jumpstarter's Leases in one namespace, from
+    when it starts."""
 
     api_client: Any
     namespace: str
     exporters: list[Event] = field(default_factory=list)
     pods: list[Event] = field(default_factory=list)
+    leases: list[Event] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -128,6 +130,11 @@ class History:
                 self.exporters,
             ),
             (core.list_namespaced_pod, (self.namespace,), self.pods),
+            (
+                custom.list_namespaced_custom_object,
+                ("jumpstarter.dev", "v1alpha1", self.namespace, "leases"),
+                self.leases,
+            ),
         ]
         for lister, args, sink in lists:
             thread = threading.Thread(target=self._watch, args=(lister, args, sink), daemon=True)

@@ -40,11 +40,9 @@ from harness.jumpstarter import JumpstarterSupply
 from pool.model.timefmt import parse_time
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
-from tests.node.test_pools_node import instance_archives, instance_images, jumpstarters
 
 pytestmark = pytest.mark.timeout(900)
 
-__all__ = ["instance_archives", "instance_images", "jumpstarters"]  # the fixtures used here
 
 Obj = dict[str, Any]
 GROUP, CLIENT = "jumpstarter.dev", "burst"

@@ -24,11 +24,6 @@ from harness.jumpstarter import JumpstarterSupply
 from pool.model.keys import LEASE_PROTECTION
 from tests.e2e.objects import get_json
 from tests.node.pool_support import Pool, fresh_pool
-from tests.node.test_pools_node import (  # noqa: F401 (fixtures)
-    instance_archives,
-    instance_images,
-    jumpstarters,
-)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -38,7 +33,7 @@ Obj = dict[str, Any]
 @pytest.fixture
 def pool(
     node_cluster: Any,
-    jumpstarters: JumpstarterSupply,  # noqa: F811
+    jumpstarters: JumpstarterSupply,
     tmp_path: Path,
 ) -> Iterator[Pool]:
     with fresh_pool(node_cluster, jumpstarters, tmp_path) as running:

@@ -21,17 +21,14 @@ import json
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
-from harness.controlplane import jumpstarter_crds
-from harness.guest import MARKER, build_marker_guest
-from harness.images import build_qemu_exporter
+from harness.guest import MARKER
 from harness.jumpstarter import JumpstarterSupply
 from pool.model.backoff import delay
 from pool.model.jumpstarter import CONFIG_KEY, QEMU_DRIVER, TOKEN_KEY
@@ -44,7 +41,6 @@ from tests.node.pool_support import (
     Pool,
     fresh_pool,
     kill_container,
-    node_jumpstarters,
     running_pool,
 )
 from tests.node.support import record_figure
@@ -57,35 +53,6 @@ Obj = dict[str, Any]
 
 
 # -- fixtures ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def instance_archives() -> Mapping[str, Path]:
-    """The QEMU exporter image built (once a session; the layer cache keeps a rebuild
-    short), by the builder `make image` runs."""
-    return {QEMU_EXPORTER_IMAGE: build_qemu_exporter()}
-
-
-@pytest.fixture(scope="module")
-def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
-    """The QEMU exporter image imported into this module's node, and the product's CRDs
-    installed beside Jumpstarter's release CRDs."""
-    node_cluster.plane.install_crds(jumpstarter_crds())
-    started = time.monotonic()
-    for name, archive in instance_archives.items():
-        node_cluster.import_image(archive, name)
-    print(f"\nnode: instance images imported in {time.monotonic() - started:.0f} s")
-
-
-@pytest.fixture(scope="module")
-def jumpstarters(
-    node_cluster: Any, instance_images: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[JumpstarterSupply]:
-    """Fresh namespaces, each served by Jumpstarter's controller and router on the node IP
-    (the next one started while a test uses the last)."""
-    supply = node_jumpstarters(node_cluster, tmp_path_factory.mktemp("jumpstarter"), "pool")
-    yield supply
-    supply.close()
 
 
 # A template whose driver cannot start: its package is not in the exporter image.
@@ -226,12 +193,6 @@ GUEST_DRIVERS = [{"name": "qemu", "type": QEMU_DRIVER, "config": {"hostname": "g
 GUEST_PARAMETERS = {"resources": {"cpu": 1, "memory": "256Mi"}}
 GUEST_REQUESTS = {"cpu": "1", "memory": "512Mi"}  # the guest's memory and QEMU's, jmp's
 BOOTS = 2  # per lease: power on to the marker, off, on to the marker again
-
-
-@pytest.fixture(scope="session")
-def marker_guest() -> Path:
-    """The marker guest's disk (built once per cache folder)."""
-    return build_marker_guest()
 
 
 @pytest.fixture

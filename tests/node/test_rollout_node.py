@@ -21,11 +21,8 @@ from harness.jumpstarter import JumpstarterSupply
 from pool.model.keys import REVISION
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
-from tests.node.test_pools_node import instance_archives, instance_images, jumpstarters
 
 pytestmark = pytest.mark.timeout(900)
-
-__all__ = ["instance_archives", "instance_images", "jumpstarters"]  # the fixtures used here
 
 NEW_IMAGE = QEMU_EXPORTER_IMAGE.rsplit(":", 1)[0] + ":rollout"
 CEILING, WARM = 4, 2

@@ -37,11 +37,6 @@ from tests.node.support import record_figure
 
 pytestmark = pytest.mark.timeout(900)
 
-# The pool tests' fixtures: this module's cluster gets the same image and Jumpstarter.
-instance_archives = pools.instance_archives
-instance_images = pools.instance_images
-jumpstarters = pools.jumpstarters
-marker_guest = pools.marker_guest
 
 Obj = dict[str, Any]
 STORAGE_CLASS = "local-disks"

@@ -22,7 +22,8 @@ where Pods dial it. Many run at once, one per namespace they serve.
 
 Start waits until the controller accepts a token it issued (its internal issuer starts after
 its gRPC server: an exporter that dials sooner is refused "oidc: authenticator not
-initialized"), checked with the release's own client (`jmp get exporters`).
+initialized"), checked with the release's own client library (what `jmp get exporters`
+runs), in this process.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -232,58 +234,59 @@ class Jumpstarter:
             )
         return out
 
-    def _run_jmp(self, args: tuple[str, ...], client: str) -> subprocess.CompletedProcess[str]:
-        jmp = Path(sys.executable).parent / "jmp"
-        return subprocess.run(
-            [str(jmp), *args, "--client-config", str(self.client_config(client))],
-            capture_output=True, text=True, timeout=60,
-            env={**os.environ, "HOME": str(self.workdir)},
-        )  # fmt: skip
+    def client(self, name: str = "dev") -> Any:
+        """The release's client library, what `jmp` runs, as the Client `name` (made on
+        first use): called in this process, a request costs a gRPC round trip instead of a
+        `jmp` start (2-3 CPU-seconds of imports each: docs/measurements.md)."""
+        from jumpstarter.config.client import ClientConfigV1Alpha1
 
-    def jmp(self, *args: str, client: str = "dev") -> str:
-        """The release's `jmp` as the Client `client` (made on first use); its output."""
-        result = self._run_jmp(args, client)
-        if result.returncode != 0:
-            raise ControlPlaneError(
-                f"jmp {' '.join(args)} failed ({result.returncode}): "
-                f"{result.stderr.strip() or result.stdout.strip()}"
-            )
-        return result.stdout.strip()
+        return ClientConfigV1Alpha1.from_file(self.client_config(name))
 
     def request_lease(
         self,
         selector: str,
         name: str,
-        duration: str = "30m",
+        duration: timedelta = timedelta(minutes=30),
         *,
         exporter: str = "",
-        begin: str = "",
+        begin: datetime | None = None,
     ) -> str:
-        """`jmp create lease`: a Lease the controller assigns (or pends, or ends); its name.
-        With `exporter`, pinned to that Exporter (`--name`: the Lease's `spec.exporterRef`);
-        with `begin` (RFC 3339), booked for then (`--begin-time`: its `spec.beginTime`)."""
-        pinned = ("--name", exporter) if exporter else ()
-        booked = ("--begin-time", begin) if begin else ()
-        self.jmp("create", "lease", "-l", selector, *pinned, *booked, "--duration", duration,
-                 "--lease-id", name, "--output", "name")  # fmt: skip
+        """What `jmp create lease -l SELECTOR --lease-id NAME` asks: a Lease the controller
+        assigns (or pends, or ends); its name. With `exporter`, pinned to that Exporter
+        (`--name`: its `spec.exporterRef`); with `begin`, booked for then (`--begin-time`:
+        its `spec.beginTime`)."""
+        try:
+            self.client().create_lease(
+                selector=selector, exporter_name=exporter or None, duration=duration,
+                begin_time=begin, lease_id=name,
+            )  # fmt: skip
+        except Exception as error:  # the gRPC status says why, as jmp prints it
+            raise ControlPlaneError(f"create lease {name} ({selector}): {error}") from error
         return name
 
     def release_lease(self, name: str) -> None:
-        """`jmp delete lease`: the client releases it (the controller ends it)."""
-        self.jmp("delete", "leases", name, "--output", "name")
+        """What `jmp delete lease NAME` asks: the client releases it (the controller ends it)."""
+        try:
+            self.client().delete_lease(name=name)
+        except Exception as error:
+            raise ControlPlaneError(f"delete lease {name}: {error}") from error
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> float:
-        """Wait until the controller accepts a token it issued; the seconds it took."""
+        """Wait until the controller accepts a token it issued (what `jmp get exporters`
+        asks); the seconds it took."""
         started = time.monotonic()
-        while self._run_jmp(("get", "exporters", "--output", "name"), "dev").returncode != 0:
-            self.check_alive()
-            if time.monotonic() - started > timeout:
-                raise ControlPlaneError(
-                    f"jumpstarter controller not ready in {timeout:.0f} s "
-                    f"(log: {self.log('controller')})"
-                )
-            time.sleep(0.5)
-        return time.monotonic() - started
+        while True:
+            try:
+                self.client().list_exporters()
+                return time.monotonic() - started
+            except Exception:  # refused until its issuer is up; no Client yet
+                self.check_alive()
+                if time.monotonic() - started > timeout:
+                    raise ControlPlaneError(
+                        f"jumpstarter controller not ready in {timeout:.0f} s "
+                        f"(log: {self.log('controller')})"
+                    ) from None
+                time.sleep(0.5)
 
     def close(self) -> None:
         for name in list(self._processes):

@@ -31,7 +31,6 @@ from harness.stack import (
     running_webhook,
     unregister_webhooks,
 )
-from tests.e2e.objects import playing_credentials
 from tests.exporters import ExporterProcesses, running_exporters
 
 
@@ -75,22 +74,9 @@ def namespace(control_plane: ControlPlane) -> str:
 
 
 @pytest.fixture
-def ns(request: pytest.FixtureRequest) -> str:
-    """The namespace Jumpstarter's controller serves (`jumpstarter`); in a module that
-    sets JUMPSTARTER_PLAYED, one it does not serve (`played_ns`)."""
-    if getattr(request.module, "JUMPSTARTER_PLAYED", False):
-        return str(request.getfixturevalue("played_ns"))
-    running: Jumpstarter = request.getfixturevalue("jumpstarter")
-    return running.namespace
-
-
-@pytest.fixture
-def played_ns(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
-    """A namespace no Jumpstarter controller serves, its credential step played by the
-    development stand-in: the `ns` of the modules that still play Jumpstarter's controller
-    themselves (Exporter conditions, `leaseRef`) beside a kubelet they play."""
-    with playing_credentials(control_plane, namespace):
-        yield namespace
+def ns(jumpstarter: Jumpstarter) -> str:
+    """The namespace Jumpstarter's controller serves (`jumpstarter`)."""
+    return jumpstarter.namespace
 
 
 @pytest.fixture

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import re
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from harness.controlplane import ControlPlane
-from harness.standin import CredentialStandIn
 from pool.model.jumpstarter import TOKEN_KEY
 from pool.model.keys import SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
@@ -52,21 +49,6 @@ LEASE_CRD = {
         ],
     },
 }
-
-
-@contextlib.contextmanager
-def playing_credentials(plane: ControlPlane, namespace: str) -> Iterator[CredentialStandIn]:
-    """Jumpstarter's credential step played for one namespace (the development stand-in,
-    which retries through outages as a controller would) while the block runs."""
-    stop = threading.Event()
-    issuer = CredentialStandIn(plane.api_client(), namespace=namespace)
-    thread = threading.Thread(target=issuer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        yield issuer
-    finally:
-        stop.set()
-        thread.join()
 
 
 def install_lease_crd(plane: ControlPlane) -> None:
@@ -182,26 +164,6 @@ def try_apply(plane: ControlPlane, *objects: dict[str, Any]) -> subprocess.Compl
     return apply(plane, *objects, check=False)
 
 
-def set_status(plane: ControlPlane, ns: str, exporter: str, **status: Any) -> None:
-    """Write Exporter status as the Jumpstarter controller and exporter would."""
-    conditions = [
-        {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": NOW}
-        for kind in ("Registered", "Online")
-    ]
-    body = {"status": {"conditions": conditions, "exporterStatus": "Available", **status}}
-    plane.kubectl(
-        "patch",
-        "exporter",
-        exporter,
-        "-n",
-        ns,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(body),
-    )
-
-
 def patch_spec(plane: ControlPlane, kind: str, name: str, namespace: str, **spec: Any) -> None:
     """A merge patch of `spec` fields, as `kubectl patch --type=merge` sends it."""
     body = json.dumps({"spec": spec})
@@ -260,7 +222,8 @@ def rotate_credential(plane: ControlPlane, namespace: str, exporter: str) -> str
 
 def play_registered(plane: ControlPlane, namespace: str, exporter: str) -> None:
     """Registered and Online written by hand, as Jumpstarter's controller writes them: only
-    for a namespace no Jumpstarter controller serves (`played_ns`), which would overwrite it."""
+    where no Jumpstarter controller can run (it exits without its Lease CRD), which would
+    overwrite it."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [
         {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": now}

@@ -93,14 +93,17 @@ def test_a_scheduled_lease_creates_nothing_until_its_begin_less_the_boot_time(
     plane_ns: tuple[ControlPlane, str], jumpstarter: Jumpstarter, start: Callable[[], Reconciler]
 ) -> None:
     plane, ns = plane_ns
-    # boot estimate 9m30s: a Lease beginning in 10 minutes counts 30 s from now
-    make_pool(plane, ns, {BOOT_ESTIMATE: "9m30s"}, minAvailableReplicas=0, maxReplicas=2)
+    # boot estimate 9m15s: a Lease beginning in 10 minutes counts 45 s from now, time
+    # enough for the plan below on a loaded machine
+    make_pool(plane, ns, {BOOT_ESTIMATE: "9m15s"}, minAvailableReplicas=0, maxReplicas=2)
+    jumpstarter.client()  # its Client made and its library loaded before the clock starts
     begin = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
-    counts_at = begin - timedelta(minutes=9, seconds=30)
-    jumpstarter.request_lease("board=pool", "later", begin=format_time(begin))
+    counts_at = begin - timedelta(minutes=9, seconds=15)
+    jumpstarter.request_lease("board=pool", "later", begin=begin)
 
     entry = planned(plane, ns)
-    assert entry["pendingLeases"] == 0 and entry["desired"] == 0, entry
+    leases = get_json(plane, "leases.jumpstarter.dev", "-n", ns)["items"]
+    assert entry["pendingLeases"] == 0 and entry["desired"] == 0, (entry, leases)
     waiting = [s for s in entry["steps"] if "scheduled lease later" in s["reason"]]
     assert waiting and waiting[0]["at"] == format_time(counts_at), entry["steps"]
 
@@ -127,9 +130,9 @@ def test_an_auto_pool_learns_a_burst_keeps_it_across_a_restart_and_falls_back(
     start: Callable[[], Reconciler],
 ) -> None:
     plane, ns = plane_ns
-    # Six arrivals in a 30 s window (each `jmp` call takes a second or two), 10 s boots:
-    # the buffer stays at 1 or more well after the burst, then falls to 0.
-    annotations = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "30s"}
+    # Six arrivals in a 15 s window, 10 s boots: the buffer stays at 1 or more until about
+    # 70 s after the burst (the restart's plan comes at 10-20 s), then falls to 0.
+    annotations = {WARM_BUFFER: "auto", BOOT_ESTIMATE: "10s", DEMAND_WINDOW: "15s"}
     make_pool(plane, ns, annotations, minAvailableReplicas=0, maxReplicas=8,
               scaleDownCooldown="2s")  # fmt: skip
     # A burst of six Leases, released at once (the controller ends them): arrivals, not

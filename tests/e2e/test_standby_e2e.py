@@ -25,6 +25,7 @@ from harness.controlplane import ControlPlane
 from harness.jumpstarter import Jumpstarter
 from harness.stack import running_reconciler
 from pool.model.keys import SET_LABEL, STANDBY_LABEL
+from pool.model.timefmt import parse_time
 from tests.census import Census
 from tests.e2e.objects import apply, exporter_set, get_json, patch_spec, virtual_target_class
 from tests.e2e.objects import wait_for as wait
@@ -45,6 +46,17 @@ def make_pool(plane: ControlPlane, ns: str, binding: str, **spec: Any) -> None:
 def pool_exporters(plane: ControlPlane, ns: str) -> list[dict[str, Any]]:
     items = get_json(plane, "exporters", "-n", ns, "-l", f"{SET_LABEL}=pool")["items"]
     return [e for e in items if not e["metadata"].get("deletionTimestamp")]
+
+
+def fence_time(exporter: dict[str, Any]) -> datetime:
+    """When `spec.enabled` was last written (its field manager's time, whole seconds)."""
+    times = [
+        parse_time(entry["time"])
+        for entry in exporter["metadata"].get("managedFields") or []
+        if '"f:enabled"' in json.dumps(entry.get("fieldsV1") or {})
+    ]
+    assert times, exporter["metadata"].get("managedFields")
+    return max(times)
 
 
 def standbys(plane: ControlPlane, ns: str) -> list[str]:
@@ -222,12 +234,19 @@ def test_a_lease_arriving_while_the_only_instance_is_fenced_for_a_rollout_is_ser
         "metadata": {"labels": {"board": "lab"}, "annotations": {"rev": "2"}}
     })  # fmt: skip
 
-    def fenced() -> bool:
-        found = get_json(plane, "exporter", old, "-n", ns)
-        return found.get("spec", {}).get("enabled") is False
+    def fenced() -> dict[str, Any] | None:
+        found: dict[str, Any] = get_json(plane, "exporter", old, "-n", ns, "--show-managed-fields")
+        return found if found.get("spec", {}).get("enabled") is False else None
 
-    wait("the old instance fenced", fenced, timeout=60)
-    assert len(standbys(plane, ns)) == 1  # made before the fence
+    fenced_at = fence_time(wait("the old instance fenced", fenced, timeout=60))
+    # The standby was made before the fence (by the time the fence is seen here it may
+    # be promoted already: the same Exporter, its label gone).
+    made = {
+        e["metadata"]["name"]: parse_time(e["metadata"]["creationTimestamp"])
+        for e in get_json(plane, "exporters", "-n", ns)["items"]
+        if e["metadata"]["name"] != old
+    }
+    assert any(at <= fenced_at for at in made.values()), (made, fenced_at)
     served = serve_one_lease(
         plane, ns, jumpstarter, "during-rollout", once_pending=exporters.resume
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from typing import Any
 
 from harness.controlplane import ControlPlane
 from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
+from tests.kubeget import find_json
 
 __all__ = ["DRIVERS", "DRIVER_NAMES", "ExporterProcesses", "reported_drivers", "running_exporters"]
 
@@ -65,13 +65,10 @@ class ExporterProcesses:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _config(self, exporter: str) -> str | None:
-        found = self.plane.kubectl(
-            "get", "secret", config_secret_name(exporter), "-n", self.namespace, "-o", "json",
-            check=False,
-        )  # fmt: skip
-        if found.returncode != 0:
+        found = find_json(self.plane, "secret", config_secret_name(exporter), "-n", self.namespace)
+        if found is None:
             return None
-        data = json.loads(found.stdout).get("data") or {}
+        data = found.get("data") or {}
         return base64.b64decode(data[CONFIG_KEY]).decode() if CONFIG_KEY in data else None
 
     def _start(self, exporter: str) -> None:
@@ -109,12 +106,12 @@ class ExporterProcesses:
         """Start the command for each live instance Pod without one; stop those whose Pod
         is gone, going or ended (a Pod whose phase a test set Succeeded or Failed, as a
         kubelet reports a Pod whose containers have stopped)."""
-        listed = self.plane.kubectl("get", "pods", "-n", self.namespace, "-o", "json", check=False)
-        if listed.returncode != 0:
+        listed = find_json(self.plane, "pods", "-n", self.namespace)
+        if listed is None:
             return
         pods = {
             p["metadata"]["name"]
-            for p in json.loads(listed.stdout)["items"]
+            for p in listed["items"]
             if not p["metadata"].get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") not in ENDED_PHASES
         }

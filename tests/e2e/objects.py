@@ -14,6 +14,8 @@ from harness.controlplane import ControlPlane
 from pool.model.jumpstarter import TOKEN_KEY
 from pool.model.keys import SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
+from tests.kubeget import find_json as find_json  # the tests' reads, re-exported
+from tests.kubeget import get_json as get_json
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
@@ -117,10 +119,6 @@ def apply(
     return plane.kubectl("apply", "-f", "-", input=json.dumps(items), check=check)
 
 
-def get_json(plane: ControlPlane, *args: str) -> Any:
-    return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
-
-
 def pool_memory(plane: ControlPlane, namespace: str, set_name: str) -> dict[str, str] | None:
     """The annotations a namespaced install's memory Lease `surplus-since.<set>` holds,
     None when there is no such Lease."""
@@ -196,13 +194,11 @@ def assigned_exporter(plane: ControlPlane, namespace: str, lease: str) -> str:
 def credential(plane: ControlPlane, namespace: str, exporter: str) -> tuple[str, str]:
     """The credential Secret Jumpstarter's controller issued the Exporter (the one its
     `status.credential` names): its uid and token; ("", "") before it did."""
-    found = plane.kubectl("get", "exporter", exporter, "-n", namespace, "-o", "json", check=False)
-    status = json.loads(found.stdout).get("status") or {} if found.returncode == 0 else {}
+    status = (find_json(plane, "exporter", exporter, "-n", namespace) or {}).get("status") or {}
     name = (status.get("credential") or {}).get("name")
-    secret = plane.kubectl("get", "secret", str(name), "-n", namespace, "-o", "json", check=False)
-    if not name or secret.returncode != 0:
+    body = find_json(plane, "secret", str(name), "-n", namespace) if name else None
+    if body is None:
         return "", ""
-    body = json.loads(secret.stdout)
     return body["metadata"]["uid"], base64.b64decode(body["data"][TOKEN_KEY]).decode()
 
 

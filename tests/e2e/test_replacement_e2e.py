@@ -37,6 +37,7 @@ from tests.e2e.objects import (
     apply,
     backoff_steps,
     exporter_set,
+    find_json,
     get_json,
     virtual_target_class,
     wait_for,
@@ -66,10 +67,10 @@ def pods_of(plane: ControlPlane, ns: str, uid: str) -> list[dict[str, Any]]:
 
 def is_registered(plane: ControlPlane, ns: str, exporter: str) -> bool:
     """Jumpstarter's controller shows the exporter Registered (False while it is gone)."""
-    found = plane.kubectl("get", "exporter", exporter, "-n", ns, "-o", "json", check=False)
-    if found.returncode != 0:
+    found = find_json(plane, "exporter", exporter, "-n", ns)
+    if found is None:
         return False
-    conditions = (json.loads(found.stdout).get("status") or {}).get("conditions") or []
+    conditions = (found.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Registered" and c["status"] == "True" for c in conditions)
 
 

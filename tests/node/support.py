@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.node import NodeCluster
 from tests import records
+from tests.kubeget import get_json
 
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0
@@ -61,9 +62,7 @@ def apply(cluster: NodeCluster, namespace: str, *objects: dict[str, Any]) -> Non
 
 
 def get(cluster: NodeCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(
-        cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
-    )
+    found: dict[str, Any] = get_json(cluster, kind, name, "-n", namespace)
     return found
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from pool.model.keys import RETAINED_FROM
+from tests.kubeget import find_json
 from tests.node import test_pools_node as pools
 from tests.node.guest_support import DiskSeen, run_client_watching_disk
 from tests.node.pool_support import Pool, fresh_pool
@@ -129,8 +130,8 @@ def disk_pool(
 
 
 def _get(pool: Pool, kind: str, name: str, *scope: str) -> Obj | None:
-    done = pool.cluster.kubectl("get", kind, name, *scope, "-o", "json", check=False)
-    return json.loads(done.stdout) if done.returncode == 0 else None
+    found: Obj | None = find_json(pool.cluster, kind, name, *scope)
+    return found
 
 
 def _claim(pool: Pool, pod: str) -> Obj | None:

@@ -28,6 +28,7 @@ runs), in this process.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import concurrent.futures
 import contextlib
@@ -36,7 +37,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -213,25 +213,27 @@ class Jumpstarter:
     # -- clients ------------------------------------------------------------------
 
     def client_config(self, name: str) -> Path:
-        """A Jumpstarter `Client` in the namespace and its ClientConfig file, made by the
-        release's own `jmp admin create client` (the token is the credential the controller
-        issues for it)."""
+        """A Jumpstarter `Client` in the namespace and its ClientConfig file: what the
+        release's `jmp admin create client NAME --unsafe --out FILE --nointeractive` does,
+        through the same library calls, in this process (a `jmp` start is 2-3 CPU-seconds
+        of imports). The token is the credential the controller issues for the Client."""
         out = self.workdir / f"client-{name}.yaml"
         if out.exists():
             return out
-        jmp = Path(sys.executable).parent / "jmp"
-        result = subprocess.run(
-            [str(jmp), "admin", "create", "client", name, "--namespace", self.namespace,
-             "--kubeconfig", str(self.plane.kubeconfig), "--out", str(out), "--unsafe",
-             "--nointeractive", "--output", "name"],
-            capture_output=True, text=True, timeout=60,
-            env={**os.environ, "HOME": str(self.workdir)},
-        )  # fmt: skip
-        if result.returncode != 0 or not out.exists():
-            raise ControlPlaneError(
-                f"jmp admin create client {name} failed ({result.returncode}): "
-                f"{result.stderr.strip() or result.stdout.strip()}"
-            )
+        from jumpstarter.config.client import ClientConfigV1Alpha1
+        from jumpstarter_kubernetes import ClientsV1Alpha1Api
+
+        async def create() -> Any:
+            async with ClientsV1Alpha1Api(self.namespace, str(self.plane.kubeconfig), None) as api:
+                await api.create_client(name, {}, None)
+                return await api.get_client_config(name, allow=[], unsafe=True)
+
+        try:
+            config = asyncio.run(create())
+        except Exception as error:
+            raise ControlPlaneError(f"jmp admin create client {name} failed: {error!r}") from error
+        config.drivers.unsafe, config.drivers.allow, config.tls.insecure = True, [], False
+        ClientConfigV1Alpha1.save(config, out)
         return out
 
     def client(self, name: str = "dev") -> Any:

@@ -16,6 +16,7 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.controlplane import ControlPlaneError
@@ -99,12 +100,14 @@ def parse(args: Sequence[str]) -> Query | None:
                  options.get("selector", ""), managed)  # fmt: skip
 
 
-_CLIENTS: dict[str, Any] = {}  # kubeconfig -> kubernetes.client.ApiClient
+_CLIENTS: dict[str, Any] = {}  # a kubeconfig's text -> kubernetes.client.ApiClient
 _LOCK = threading.Lock()
 
 
 def _client(plane: Any) -> Any:
-    key = str(plane.kubeconfig)
+    # By what the kubeconfig says, not where it is: a cluster started again in the same
+    # folder has a new port, token and CA.
+    key = Path(plane.kubeconfig).read_text()
     with _LOCK:
         if key not in _CLIENTS:
             _CLIENTS[key] = plane.api_client()

@@ -171,7 +171,7 @@ class Executor:
         (anything else that goes wrong propagates as it is)."""
         for action in actions:
             try:
-                self.step(action)
+                carried_out = self.step(action)
             except NotLeading:
                 raise
             except Exception as exc:
@@ -181,10 +181,14 @@ class Executor:
                 if failure is None:
                     raise
                 raise StepFailed(failure) from exc
-            self.done.append(action)
+            if carried_out:
+                self.done.append(action)
         return self.writes
 
-    def step(self, action: Action) -> None:
+    def step(self, action: Action) -> bool:
+        """Carry out one step; False where a write conditional on what the plan saw found
+        the object changed or gone (not done: the next pass plans again from what it finds,
+        and only the pass that does it logs it)."""
         match action:
             case CreateExporter(prefix, why, step, revision, standby):
                 self._create_exporter(prefix, why, step, revision, standby)
@@ -196,29 +200,31 @@ class Executor:
                 self._delete_pod_if_stale(name, uid)
             case Remove(name, fence, why, planned_uid, pods, reason):
                 if fence:  # the pass's whole part: the delete pass reads the Leases live
-                    self._fence(name, action.fenced_for)
-                elif self._fence_and_check(name, False):
-                    exporter = self._cached_exporter(name) or {}
-                    uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
-                    self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
-                    for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
-                        self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
-                    note = _because(f"removed Exporter {name}", why)
-                    self._event(reason, "Delete", note, exporter)
+                    return self._fence(name, action.fenced_for)
+                if not self._fence_and_check(name, False):
+                    return False
+                exporter = self._cached_exporter(name) or {}
+                uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
+                self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
+                for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
+                    self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)
+                note = _because(f"removed Exporter {name}", why)
+                self._event(reason, "Delete", note, exporter)
             case LiftFence(name, why):
                 self._lift_fence(name, why)
             case Retain(name, why):
-                if self._fence_and_check(name, True):
-                    self._detach(name)
-                    note = _because(f"detached Exporter {name} from the pool for debugging", why)
-                    self._event(RETAINED, "Retain", note, self._cached_exporter(name))
+                if not self._fence_and_check(name, True):
+                    return False
+                self._detach(name)
+                note = _because(f"detached Exporter {name} from the pool for debugging", why)
+                self._event(RETAINED, "Retain", note, self._cached_exporter(name))
             case MarkServed(name, lease):
                 served: Obj = {"metadata": {"annotations": {SERVED_LEASE: lease}}}
                 self._write(lambda: self.kube.patch(EXPORTERS, self.namespace, name, served))
             case Protect(name, _, lease):
-                self._protect(name, lease)
+                return self._protect(name, lease)
             case Unprotect(name, why, warning):
-                self._unprotect(name, why, warning)
+                return self._unprotect(name, why, warning)
             case SetSurplusSince(since):
                 value = format_time(since) if since is not None else None
                 # Jumpstarter's key; the one earlier versions wrote goes with any write.
@@ -239,6 +245,7 @@ class Executor:
             case RecordEvent(reason, note, warning):
                 if self.runtime.expectations.new_event(self._key, reason, note):
                     self._event(reason, "Wait", note, None, warning=warning)
+        return True
 
     def _create_exporter(
         self, prefix: str, why: str, step: int, revision: str, standby: bool = False
@@ -289,10 +296,10 @@ class Executor:
         if made:
             self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
 
-    def _protect(self, name: str, lease: str) -> None:
+    def _protect(self, name: str, lease: str) -> bool:
         exporter = self._cached_exporter(name)
         if exporter is None:
-            return
+            return False
         meta = exporter.get("metadata") or {}
         change: Obj = {
             "resourceVersion": meta.get("resourceVersion"),
@@ -300,9 +307,9 @@ class Executor:
         }
         if lease:
             change["annotations"] = {SERVED_LEASE: lease}
-        self._patch_if_unchanged(name, {"metadata": change})
+        return self._patch_if_unchanged(name, {"metadata": change})
 
-    def _unprotect(self, name: str, why: str, warning: bool) -> None:
+    def _unprotect(self, name: str, why: str, warning: bool) -> bool:
         exporter = self._cached_exporter(name)
         released = exporter is not None and self._patch_if_unchanged(
             name, without_protection(exporter)
@@ -311,6 +318,7 @@ class Executor:
         if released and (warning or deleted):  # it goes now: say why
             note = f"released Exporter {name}: {why}"
             self._event(INSTANCE_RELEASED, "Release", note, exporter, warning=warning)
+        return released
 
     def keep_current(self, names: Iterable[str], token_only: Iterable[str] = ()) -> int:
         """Bring the config Secrets of running instances up to date, and only the token

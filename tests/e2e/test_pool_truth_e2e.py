@@ -33,6 +33,7 @@ from tests.e2e.objects import (
     apply,
     assigned_exporter,
     exporter_set,
+    find_json,
     get_json,
     virtual_target_class,
     wait_for,
@@ -197,8 +198,11 @@ def test_a_refused_write_reaches_the_status_the_events_and_the_plan(
     [only] = get_json(plane, "exporters", "-n", ns, "-l", instance_selector("big2"))["items"]
     assert only["metadata"]["uid"] == current["metadata"]["uid"]
     assert current["metadata"]["name"] != instance
-    pod = get_json(plane, "pod", current["metadata"]["name"], "-n", ns)
-    assert pod["metadata"]["name"] == current["metadata"]["name"]
+    name = current["metadata"]["name"]
+    pod = wait_for(
+        "its Pod (written after its Exporter)", lambda: find_json(plane, "pod", name, "-n", ns)
+    )
+    assert pod["metadata"]["name"] == name
     assert "WriteRejected" not in plan_text(plane, ns, "big2")
 
 

@@ -20,6 +20,7 @@ from pool.rendering.provisioners import provisioner
 from pool.rules.protection import PROTECTION_BOUND, Verdict, verdict
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.executor import Executor, Pass, Runtime
+from reconciler.runtime.kube import ApiError
 from tests.unit.test_reconciler_planner import of, run
 from tests.unit.test_reconciler_step_failures import (
     INSTANCE,
@@ -176,6 +177,30 @@ def test_protect_keeps_the_other_finalizers_and_marks_the_lease() -> None:
     [(_, patch)] = kube.patches
     assert patch["metadata"]["finalizers"] == ["keep.example/x", LEASE_PROTECTION]
     assert patch["metadata"]["annotations"] == {"virtualtarget.jumpstarter.dev/served-lease": "l1"}
+
+
+class ChangedKube(LiveKube):
+    """The Exporter changed since the plan: every conditional write is answered 409."""
+
+    def patch(self, resource: Resource, ns: str, name: str, body: Obj, sub: str = "") -> Obj:
+        raise ApiError(409, "Conflict", "the object has been modified")
+
+
+def test_a_step_whose_conditional_write_finds_the_exporter_changed_is_not_done() -> None:
+    """The pass after a write may plan from a cache that has not shown it: its repeat is
+    refused (409), is not logged as carried out, and the next pass plans again."""
+    protect = Protect(INSTANCE, "serves lease l1")
+    unprotect = Unprotect(INSTANCE, "lease ended", False)
+    for action, exporter in ((protect, _exporter(INSTANCE)), (unprotect, _protected())):
+        refused = _executor(ChangedKube([exporter]))
+        refused.run([action])
+        assert refused.done == []
+        accepted = _executor(LiveKube([exporter]))
+        accepted.run([action])
+        assert accepted.done == [action]
+    removed = _executor(ChangedKube([_protected()]))
+    removed.run([Remove(INSTANCE, True), Remove(INSTANCE, False)])
+    assert removed.done == []
 
 
 @pytest.fixture

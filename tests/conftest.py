@@ -119,6 +119,33 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    _time_summary(terminalreporter)
+    _node_summary(terminalreporter)
+
+
+def _node_summary(terminalreporter: Any) -> None:
+    """The node tier's figures and cluster timings, as its workers recorded them (this
+    process, which prints, loads no conftest of a tier under xdist)."""
+    figures = [entry["line"] for entry in records.read("figure")]
+    clusters = [(entry["who"], entry["timings"]) for entry in records.read("cluster")]
+    if figures:
+        terminalreporter.section("node tier: figures")
+        for line in figures:
+            terminalreporter.write_line(line)
+    if not clusters:
+        return
+    terminalreporter.section("node cluster: start and stop times")
+    for who, timings in clusters:
+        start, stop = timings.get("start", 0.0), timings.get("stop", 0.0)
+        phases = ", ".join(
+            f"{k} {v:.1f} s" for k, v in timings.items() if k not in ("start", "stop")
+        )
+        terminalreporter.write_line(
+            f"{who:<36} start {start:5.1f} s  stop {stop:5.1f} s  ({phases})"
+        )
+
+
+def _time_summary(terminalreporter: Any) -> None:
     if not _WALL:
         return
     cpu: dict[tuple[str, str], float] = defaultdict(float)

@@ -23,7 +23,6 @@ from harness.guest import build_marker_guest
 from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, running_node_cluster
-from tests import records
 from tests.node.pool_support import node_jumpstarters
 from tests.node.support import LOCK_WAIT_S, OWN_NODE_CLUSTER, record_timings
 
@@ -33,27 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.node)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    # What the workers recorded (tests/records.py): this process may have run none.
-    figures = [entry["line"] for entry in records.read("figure")]
-    clusters = [(entry["who"], entry["timings"]) for entry in records.read("cluster")]
-    if figures:
-        terminalreporter.section("node tier: figures")
-        for line in figures:
-            terminalreporter.write_line(line)
-    if not clusters:
-        return
-    terminalreporter.section("node cluster: start and stop times")
-    for who, timings in clusters:
-        start, stop = timings.get("start", 0.0), timings.get("stop", 0.0)
-        phases = ", ".join(
-            f"{k} {v:.1f} s" for k, v in timings.items() if k not in ("start", "stop")
-        )
-        terminalreporter.write_line(
-            f"{who:<36} start {start:5.1f} s  stop {stop:5.1f} s  ({phases})"
-        )
 
 
 class SharedCluster:

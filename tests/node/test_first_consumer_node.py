@@ -11,7 +11,8 @@ boots it and releases; the idle instance goes once the pool's scale-down cooldow
 passed, and the pool is back at zero running instances. Twice, each from zero.
 
 The figures: the Lease's creation to its Ready condition (the Lease's own timestamps,
-whole seconds) beside the instance's boot (its Exporter's creation to Registered), and
+whole seconds) beside the instance's boot (its Pod's creation to its Exporter's
+Registered), and
 the request to the client holding the Lease (Jumpstarter's client polls every 5 s).
 """
 
@@ -74,13 +75,16 @@ def _standby_only(pool: Pool) -> bool:
 
 
 def _boot_s(pool: Pool, exporter: str) -> float:
-    """The instance's boot: its Exporter's creation to its Registered condition (the
-    watch's first view of it Registered; the Exporter may be gone since)."""
+    """The instance's boot: its Pod's creation (the standby becomes the instance when it
+    gets its Pod) to its Exporter's Registered condition (the watch's first view of it
+    Registered; both may be gone since)."""
+    pods = [e for e in list(pool.history.pods) if e.name == exporter]
+    assert pods, f"{exporter}'s Pod never seen"
+    started = parse_time(pods[0].obj["metadata"]["creationTimestamp"])
     for event in list(pool.history.exporters):
         registered = _condition(event.obj, "Registered")
         if event.name == exporter and registered.get("status") == "True":
-            created = parse_time(event.obj["metadata"]["creationTimestamp"])
-            return (parse_time(registered["lastTransitionTime"]) - created).total_seconds()
+            return (parse_time(registered["lastTransitionTime"]) - started).total_seconds()
     raise AssertionError(f"{exporter} never seen Registered")
 
 
@@ -116,7 +120,7 @@ def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
         pool.wait("back to zero running instances", lambda: _standby_only(pool), timeout=120)
         record_figure(
             f"WaitForFirstConsumer pool at zero, run {turn}: Lease created -> Ready "
-            f"{to_ready:.0f} s (instance boot, created -> Registered, {boot:.0f} s); request "
+            f"{to_ready:.0f} s (instance boot, Pod created -> Registered, {boot:.0f} s); request "
             f"-> client holding the Lease {held:.1f} s; release -> zero running instances "
             f"{time.monotonic() - released:.0f} s (cooldown {COOLDOWN_S} s)"
         )

@@ -3,8 +3,11 @@ Jumpstarter is not installed yet): a resource that is not served has no objects,
 live lease check before a delete finds no Lease, and ExitAndReplace and scale-down go on.
 
 A control plane of this module's own, without the Lease CRD (the session's gets it from
-other tests); the development stand-in issues credentials, and the test ends the Pod by
-hand (`kubectl patch pod --subresource=status`), as the issue's reproduction does.
+other tests). Jumpstarter's released controller cannot run here: it exits at start when
+its Lease CRD is not served. So what it would write is played, and only here: the
+development stand-in issues credentials and Registered/Online are written by hand
+(`objects.play_registered`); the test ends the Pod by hand (`kubectl patch pod
+--subresource=status`), as the issue's reproduction does.
 """
 
 from __future__ import annotations

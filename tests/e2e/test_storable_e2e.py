@@ -3,6 +3,12 @@ webhook refuses a set whose instance the apiserver could never store, exactly wh
 apiserver itself starts refusing the rendered objects; a class change likewise; it warns
 about overlapping sets and names a deleted set's leased instances.
 
+The leased instance is leased for real: Jumpstarter's released 0.9.0 controller serves
+that test's namespace, the instances' exporters (the release's `jmp run`,
+`tests.exporters`) register with it, and the release's client asks for a Lease pinned to
+one of them (`jmp create lease --name`); the controller assigns it and names it in that
+Exporter's `status.leaseRef`.
+
 The rendered objects are posted as the reconciler would post them (`webhook.pools`
 renders them with the reconciler's own code): the apiserver, not a number in this
 project, says where the limits are.
@@ -11,23 +17,24 @@ project, says where the limits are.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.controlplane import ControlPlane
-from harness.stack import (
-    WebhookServer,
-)
-from pool.model.keys import SET_LABEL
+from harness.jumpstarter import Jumpstarter
+from harness.stack import WebhookServer, running_reconciler
+from pool.model.keys import instance_selector
 from tests.e2e.objects import (
     apply,
     exporter_set,
     get_json,
-    install_lease_crd,
     try_apply,
     virtual_target_class,
+    wait_for,
 )
+from tests.exporters import DRIVERS, ExporterProcesses
 from tests.unit.test_webhook_pools import QEMU_DRIVERS, at_config_size, blob_set, deep_drivers
 from webhook.pools import REQUEST_LIMIT, SECRET_DATA_LIMIT, render_instance
 
@@ -37,6 +44,20 @@ Obj = dict[str, Any]
 def create(plane: ControlPlane, body: Obj) -> Any:
     """`kubectl create` (a large set does not fit `apply`'s last-applied annotation)."""
     return plane.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
+
+
+def names_of(plane: ControlPlane, ns: str, selector: str) -> list[str]:
+    """The Exporters `selector` selects, not being deleted, by name."""
+    items = get_json(plane, "exporters", "-n", ns, "-l", selector)["items"]
+    return sorted(
+        e["metadata"]["name"] for e in items if not e["metadata"].get("deletionTimestamp")
+    )
+
+
+def lease_ref(plane: ControlPlane, ns: str, exporter: str) -> str:
+    """The Lease Jumpstarter's controller names in the Exporter's status.leaseRef ('')."""
+    status = get_json(plane, "exporter", exporter, "-n", ns).get("status") or {}
+    return str((status.get("leaseRef") or {}).get("name") or "")
 
 
 def rendered_secret(exporter_set: Obj, klass: Obj) -> Obj:
@@ -128,45 +149,38 @@ def test_overlapping_sets_are_admitted_with_a_warning(
 
 
 def test_deleting_a_set_names_its_leased_instances(
-    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+    control_plane: ControlPlane,
+    webhook: WebhookServer,
+    ns: str,
+    jumpstarter: Jumpstarter,
+    exporters: ExporterProcesses,
+    tmp_path: Path,
 ) -> None:
-    plane, ns = control_plane, namespace
-    install_lease_crd(plane)
+    plane = control_plane
     apply(plane, virtual_target_class("qemu", ns))
-    apply(plane, exporter_set("p4", ns, class_name="qemu", with_template=True))
-    uid = get_json(plane, "exporterset", "p4", "-n", ns)["metadata"]["uid"]
-    for name, lease in (("p4-7s54b", "lease-4"), ("p4-aaaaa", "")):
-        apply(
-            plane,
-            {
-                "apiVersion": "jumpstarter.dev/v1alpha1",
-                "kind": "Exporter",
-                "metadata": {
-                    "name": name,
-                    "namespace": ns,
-                    "labels": {"pool": "p4", SET_LABEL: "p4"},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
-                            "kind": "ExporterSet",
-                            "name": "p4",
-                            "uid": uid,
-                            "controller": True,
-                        }
-                    ],
-                },
-                "spec": {"enabled": True},
-            },
+    body = exporter_set(
+        "p4", ns, class_name="qemu", with_template=True, minReplicas=2, maxReplicas=2
+    )
+    body["spec"]["template"]["spec"] = {"drivers": DRIVERS}
+    apply(plane, body)
+    extra = ["--namespace", ns, "--no-leader-election"]
+    with running_reconciler(plane, tmp_path, extra=extra) as reconciler:
+        pool = instance_selector("p4")
+        wait_for("two instances", lambda: len(names_of(plane, ns, pool)) == 2)
+        leased, idle = names_of(plane, ns, pool)
+        # One instance leased for real: its exporter registered, Jumpstarter's controller
+        # assigns it the Lease pinned to it and names the Lease in its status.leaseRef.
+        jumpstarter.request_lease("pool=p4", "lease-4", exporter=leased)
+        wait_for(
+            f"{leased} serving lease-4",
+            lambda: lease_ref(plane, ns, leased) == "lease-4",
+            timeout=90,
         )
-        if lease:
-            body = json.dumps({"status": {"leaseRef": {"name": lease}}})
-            plane.kubectl(
-                "patch", "exporter", name, "-n", ns, "--subresource=status",
-                "--type=merge", "-p", body,
-            )  # fmt: skip
-    result = plane.kubectl("delete", "exporterset", "p4", "-n", ns)
+        assert lease_ref(plane, ns, idle) == ""
+        result = plane.kubectl("delete", "exporterset", "p4", "-n", ns)
+        reconciler.check_alive()
     assert result.stderr == (
-        "Warning: instance p4-7s54b serves lease lease-4: it stays until that ends, then goes\n"
+        f"Warning: instance {leased} serves lease lease-4: it stays until that ends, then goes\n"
     )
     assert result.stdout == (
         f'exporterset.virtualtarget.jumpstarter.dev "p4" deleted from {ns} namespace\n'

@@ -38,7 +38,7 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -61,6 +61,7 @@ KEY_SECRETS = {
 }
 CONTROLLER_PORT, ROUTER_PORT = 8082, 8083  # fixed in the release's source
 READY_TIMEOUT_S = 90.0
+BURST_IN_FLIGHT = 20  # requests of a burst in flight at once (`request_leases`)
 # The operator's `buildConfig` with the defaults of a Jumpstarter resource: internal tokens.
 CONFIG = {
     "authentication": {"internal": {"prefix": "internal:"}, "jwt": []},
@@ -265,6 +266,29 @@ class Jumpstarter:
         except Exception as error:  # the gRPC status says why, as jmp prints it
             raise ControlPlaneError(f"create lease {name} ({selector}): {error}") from error
         return name
+
+    def request_leases(
+        self, requests: Sequence[tuple[str, str]], duration: timedelta = timedelta(minutes=30)
+    ) -> None:
+        """A burst: `request_lease(selector, name)` for each pair, all in flight together
+        (as many clients asking at once; at most BURST_IN_FLIGHT at a time)."""
+        client = self.client()
+        limit = asyncio.Semaphore(BURST_IN_FLIGHT)
+
+        async def one(selector: str, name: str) -> None:
+            async with limit:  # the library's call is a coroutine inside a running loop
+                await client.create_lease(
+                    selector=selector, exporter_name=None, duration=duration,
+                    begin_time=None, lease_id=name,
+                )  # fmt: skip
+
+        async def burst() -> None:
+            await asyncio.gather(*(one(selector, name) for selector, name in requests))
+
+        try:
+            asyncio.run(burst())
+        except Exception as error:
+            raise ControlPlaneError(f"create leases ({len(requests)}): {error}") from error
 
     def release_lease(self, name: str) -> None:
         """What `jmp delete lease NAME` asks: the client releases it (the controller ends it)."""

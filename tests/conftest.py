@@ -121,6 +121,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     _time_summary(terminalreporter)
     _node_summary(terminalreporter)
+    _chaos_summary(terminalreporter)
+
+
+def _chaos_summary(terminalreporter: Any) -> None:
+    """How long each chaos test's system took to recover (`recovery` in tests/chaos)."""
+    found = records.read("recovery")
+    if found:
+        terminalreporter.section("chaos: recovery figures")
+    for entry in found:
+        terminalreporter.write_line(
+            f"{entry['test']:<58} {entry['what']:<52} {entry['seconds']:7.2f} s"
+        )
 
 
 def _node_summary(terminalreporter: Any) -> None:

@@ -14,16 +14,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.controlplane import ControlPlane, running_control_plane
-from harness.jumpstarter import Jumpstarter, running_jumpstarter
-from tests.e2e.objects import install_lease_crd
+from harness.jumpstarter import Jumpstarter, install_crds, running_jumpstarter
+from tests import records
 from tests.exporters import ExporterProcesses, running_exporters
-
-_FIGURES: list[tuple[str, str, float]] = []
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,20 +31,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _FIGURES:
-        return
-    terminalreporter.section("chaos: recovery figures")
-    for test, what, seconds in _FIGURES:
-        terminalreporter.write_line(f"{test:<58} {what:<52} {seconds:7.2f} s")
-
-
 @pytest.fixture
 def recovery(request: pytest.FixtureRequest) -> Callable[[str, float], None]:
-    """Record how long something took to recover (printed at the end of the run)."""
+    """Record how long something took to recover (printed at the end of the run by the
+    root conftest, from `tests.records`)."""
 
     def record(what: str, seconds: float) -> None:
-        _FIGURES.append((request.node.name, what, seconds))
+        records.record("recovery", test=request.node.name, what=what, seconds=seconds)
 
     return record
 
@@ -55,9 +45,10 @@ def recovery(request: pytest.FixtureRequest) -> Callable[[str, float], None]:
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
     """A control plane of this module's own (the tests restart its processes), with an
-    audit log of every write and Jumpstarter's Lease CRD."""
+    audit log of every write and Jumpstarter's release's own `jumpstarter.dev` CRDs (its
+    Lease among them), as its operator installs them."""
     with running_control_plane(audit=True) as control_plane:
-        install_lease_crd(control_plane)
+        install_crds(control_plane)
         yield control_plane
 
 
@@ -70,9 +61,9 @@ def namespace(plane: ControlPlane) -> str:
 
 @pytest.fixture
 def jumpstarter(plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Jumpstarter]:
-    """Jumpstarter's released 0.9.0 controller and router serving this test's namespace, its
-    release's `jumpstarter.dev` CRDs installed on the plane first (in place of the Lease
-    CRD above): the controller issues the Exporters' credentials."""
+    """Jumpstarter's released 0.9.0 controller and router serving this test's namespace (the
+    release's CRDs, installed with the plane, applied again first): the controller issues
+    the Exporters' credentials and assigns, pends or ends the namespace's Leases."""
     with running_jumpstarter(plane, namespace, tmp_path / "jumpstarter") as running:
         yield running
 

@@ -31,6 +31,7 @@ from harness.jumpstarter import Jumpstarter, JumpstarterSupply
 from harness.stack import ReconcilerProcess, running_reconciler
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import instance_selector
+from pool.model.timefmt import parse_time
 from tests.e2e.objects import (
     apply,
     assigned_exporter,
@@ -376,6 +377,18 @@ class Pool:
             return wait_for(what, probe, timeout=timeout)
         except AssertionError as error:
             raise AssertionError(f"{error}\n{self.describe()}") from None
+
+    def lease_ready_s(self, lease: str) -> float:
+        """The Lease's creation to its Ready condition turning True, from its own
+        timestamps (whole seconds; the watch's first view of it Ready: once the Lease
+        ends, Ready is False again and its transition is the end)."""
+        for event in list(self.history.leases):
+            conditions = (event.obj.get("status") or {}).get("conditions") or []
+            ready = next((c for c in conditions if c["type"] == "Ready"), {})
+            if event.name == lease and ready.get("status") == "True":
+                created = parse_time(event.obj["metadata"]["creationTimestamp"])
+                return (parse_time(ready["lastTransitionTime"]) - created).total_seconds()
+        raise AssertionError(f"{lease} never seen Ready")
 
     def registered(self) -> set[str]:
         """The Exporters of this namespace that Jumpstarter's controller ever marked

@@ -88,17 +88,6 @@ def _boot_s(pool: Pool, exporter: str) -> float:
     raise AssertionError(f"{exporter} never seen Registered")
 
 
-def _ready_s(pool: Pool, lease: str) -> float:
-    """The Lease's creation to its Ready condition turning True (the watch's first view of
-    it Ready: once the Lease ends, Ready is False again and its transition is the end)."""
-    for event in list(pool.history.leases):
-        ready = _condition(event.obj, "Ready")
-        if event.name == lease and ready.get("status") == "True":
-            created = parse_time(event.obj["metadata"]["creationTimestamp"])
-            return (parse_time(ready["lastTransitionTime"]) - created).total_seconds()
-    raise AssertionError(f"{lease} never seen Ready")
-
-
 def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
     lazy_pool: Pool, marker_guest: Path, tmp_path: Path
 ) -> None:
@@ -113,7 +102,7 @@ def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
                          "-n", pool.namespace)  # fmt: skip
         assert lease["status"]["exporterRef"]["name"] == acquired["exporter"]
         assert not _condition(lease, "Unsatisfiable"), lease["status"]  # never ended for want
-        to_ready = _ready_s(pool, acquired["lease"])
+        to_ready = pool.lease_ready_s(acquired["lease"])
         boot = _boot_s(pool, acquired["exporter"])
         held = run.at("lease acquired") - run.at("lease requested")
         released = monotonic(run.at("releasing"))

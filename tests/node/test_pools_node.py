@@ -274,8 +274,10 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
             f"{run.at('marker', n) - run.at('power on', n):.1f} s" for n in range(BOOTS)
         )
         flash = run.at("flashed") - run.at("flash started")
+        ready = pool.lease_ready_s(acquired["lease"])
         record_figure(
-            f"guest {turn} ({name}): lease request -> assigned "
+            f"guest {turn} ({name}): Lease created -> Ready {ready:.0f} s; lease request -> "
+            f"client holding it "
             f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; flash "
             f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s;"
             f" power-on -> marker {boots}; release -> successor Online "

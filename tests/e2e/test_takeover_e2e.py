@@ -48,13 +48,12 @@ from pool.model.jumpstarter import (
     CONFIG_KEY,
     DEFAULT_CA_CONFIGMAP,
     DEFAULT_CA_KEY,
-    EXPORTER_CONFIG_API_VERSION,
-    EXPORTER_CONFIG_KIND,
     config_secret_name,
 )
 from pool.model.keys import NAME_LABEL, SET_LABEL, SURPLUS_SINCE
 from pool.model.timefmt import format_time
-from pool.rendering.render import config_text, export_map
+from pool.rendering.render import Credentials, InstanceContext, config_text
+from pool.rendering.render import exporter_config as render_exporter_config
 from tests.e2e.objects import (
     apply,
     credential,
@@ -103,16 +102,13 @@ def exporter_config(
         f"{exporter}'s credential", lambda: issued(plane, ns, exporter), timeout=60
     )
     ca = get_json(plane, "configmap", DEFAULT_CA_CONFIGMAP, "-n", ns)["data"][DEFAULT_CA_KEY]
-    config = {
-        "apiVersion": EXPORTER_CONFIG_API_VERSION,
-        "kind": EXPORTER_CONFIG_KIND,
-        "metadata": {"name": exporter, "namespace": ns},
-        "endpoint": endpoint,
-        "token": token,
-        "tls": {"ca": base64.b64encode(ca.encode()).decode()},
-        "export": export_map(drivers),
-        "exitOnLeaseEnd": True,  # the set's default recycleStrategy, ExitAndReplace
-    }
+    issued_to = Credentials(endpoint, token, base64.b64encode(ca.encode()).decode())
+    instance = InstanceContext(
+        namespace=ns, exporter=exporter, exporter_uid="", labels={}, set_name="pool",
+        parameters={}, images={}, recycle="ExitAndReplace",  # the set's default
+        credentials=issued_to,
+    )  # fmt: skip
+    config = render_exporter_config(instance, drivers)
     return config_text(config)
 
 

@@ -19,7 +19,12 @@ log of every request tells their requests apart. In order:
    reconciler's and the stand-in's told apart by the audit log, and the RSS and CPU of
    the reconciler, the webhook, kube-apiserver and etcd (from /proc).
 
-    python -m bench scale N
+Beside the times: the reconciler's passes (`controller_runtime_reconcile_total` from its
+metrics) per set, its CPU-seconds per pass, and the writes per instance, during the fill.
+
+    python -m bench scale N                   # the pools spread over 20 namespaces
+    python -m bench scale N --namespaces 1    # all in one, as Jumpstarter's controller
+                                              # serves one namespace
 """
 
 from __future__ import annotations
@@ -47,17 +52,19 @@ from pool.model.access import EXPORTERS, PODS
 from pool.model.keys import NAME_LABEL
 from reconciler.runtime.cache import Informer, keep_only
 from reconciler.runtime.kube import Kube
+from tests.chaos.support import metric
 from tests.e2e.objects import exporter_set, install_lease_crd, virtual_target_class
 
 __all__ = ["main"]
 
 DEFAULT_POOLS = 100
 INSTANCES = 2  # minReplicas and minAvailableReplicas of each pool
-NAMESPACES = 20  # the pools are spread over these (fewer for fewer pools)
+NAMESPACES = 20  # the pools are spread over these by default (fewer for fewer pools)
 WRITERS = 8  # client threads of the bare writes and of the apply
 QUIET = 20.0  # seconds without a pool write before the steady window
 WINDOW = 60.0  # seconds of the steady window
 USERS = ("reconciler", "webhook", "standin")
+PASSES = "controller_runtime_reconcile_total"
 GROUP, VERSION = "virtualtarget.jumpstarter.dev", "v1alpha1"
 
 
@@ -84,6 +91,7 @@ class Usage:
 @dataclass
 class Result:
     pools: int
+    namespaces: int
     started: datetime
     load_start: str
     load_end: str = ""
@@ -101,6 +109,9 @@ class Result:
     peak: dict[str, float] = field(default_factory=dict)  # MiB, VmHWM
     exporters: int = 0
     pods: int = 0
+    fill_passes: float = 0.0  # the reconciler's passes from the apply's start to the last Pod
+    fill_reconciler_cpu: float = 0.0  # its CPU-seconds meanwhile
+    steady_passes: float = 0.0  # its passes in the steady window
 
 
 def _load() -> str:
@@ -138,13 +149,13 @@ def _create_all(api_client: Any, bodies: list[dict[str, Any]]) -> float:
     return time.monotonic() - started
 
 
-def _namespaces(pools: int) -> list[str]:
-    return [f"scale-{i}" for i in range(min(NAMESPACES, pools))]
+def _namespaces(pools: int, namespaces: int = NAMESPACES) -> list[str]:
+    return [f"scale-{i}" for i in range(min(namespaces, pools))]
 
 
-def _sets(pools: int) -> list[dict[str, Any]]:
+def _sets(pools: int, namespaces: int) -> list[dict[str, Any]]:
     """N sets selecting `pool: NAME`, templates without labels (both webhooks called)."""
-    spaces = _namespaces(pools)
+    spaces = _namespaces(pools, namespaces)
     return [
         exporter_set(
             f"pool-{i}",
@@ -157,8 +168,8 @@ def _sets(pools: int) -> list[dict[str, Any]]:
     ]
 
 
-def _configmaps(pools: int) -> list[dict[str, Any]]:
-    spaces = _namespaces(pools)
+def _configmaps(pools: int, namespaces: int) -> list[dict[str, Any]]:
+    spaces = _namespaces(pools, namespaces)
     return [
         {
             "apiVersion": "v1",
@@ -221,7 +232,7 @@ def _pool_writes(totals: Counter[tuple[str, str]]) -> int:
 
 
 @contextmanager
-def _stack(pools: int) -> Iterator[tuple[ControlPlane, dict[str, Any], Path]]:
+def _stack(pools: int, namespaces: int) -> Iterator[tuple[ControlPlane, dict[str, Any], Path]]:
     users = {user: ("system:masters",) for user in (*USERS, "bench")}
     with (
         running_control_plane(audit_reads=True, token_users=users) as plane,
@@ -230,7 +241,7 @@ def _stack(pools: int) -> Iterator[tuple[ControlPlane, dict[str, Any], Path]]:
         folder = Path(tmp)
         install_lease_crd(plane)  # as in a cluster with Jumpstarter: Leases are served
         clients = {user: _user_client(plane, user, folder) for user in (*USERS, "bench")}
-        for namespace in _namespaces(pools):
+        for namespace in _namespaces(pools, namespaces):
             plane.kubectl("create", "namespace", namespace)
             plane.kubectl("apply", "-f", "-", input=_json(virtual_target_class("qemu", namespace)))
         yield plane, clients, folder
@@ -242,15 +253,15 @@ def _json(obj: Any) -> str:
     return json.dumps(obj)
 
 
-def run(pools: int) -> Result:
-    result = Result(pools, datetime.now(UTC), _load())
+def run(pools: int, namespaces: int = NAMESPACES) -> Result:
+    result = Result(pools, len(_namespaces(pools, namespaces)), datetime.now(UTC), _load())
     expected = pools * INSTANCES
-    with _stack(pools) as (plane, clients, folder):
+    with _stack(pools, namespaces) as (plane, clients, folder):
         webhook_config, _ = clients["webhook"]
         with running_webhook(plane, folder, kubeconfig=webhook_config) as webhook:
             register_webhooks(plane, webhook)
             bench_client = clients["bench"][1]
-            result.bare_s = _create_all(bench_client, _configmaps(pools))
+            result.bare_s = _create_all(bench_client, _configmaps(pools, namespaces))
             _progress(f"{pools} bare ConfigMaps in {result.bare_s:.1f} s")
 
             stop = threading.Event()
@@ -286,11 +297,16 @@ def _measure(
     bench_client: Any,
 ) -> None:
     alive = rec.check_alive
+
+    def passes() -> float:
+        return metric(f"{rec.metrics_url}/metrics", plane.token, PASSES)
+
+    passes_before = passes()
     for process in usage.values():
         process.start()
     fill_start = datetime.now(UTC)
     started = time.monotonic()
-    result.apply_s = _create_all(bench_client, _sets(result.pools))
+    result.apply_s = _create_all(bench_client, _sets(result.pools, result.namespaces))
     _progress(f"{result.pools} sets applied in {result.apply_s:.1f} s")
     timeout = 600 + expected * 0.2
     exporters_at = _wait(
@@ -299,6 +315,8 @@ def _measure(
     pods_at = _wait("every Pod", lambda: len(census.pods) >= expected, timeout, alive)
     fill_end = datetime.now(UTC)
     result.exporters_s, result.fill_s = exporters_at - started, pods_at - started
+    result.fill_passes = passes() - passes_before
+    result.fill_reconciler_cpu = usage["reconciler"].cpu_since()
     result.fill_cpu = {name: p.cpu_since() / result.fill_s for name, p in usage.items()}
     _progress(f"filled in {result.fill_s:.1f} s")
 
@@ -315,11 +333,13 @@ def _measure(
     result.quiet_after_s = time.monotonic() - pods_at
     _progress(f"at rest {result.quiet_after_s:.0f} s after the last Pod; measuring")
     before = request_totals(plane)
+    passes_before = passes()
     for process in usage.values():
         process.start()
     window_start = datetime.now(UTC)
     time.sleep(WINDOW)
     window_end = datetime.now(UTC)
+    result.steady_passes = passes() - passes_before
     result.steady_cpu = {name: p.cpu_since() / WINDOW for name, p in usage.items()}
     after = request_totals(plane)
     result.steady = after - before
@@ -351,19 +371,21 @@ def report(result: Result) -> str:
 
 
 def _summary(result: Result) -> list[str]:
-    """The title, the set-up, and the one-line table of the headline figures."""
+    """The title, the set-up, and the tables of the headline figures: the times with their
+    ratios to the same run's bare writes, then the reconciler's work during the fill."""
     n = result.pools
     bare_rate = n / result.bare_s
+    spread = f" --namespaces {result.namespaces}" if result.namespaces != NAMESPACES else ""
     lines = [
-        f"## scale (`python -m bench scale {n}`): {n:,} pools, {n * INSTANCES:,} instances",
+        f"## scale (`python -m bench scale {n}{spread}`): {n:,} pools, {n * INSTANCES:,} instances",
         "",
         f"Started {result.started:%Y-%m-%d %H:%M} UTC; load average {result.load_start} at the "
         f"start, {result.load_end} at the end. Cluster-wide reconciler (leader election on), "
-        f"pools of min {INSTANCES} and warm buffer {INSTANCES} in {len(_namespaces(n))} "
-        f"namespaces; {WRITERS} client threads for the bare writes and the apply.",
+        f"pools of min {INSTANCES} and warm buffer {INSTANCES} in {result.namespaces} "
+        f"namespace(s); {WRITERS} client threads for the bare writes and the apply.",
         "",
-        "| bare ConfigMaps | apply of the sets | all Exporters | all Exporters + Pods "
-        "| fill / apply | steady pool writes/s | reconciler reads/s | reconciler CPU "
+        "| bare ConfigMaps | apply of the sets (/ bare) | all Exporters | all Exporters + Pods "
+        "(/ bare) | fill / apply | steady pool writes/s | reconciler reads/s | reconciler CPU "
         "| reconciler RSS (peak) |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -374,11 +396,24 @@ def _summary(result: Result) -> list[str]:
     )
     lines.append(
         f"| {result.bare_s:.1f} s ({bare_rate:.0f}/s) | {result.apply_s:.1f} s "
-        f"({n / result.apply_s:.0f}/s) | {result.exporters_s:.1f} s | {result.fill_s:.1f} s "
+        f"({result.apply_s / result.bare_s:.1f}x) | {result.exporters_s:.1f} s "
+        f"| {result.fill_s:.1f} s ({result.fill_s / result.bare_s:.1f}x) "
         f"| {result.fill_s / result.apply_s:.2f} | {_per_s(_pool_writes(result.steady))} "
         f"| {_per_s(steady_reads)} | {result.steady_cpu['reconciler'] * 100:.1f}% "
         f"| {result.rss['reconciler']:.0f} MiB ({result.peak['reconciler']:.0f}) |"
     )
+    instances = n * INSTANCES
+    ours = sum(c for (user, _, _), c in result.fill_writes.items() if user == "reconciler")
+    per_pass = result.fill_reconciler_cpu / result.fill_passes if result.fill_passes else 0.0
+    lines += [
+        "",
+        "| reconciler passes in the fill | per set | CPU-s per pass | reconciler CPU-s "
+        "| writes per instance (all / reconciler) | passes at rest /s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {result.fill_passes:,.0f} | {result.fill_passes / n:.1f} | {per_pass * 1000:.1f} ms "
+        f"| {result.fill_reconciler_cpu:.0f} | {sum(result.fill_writes.values()) / instances:.2f}"
+        f" / {ours / instances:.2f} | {_per_s(result.steady_passes)} |",
+    ]
     return lines
 
 
@@ -455,8 +490,19 @@ def _by_process(result: Result) -> list[str]:
     return lines
 
 
+def _arguments(argv: list[str]) -> tuple[int, int]:
+    """(pools, namespaces) from `N [--namespaces M]`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench scale")
+    parser.add_argument("pools", type=int, nargs="?", default=DEFAULT_POOLS)
+    parser.add_argument("--namespaces", type=int, default=NAMESPACES)
+    args = parser.parse_args(argv)
+    if args.pools < 1 or args.namespaces < 1:
+        raise SystemExit("scale: the numbers of pools and namespaces must be at least 1")
+    return args.pools, args.namespaces
+
+
 def main(argv: list[str] | None = None) -> str:
-    pools = int(argv[0]) if argv else DEFAULT_POOLS
-    if pools < 1:
-        raise SystemExit("scale: the number of pools must be at least 1")
-    return report(run(pools))
+    pools, namespaces = _arguments(argv or [])
+    return report(run(pools, namespaces))

@@ -29,7 +29,7 @@ from bench.reconciler import filled_controller
 from pool.model.access import EXPORTERSETS, JUMPSTARTER_LEASES
 from reconciler.runtime.controller import Controller
 
-__all__ = ["Visits", "main", "populated", "visits_of_pass", "wakes"]
+__all__ = ["Visits", "drain", "main", "populated", "visits_of_pass", "wakes"]
 
 DEFAULT_SIZES = (200, 1000, 2000)
 PER_SET = 2
@@ -60,7 +60,7 @@ def populated(sets: int) -> tuple[Controller, list[tuple[str, str]]]:
         obj = cache.get(*key)
         if result is not None and obj is not None:
             cache.apply("MODIFIED", {**obj, "status": dict(result.status)})
-    _drain(controller)
+    drain(controller)
     return controller, keys
 
 
@@ -102,7 +102,8 @@ def visits_of_pass(controller: Controller, key: tuple[str, str]) -> Counter[str]
     return visits.counts
 
 
-def _drain(controller: Controller) -> list[tuple[str, str]]:
+def drain(controller: Controller) -> list[tuple[str, str]]:
+    """The keys queued now, taken off the queue (none passed)."""
     taken = []
     while (item := controller.queue.take(timeout=0)) is not None:
         taken.append(item[0])
@@ -112,7 +113,7 @@ def _drain(controller: Controller) -> list[tuple[str, str]]:
 
 def wakes(controller: Controller) -> tuple[int, int]:
     """(sets queued by one new set's event, by one new pending Lease's) in the namespace."""
-    _drain(controller)
+    drain(controller)
     controller.informers[EXPORTERSETS].apply(
         "ADDED",
         {
@@ -126,7 +127,7 @@ def wakes(controller: Controller) -> tuple[int, int]:
             },
         },
     )
-    by_set = len(set(_drain(controller)))
+    by_set = len(set(drain(controller)))
     controller.informers[JUMPSTARTER_LEASES].apply(
         "ADDED",
         {
@@ -134,7 +135,7 @@ def wakes(controller: Controller) -> tuple[int, int]:
             "spec": {"selector": {"matchLabels": {"board": "pool0"}}},
         },
     )
-    by_lease = len(set(_drain(controller)))
+    by_lease = len(set(drain(controller)))
     return by_set, by_lease
 
 

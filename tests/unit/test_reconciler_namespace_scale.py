@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from bench.namespace import Visits, populated, visits_of_pass, wakes
+from bench.namespace import Visits, drain, populated, visits_of_pass, wakes
 from pool.model.access import EXPORTERSETS, JUMPSTARTER_LEASES
 from reconciler.runtime.controller import Controller
 
@@ -73,8 +73,7 @@ def test_a_set_matching_a_pending_lease_wakes_the_sets_that_lease_matches(
     visits = Visits(controller)
     visits.on = True
     controller.informers[JUMPSTARTER_LEASES].apply("ADDED", _lease("shared", "shared"))
-    while (item := controller.queue.take(timeout=0)) is not None:
-        controller.queue.done(item[0])
+    drain(controller)
     sets = controller.informers[EXPORTERSETS]
     for name in ("older", "newer"):
         sets.apply(
@@ -88,10 +87,7 @@ def test_a_set_matching_a_pending_lease_wakes_the_sets_that_lease_matches(
                 },
             },
         )
-    woken = set()
-    while (item := controller.queue.take(timeout=0)) is not None:
-        woken.add(item[0])
-        controller.queue.done(item[0])
+    woken = set(drain(controller))
     # "newer" may change which set counts the shared Lease: both are woken, nobody else.
     assert woken == {(NS, "older"), (NS, "newer")}
     assert visits.total() < 20

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.namespace import drain
 from bench.reconciler import NOW, CountingKube, exporter, exporter_set
 from pool.model.access import CLASSES, EXPORTERS, EXPORTERSETS
 from pool.rendering.provisioners import provisioner
 from reconciler.runtime.controller import Controller
 from reconciler.runtime.statusgate import StatusGate
 from reconciler.runtime.workqueue import WorkQueue
+from tests.unit.test_reconciler_expectations import Clock
 
 KEY = ("ns-0", "a")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Patches(CountingKube):
@@ -53,30 +47,22 @@ def _gated(clock: Clock) -> tuple[Controller, Patches]:
     return controller, kube
 
 
-def _queued(controller: Controller) -> list[tuple[str, str]]:
-    taken = []
-    while (item := controller.queue.take(timeout=0)) is not None:
-        taken.append(item[0])
-        controller.queue.done(item[0])
-    return taken
-
-
 def test_statuses_within_the_interval_make_one_patch_written_when_it_is_up() -> None:
     clock = Clock()
     controller, kube = _gated(clock)
     sets, exporters = controller.informers[EXPORTERSETS], controller.informers[EXPORTERS]
     sets.apply("ADDED", exporter_set("ns-0", "a", warm=0))
-    _queued(controller)
+    drain(controller)
     controller.sync(KEY)
     assert len(kube.statuses) == 1  # the first status: at once
     for index in range(3):  # a burst: each instance changes the counts
         exporters.apply("ADDED", exporter("ns-0", "a", "set-ns-0-a", index, "available"))
         controller.sync(KEY)
     assert len(kube.statuses) == 1  # held back, and the set comes again when the time is up
-    _queued(controller)  # the Exporters' events
+    drain(controller)  # the Exporters' events
     assert controller.queue.take(timeout=0) is None  # not yet due
     clock.now += 1.0
-    assert _queued(controller) == [KEY]
+    assert drain(controller) == [KEY]
     controller.sync(KEY)
     assert len(kube.statuses) == 2
     assert kube.statuses[-1]["replicas"] == 3  # what the last pass found

@@ -48,6 +48,7 @@ class Expectations:
         self._status: dict[Hashable, tuple[str, Mapping[str, Any]]] = {}
         self._doubted: set[Hashable] = set()
         self._events: dict[tuple[Hashable, str, str], float] = {}
+        self._prune_at = 0.0  # when the Events remembered are next pruned
         self._lock = threading.Lock()
 
     def expect(self, key: Hashable, kind: str, ident: str) -> None:
@@ -71,9 +72,11 @@ class Expectations:
         planned before the status that noted it reached the cache); else remember it."""
         now = self.clock()
         with self._lock:
-            for seen in [k for k, deadline in self._events.items() if deadline < now]:
-                del self._events[seen]
-            if (key, reason, note) in self._events:
+            if now >= self._prune_at:  # not at every Event: thousands are kept while pools fill
+                self._prune_at = now + 1.0
+                for seen in [k for k, deadline in self._events.items() if deadline < now]:
+                    del self._events[seen]
+            if self._events.get((key, reason, note), now - 1) >= now:
                 return False
             self._events[(key, reason, note)] = now + self.ttl
             return True

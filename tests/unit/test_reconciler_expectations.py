@@ -49,7 +49,9 @@ def test_an_event_is_written_once_within_its_time() -> None:
     assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
     assert not expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
     assert expectations.new_event(KEY, "WaitingForCredentials", "1 waits")
-    clock.now = 31
+    clock.now = 30
+    assert expectations.new_event(KEY, "Other", "")  # the remembered are pruned at most once
+    clock.now = 30.5  # its 30 s are up, pruned or not
     assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
 
 

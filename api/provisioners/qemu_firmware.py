@@ -105,8 +105,8 @@ def firmware_findings(
     arch, named = _arch(parameters), named_firmware(parameters)
     if arch == Architecture.AARCH64.value and named is FirmwareType.BIOS:
         detail = (
-            f"arch aarch64 boots only UEFI (AAVMF), which the exporter image {exporter} "
-            "gives it; QEMU's virt machine has no BIOS: use uefi or leave it unset"
+            "arch aarch64 boots only UEFI (AAVMF): QEMU's virt machine has no BIOS, in the "
+            f"exporter image {exporter} or any other; use uefi or leave it unset"
         )
         return [FieldError.invalid(_FIRMWARE_TYPE, named.value, detail)], []
     if layout is Layout.SIDECAR and named is FirmwareType.BIOS:

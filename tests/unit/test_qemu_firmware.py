@@ -98,8 +98,8 @@ def _class(parameters: dict[str, Any], image: str = QEMU_EXPORTER_IMAGE) -> dict
 def test_bios_on_aarch64_is_refused_naming_the_parameter_and_the_image() -> None:
     expected = (
         'spec.parameters.firmware.type: Invalid value: "bios": arch aarch64 boots only UEFI '
-        f"(AAVMF), which the exporter image {QEMU_EXPORTER_IMAGE} gives it; QEMU's virt "
-        "machine has no BIOS: use uefi or leave it unset"
+        "(AAVMF): QEMU's virt machine has no BIOS, in the exporter image "
+        f"{QEMU_EXPORTER_IMAGE} or any other; use uefi or leave it unset"
     )
     aarch64_bios = {"arch": "aarch64", "firmware": {"type": "bios"}}
     assert [str(e) for e in check_class(_class(aarch64_bios)).errors] == [expected]

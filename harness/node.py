@@ -419,6 +419,8 @@ class NodeCluster:
         containerd, shims and Pods' processes SIGKILLed, the node cut off. Its Node object
         stays, as after a real crash. Returns the time of the kill (`time.time()`)."""
         node = self.node(name)
+        if node is self.nodes[0]:
+            raise NodeError("node cluster: the first node's IP carries the control plane")
         if not node.up:
             raise NodeError(f"node cluster: node {name} is already down")
         killed = time.time()

@@ -236,8 +236,6 @@ state = "{root / "state"}"
         sent gets through), then its kubelet and containerd, their shims and every process
         in its Pods' cgroups (the guests) with SIGKILL. Its state stays on disk: mounts,
         the Pods' network namespaces, containerd's and the kubelet's records."""
-        if self.number == 1:
-            raise ValueError("the first node carries the control plane's address; kill another")
         isolate(self.network)
         self.up = False
         for program in ("kubelet", "containerd"):

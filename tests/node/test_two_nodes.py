@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from harness.controlplane import free_port
-from harness.node import NodeCluster
+from harness.node import NodeCluster, NodeError
 from harness.nodehost import cgroup_pids, processes_of
 from tests.kubeget import get_json
 from tests.node.hoststate import assert_clean, host_state
@@ -128,6 +128,8 @@ def test_both_nodes_are_ready_each_on_its_own_address(cluster: NodeCluster) -> N
         assert _ready(found)["status"] == "True", found["status"]["conditions"]
         addresses = {a["type"]: a["address"] for a in found["status"]["addresses"]}
         assert addresses["InternalIP"] == node.network.node_ip
+    with pytest.raises(NodeError, match="control plane"):  # its IP is the apiserver's
+        cluster.kill_node(cluster.node_name)
 
 
 def test_pods_on_both_nodes_reach_each_other_the_services_and_the_node_ip(

@@ -9,6 +9,7 @@ asserted."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import http.server
 import ipaddress
@@ -17,7 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,28 +187,29 @@ def _task_processes(cluster: NodeCluster, name: str) -> dict[int, bytes]:
     pids = set(cgroup_pids([node.network.cgroup]))
     tasks = subprocess.run([*node.ctr, "tasks", "ls"], capture_output=True, text=True, check=True)
     pids |= {int(line.split()[1]) for line in tasks.stdout.splitlines()[1:] if line.split()}
+    return _command_lines(pids)
+
+
+def _command_lines(pids: Iterable[int]) -> dict[int, bytes]:
+    """pid -> command line of those of `pids` that run (a zombie's is empty)."""
     found = {}
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-    return found
+    return {pid: line for pid, line in found.items() if line}
 
 
 def _still_running(processes: dict[int, bytes]) -> dict[int, bytes]:
-    left = {}
-    for pid, cmdline in processes.items():
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline:
-                left[pid] = cmdline
-        except OSError:
-            continue
-    return left
+    """Those of `processes` still running (the same pid with the same command line)."""
+    now = _command_lines(processes)
+    return {pid: line for pid, line in now.items() if line == processes[pid]}
 
 
 def _wait_for_node(
-    cluster: NodeCluster, name: str, done: Any, timeout: float = LOST_WITHIN_S
+    cluster: NodeCluster,
+    name: str,
+    done: Callable[[dict[str, Any]], bool],
+    timeout: float = LOST_WITHIN_S,
 ) -> tuple[float, dict[str, Any]]:
     """Poll the Node until `done(node)`; when it was first seen so, and the Node."""
     deadline = time.monotonic() + timeout

@@ -158,8 +158,14 @@ def test_pods_on_both_nodes_reach_each_other_the_services_and_the_node_ip(
         pod_ip = ipaddress.ip_address(pod["status"]["podIP"])
         assert pod_ip in ipaddress.ip_network(node.network.pod_cidr)  # its node's own range
         assert Path(f"/sys/class/net/{node.network.bridge}").exists()  # its node's bridge
-    # From each node, the other node's Pod, the Service in front of it, and the first
-    # node's IP (kube-proxy syncs a new Service's rules shortly after: try a while).
+    # From each node: the other node's Pod, the Service in front of it, the first node's
+    # IP, and kube-apiserver through the `kubernetes` Service (plain HTTP to its TLS port:
+    # Go's server answers that it wants HTTPS). kube-proxy syncs a new Service's rules
+    # shortly after it is made: each is tried a while.
+    apiserver = (
+        "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | "
+        f"timeout 3 nc {cluster.network.kubernetes_service_ip} 443"
+    )
     targets = {
         first: ("web-2", pods["web-2"]["status"]["podIP"]),
         second: ("web-1", pods["web-1"]["status"]["podIP"]),
@@ -168,8 +174,8 @@ def test_pods_on_both_nodes_reach_each_other_the_services_and_the_node_ip(
         service = get(cluster, "default", "service", other)["spec"]["clusterIP"]
         urls = [f"http://{ip}:8080/", f"http://{service}/", f"http://{relay[0]}:{relay[1]}/"]
         fetch = " && ".join(
-            f"(for i in $(seq 40); do timeout 3 wget -qO- {url} && exit 0; sleep 0.5; done; exit 1)"
-            for url in urls
+            f"(for i in $(seq 40); do {command} && exit 0; sleep 0.5; done; exit 1)"
+            for command in [*(f"timeout 3 wget -qO- {url}" for url in urls), apiserver]
         )
         client = f"client-on-{on}"
         apply(cluster, "default", _pinned(busybox_pod(cluster, client, fetch), on))
@@ -177,7 +183,8 @@ def test_pods_on_both_nodes_reach_each_other_the_services_and_the_node_ip(
         log = cluster.kubectl("logs", client).stdout
         assert pod["status"]["phase"] == "Succeeded", (pod["status"], log)
         assert pod["spec"]["nodeName"] == on
-        assert log == f"{other}-ok\n{other}-ok\nnode-ip-ok\n", log
+        assert log.startswith(f"{other}-ok\n{other}-ok\nnode-ip-ok\n"), log
+        assert "Client sent an HTTP request to an HTTPS server" in log, log
 
 
 def _task_processes(cluster: NodeCluster, name: str) -> dict[int, bytes]:

@@ -89,6 +89,7 @@ from pool.rules.explain import UPDATE_STATUS, held, steps
 from pool.rules.planner import Plan, plan
 from pool.rules.protection import busy_lease, leased_names, verdict
 from pool.rules.steps import Wait
+from pool.rules.transitions import REASONS as TRANSITION_REASONS
 from reconciler.runtime.cache import ObjKey, key_of
 from reconciler.runtime.caches import build_caches
 from reconciler.runtime.events import build_event
@@ -627,15 +628,17 @@ class Controller:
         return result
 
     def _report_pass(self, key: ObjKey, executor: Executor, result: Plan) -> None:
-        """The pass's status and Events, but a status written less than the status gate's
-        interval ago: then nothing of the report yet, and the set is passed again when the
-        interval is up (its status then as that pass finds it: one patch for a burst)."""
+        """The pass's status and Events; but a status written less than the status gate's
+        interval ago waits, with the Events of its transitions (they follow the write),
+        and the set is passed again when the interval is up (its status then as that pass
+        finds it: one patch for a burst). Its other Events (a backoff, a wait) are told
+        now: they are about this pass's work, which the next pass may not plan again."""
         report = [a for a in result.actions if isinstance(a, _REPORT)]
         if any(isinstance(a, PatchStatus) for a in report):
             wait = self.status_gate.wait(key)
             if wait > 0:
                 self.queue.add_after(key, wait)
-                return
+                report = [a for a in report if not _follows_status(a)]
         executor.run(report)
         if any(isinstance(a, PatchStatus) for a in executor.done):
             self.status_gate.wrote(key)
@@ -858,6 +861,13 @@ def _issued(exporter: Obj) -> bool:
 # The steps that report on a pass rather than change the pool: the status and Events. An
 # ordinary pass writes them after its work, so a status never claims work that failed.
 _REPORT = (PatchStatus, RecordEvent)
+
+
+def _follows_status(action: Action) -> bool:
+    """The status write, or the Event of one of its condition transitions."""
+    return isinstance(action, PatchStatus) or (
+        isinstance(action, RecordEvent) and action.reason in TRANSITION_REASONS
+    )
 
 
 def _log_pass(key: ObjKey, done: Iterable[Action], waits: Iterable[Wait]) -> None:

@@ -7,9 +7,13 @@ from typing import Any
 
 from bench.namespace import drain
 from bench.reconciler import NOW, CountingKube, exporter, exporter_set
-from pool.model.access import CLASSES, EXPORTERS, EXPORTERSETS
+from pool.model.access import CLASSES, EVENTS, EXPORTERS, EXPORTERSETS
+from pool.model.actions import PatchStatus, RecordEvent
+from pool.model.reasons import BACK_OFF, SET_DEGRADED
 from pool.rendering.provisioners import provisioner
+from pool.rules.planner import Plan
 from reconciler.runtime.controller import Controller
+from reconciler.runtime.executor import Executor, Pass
 from reconciler.runtime.statusgate import StatusGate
 from reconciler.runtime.workqueue import WorkQueue
 from tests.unit.test_reconciler_expectations import Clock
@@ -79,3 +83,25 @@ def test_a_pass_that_changes_the_pool_acts_while_its_status_waits() -> None:
     controller.sync(KEY)
     assert EXPORTERS in [r for r, _ in kube.created[created:]]  # not held back
     assert len(kube.statuses) == 1
+
+
+def test_events_of_the_pass_s_work_are_told_while_its_status_waits() -> None:
+    """A backoff's Event is about this pass's work (the next pass may not plan it again);
+    a condition's Event follows the status it tells of, and waits with it."""
+    clock = Clock()
+    controller, kube = _gated(clock)
+    controller.informers[EXPORTERSETS].apply("ADDED", exporter_set("ns-0", "a", warm=0))
+    controller.sync(KEY)
+    written = len(kube.created)
+    report = (
+        PatchStatus({"replicas": 1}),
+        RecordEvent(SET_DEGRADED, "Degraded True (PodsFailing)", warning=True),
+        RecordEvent(BACK_OFF, "failure 1 in a row", warning=True),
+    )
+    executor = Executor(
+        controller.runtime, Pass(controller.informers[EXPORTERSETS].get(*KEY) or {}, None, NOW)
+    )
+    controller._report_pass(KEY, executor, Plan(report, {}, 0, {}, 0))
+    assert [a.reason for a in executor.done if isinstance(a, RecordEvent)] == [BACK_OFF]
+    assert len(kube.statuses) == 1  # only the first pass's
+    assert [r for r, _ in kube.created[written:]] == [EVENTS]

@@ -89,7 +89,6 @@ from pool.rules.explain import UPDATE_STATUS, held, steps
 from pool.rules.planner import Plan, plan
 from pool.rules.protection import busy_lease, leased_names, verdict
 from pool.rules.steps import Wait
-from pool.rules.transitions import REASONS as TRANSITION_REASONS
 from reconciler.runtime.cache import ObjKey, key_of
 from reconciler.runtime.caches import build_caches
 from reconciler.runtime.events import build_event
@@ -102,7 +101,6 @@ from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
 from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC, NamedCache
 from reconciler.runtime.scope import Scope
-from reconciler.runtime.statusgate import StatusGate
 from reconciler.runtime.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "Observed"]
@@ -159,14 +157,11 @@ class Controller:
         scope: Scope | None = None,
         secret_resync: float = DEFAULT_RESYNC,
         secret_budget: float = DEFAULT_BUDGET,
-        status_interval: float = 0.0,
     ) -> None:
         """`scope` (default: `namespace` alone, else the cluster) is what the caches
         cover. A cluster-wide install's safety resync of the Secrets it reads by name
         reads at most `secret_budget` a second in all, none more often than every
-        `secret_resync` seconds. A set's status is written at most once every
-        `status_interval` seconds (`reconciler.runtime.statusgate`; 0, the default
-        here, writes each pass's: `virtualtarget reconcile` passes its flag's)."""
+        `secret_resync` seconds."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.image_policy = image_policy  # the administrator's allow-list; None: any image
         if scope is None:
@@ -179,7 +174,6 @@ class Controller:
         self.configs = ConfigSync()
         self.expectations = Expectations()
         self.reconciles = ReconcileStats()
-        self.status_gate = StatusGate(status_interval)
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
@@ -238,7 +232,6 @@ class Controller:
             if self.memory is not None:
                 self.memory.forget(str(_meta(new).get("uid", "")))
             self.expectations.forget(key)
-            self.status_gate.forget(key)
         self.queue.add(key)
         if old is None or kind == "DELETED" or _claim_changed(old, new):
             # Which set counts a Lease the set matches (matched) may have changed: wake the
@@ -616,7 +609,7 @@ class Controller:
                 if ordinary:
                     executor.run(work)
                     executor.keep_current(result.keep_current, result.keep_token)
-                    self._report_pass(key, executor, result)
+                    executor.run(a for a in result.actions if isinstance(a, _REPORT))
                 else:
                     executor.run(a for a in work if isinstance(a, LANE_STEPS[lane]))
             finally:
@@ -626,22 +619,6 @@ class Controller:
             self._report(key, observed.observation, failed, executor, now)
             raise
         return result
-
-    def _report_pass(self, key: ObjKey, executor: Executor, result: Plan) -> None:
-        """The pass's status and Events; but a status written less than the status gate's
-        interval ago waits, with the Events of its transitions (they follow the write),
-        and the set is passed again when the interval is up (its status then as that pass
-        finds it: one patch for a burst). Its other Events (a backoff, a wait) are told
-        now: they are about this pass's work, which the next pass may not plan again."""
-        report = [a for a in result.actions if isinstance(a, _REPORT)]
-        if any(isinstance(a, PatchStatus) for a in report):
-            wait = self.status_gate.wait(key)
-            if wait > 0:
-                self.queue.add_after(key, wait)
-                report = [a for a in report if not _follows_status(a)]
-        executor.run(report)
-        if any(isinstance(a, PatchStatus) for a in executor.done):
-            self.status_gate.wrote(key)
 
     def _report(
         self,
@@ -658,8 +635,6 @@ class Controller:
         executor.done.clear()
         try:
             executor.run(a for a in result.actions if isinstance(a, _REPORT))
-            if any(isinstance(a, PatchStatus) for a in executor.done):
-                self.status_gate.wrote(key)
         finally:
             self.writes += executor.writes
             _log_pass(key, executor.done, ())
@@ -861,13 +836,6 @@ def _issued(exporter: Obj) -> bool:
 # The steps that report on a pass rather than change the pool: the status and Events. An
 # ordinary pass writes them after its work, so a status never claims work that failed.
 _REPORT = (PatchStatus, RecordEvent)
-
-
-def _follows_status(action: Action) -> bool:
-    """The status write, or the Event of one of its condition transitions."""
-    return isinstance(action, PatchStatus) or (
-        isinstance(action, RecordEvent) and action.reason in TRANSITION_REASONS
-    )
 
 
 def _log_pass(key: ObjKey, done: Iterable[Action], waits: Iterable[Wait]) -> None:

@@ -121,9 +121,9 @@ check: $(STAMP)
 run: $(STAMP) control-plane
 	$(PY) -m harness.dev
 
-## A real single-node cluster (kubelet, containerd, kube-proxy, ...) on this machine (root).
+## A real cluster (kubelet, containerd, kube-proxy, ...) on this machine (root); NODES=2: two nodes.
 cluster: $(STAMP) control-plane
-	$(PY) -m harness.cluster
+	$(PY) -m harness.cluster --nodes $(or $(NODES),1)
 
 bench: $(STAMP) control-plane
 	$(PY) -m bench

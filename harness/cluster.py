@@ -1,4 +1,5 @@
-"""`python -m harness.cluster` (what `make cluster` starts): a real single-node cluster.
+"""`python -m harness.cluster` (what `make cluster` starts): a real cluster of one node
+(`--nodes N`: N).
 
 Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet with
 containerd, the CNI bridge and kube-proxy (`harness.node`), prints the kubeconfig
@@ -20,7 +21,7 @@ from types import FrameType
 from harness.controlplane import REPO_ROOT, ControlPlaneError, binary_dir
 from harness.entry import run_job
 from harness.node import NodeCluster, NodeError, running_node_cluster
-from harness.nodehost import HostError
+from harness.nodehost import MAX_NODES, HostError
 from harness.nodeimages import ImageError
 
 __all__ = ["configure", "run", "usage"]
@@ -41,6 +42,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="SECONDS",
         help="wait this long for another node cluster on this machine to stop (default: none)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        choices=range(1, MAX_NODES + 1),
+        default=1,
+        help="how many nodes (kubelets, each with its containerd and bridge; default: 1)",
     )
 
 
@@ -68,11 +76,18 @@ def usage(cluster: NodeCluster) -> str:
             f"  {web}",
             "  curl http://$(kubectl get service web -o jsonpath='{.spec.clusterIP}'):8080/i"
             "   # through kube-proxy",
-            f"  ctr --address {cluster.containerd_socket} -n k8s.io images import IMAGE.tar",
-            "      # a docker-archive; Pods use it with imagePullPolicy: Never",
+            *(
+                f"  ctr --address {node.containerd_socket} -n k8s.io images import IMAGE.tar"
+                for node in cluster.nodes
+            ),
+            "      # a docker-archive, into each node; Pods use it with imagePullPolicy: Never",
             "",
-            f"Pods get {net.pod_cidr}, Services {net.service_cidr}, the node is {net.node_ip}:",
-            "traffic can reach only these and loopback (no DNS, no registry, no outside).",
+            *(
+                f"{node.name}: Pods get {node.network.pod_cidr}, the node is {node.network.node_ip}"
+                for node in cluster.nodes
+            ),
+            f"Services get {net.service_cidr}; traffic can reach only these and loopback",
+            "(no DNS, no registry, no outside).",
             "Ctrl-C stops the cluster and undoes every change made to this machine.",
         ]
     )
@@ -85,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, interrupt)
     try:
-        with running_node_cluster(args.workdir, wait=args.wait) as cluster:
+        with running_node_cluster(args.workdir, wait=args.wait, nodes=args.nodes) as cluster:
             print(usage(cluster), flush=True)
             try:
                 while True:
@@ -115,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     return run_job(
         "python -m harness.cluster",
-        "start a real single-node cluster on this machine (root)",
+        "start a real cluster of one node (or --nodes N) on this machine (root)",
         configure,
         run,
         argv,

@@ -156,6 +156,9 @@ class ControlPlane:
     # name -> its arguments and its current process, so it can be started again
     _args: dict[str, list[str]] = field(default_factory=dict)
     _running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # name -> the binary it runs and what runs in the child before exec, for a restart
+    _programs: dict[str, str] = field(default_factory=dict)
+    _preexec: dict[str, Callable[[], object] | None] = field(default_factory=dict)
 
     @property
     def server(self) -> str:
@@ -184,13 +187,15 @@ class ControlPlane:
         name: str,
         args: Sequence[str],
         *,
+        program: str | None = None,
         preexec_fn: Callable[[], object] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start `self.binaries[name]` with `args`, its output in `<workdir>/<name>.log`."""
+        """Start `self.binaries[program or name]` with `args` as `name` (a second kubelet
+        is another name for the same program), its output in `<workdir>/<name>.log`."""
         log = (self.workdir / f"{name}.log").open("ab")
         self.logs.append(log)
         process = subprocess.Popen(
-            [str(self.binaries[name]), *args],
+            [str(self.binaries[program or name]), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, not them
@@ -198,6 +203,8 @@ class ControlPlane:
         )
         self.processes.append(process)
         self._args[name] = list(args)
+        self._programs[name] = program or name
+        self._preexec[name] = preexec_fn
         self._running[name] = process
         return process
 
@@ -294,7 +301,9 @@ class ControlPlane:
         """Start `name` again with the same arguments: same ports, same data."""
         if name in self._running:
             self.kill(name)
-        self.spawn(name, self._args[name])
+        self.spawn(
+            name, self._args[name], program=self._programs[name], preexec_fn=self._preexec[name]
+        )
         if name == "kube-apiserver":
             self._wait_ready()
 

@@ -364,7 +364,7 @@ def build_qemu_exporter(
     """The QEMU exporter image (`images/qemu-exporter`), on the local base. With the layer
     cache, an archive built from the same inputs (the context's files, the base, the
     release) is kept as it is: `make image` and the node tier both ask for it, and
-    writing its 700 MB again would take most of a rebuild's time."""
+    writing its 900 MB again would take most of a rebuild's time."""
     with build_lock(cache):
         return _build_qemu_exporter(archive, layer_cache, cache)
 

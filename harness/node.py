@@ -1,10 +1,13 @@
-"""A real single-node Kubernetes cluster on this machine, for `make cluster` and tests/node.
+"""A real Kubernetes cluster of one node (or a few) on this machine, for `make cluster` and
+tests/node.
 
 etcd and kube-apiserver come from `harness.controlplane` (same ports, tokens, logs
-and process handling), bound to the node's IP instead of 127.0.0.1; beside them run
-kube-controller-manager, kube-scheduler, the kubelet with Debian's containerd and runc,
-the CNI bridge, and kube-proxy in iptables mode. Everything the cluster keeps lives in
-one work folder; what it changes on the host is recorded and undone by
+and process handling), bound to the first node's IP instead of 127.0.0.1; beside them run
+kube-controller-manager, kube-scheduler, per node a kubelet with Debian's containerd and
+runc and a CNI bridge (`harness.nodeworker`), and one kube-proxy in iptables mode. Every
+node is in the host's network namespace, and kube-proxy's rules are that namespace's: one
+kube-proxy serves them all (two would rewrite the same chains). Everything the cluster
+keeps lives in one work folder; what it changes on the host is recorded and undone by
 `harness.nodehost` (the REJECT guard goes in before kube-apiserver starts).
 
 What this kind of machine needs (each was a blocker until set):
@@ -26,9 +29,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import datetime as dt
 import functools
+import ipaddress
 import json
 import secrets
 import shutil
@@ -54,6 +57,7 @@ from harness.controlplane import (
 )
 from harness.guest import DEBIAN_PACKAGES as GUEST_PACKAGES
 from harness.nodehost import (
+    MAX_NODES,
     NETWORK,
     TEMP_PREFIX,
     HostError,
@@ -66,10 +70,10 @@ from harness.nodehost import (
 from harness.nodeimages import (
     ImageError,
     busybox_archive,
-    import_archive,
     normalize,
     pause_archive,
 )
+from harness.nodeworker import NODE_NAME, Node, die_with_parent, node_name
 
 __all__ = [
     "DEBIAN_PACKAGES",
@@ -102,20 +106,11 @@ DEBIAN_PACKAGES = tuple(
 HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "gcc", "strip", "iptables")
 CNI_BIN = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
-NODE_NAME = "virtualtarget-node"
 READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 20.0
-PR_SET_PDEATHSIG = 1
 
 
 class NodeError(RuntimeError):
     """The node cluster could not start or stop cleanly; the message says what and where."""
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the starting process goes away."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _require_host() -> dict[str, Path]:
@@ -138,21 +133,21 @@ def _require_host() -> dict[str, Path]:
 
 @dataclass
 class NodeCluster:
-    """A started single-node cluster; use `running_node_cluster()` to get one."""
+    """A started cluster; use `running_node_cluster()` to get one. `network`, `node_name`,
+    `containerd_socket` and `ctr` are the first node's, where the control plane is."""
 
     workdir: Path
     plane: ControlPlane
     ledger: Ledger
     network: Network = NETWORK
-    node_name: str = NODE_NAME
+    nodes: list[Node] = field(default_factory=list)
     # what each start and stop phase took, in seconds, in order
     timings: dict[str, float] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)  # "pause", "busybox" -> name
     _ports: dict[str, int] = field(default_factory=dict)
     _stopped: bool = False
-    # archive, its size and mtime, the name -> what `import_image` returned: containerd keeps
-    # an image for the cluster's life, so importing the same archive again is skipped.
-    _imported: dict[tuple[Path, int, int, str | None], str] = field(default_factory=dict)
+    # every (archive, name) imported: a node that comes back gets those it missed
+    _archives: list[tuple[Path, str | None]] = field(default_factory=list)
 
     # -- paths ------------------------------------------------------------------------
 
@@ -161,13 +156,27 @@ class NodeCluster:
         return self.plane.kubeconfig
 
     @property
+    def node_name(self) -> str:
+        return self.nodes[0].name
+
+    @property
+    def node_names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    @property
     def containerd_socket(self) -> Path:
-        return self.workdir / "containerd" / "containerd.sock"
+        return self.nodes[0].containerd_socket
 
     @property
     def ctr(self) -> list[str]:
-        """The `ctr` command for this node's containerd, in the CRI's namespace."""
-        return ["ctr", "--address", str(self.containerd_socket), "--namespace", "k8s.io"]
+        """The `ctr` command for the first node's containerd, in the CRI's namespace."""
+        return self.nodes[0].ctr
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"no node {name}; the nodes are {', '.join(self.node_names)}")
 
     def _path(self, *parts: str) -> Path:
         path = self.workdir.joinpath(*parts)
@@ -181,17 +190,20 @@ class NodeCluster:
 
     def start(self) -> None:
         begin = time.monotonic()
-        self.ledger.add_address(self.network)
-        self.ledger.add_guard(self.network)  # before any Service, Pod or kube-proxy
+        for node in self.nodes:
+            self.ledger.add_address(node.network)
+        self.ledger.add_guard(self.network, len(self.nodes))  # before any Service or Pod
         now = time.monotonic()
         self._phase("host (address, guard)", begin)
         self._write_pki()
         archives = self._build_images()
         self._phase("images built (pause, busybox)", now)
         now = time.monotonic()
-        self._start_containerd()
+        for node in self.nodes:
+            node.sandbox_image = self.images["pause"]
+            node.start_containerd(self._wait_briefly)
         for archive, name in archives:
-            import_archive(self.ctr, archive, name)
+            self.import_image(archive, name)
         self._phase("containerd, images imported", now)
         now = time.monotonic()
         self.plane.port = free_port(self.network.node_ip)  # the node IP exists now
@@ -203,9 +215,10 @@ class NodeCluster:
         self._phase("etcd, kube-apiserver", now)
         now = time.monotonic()
         self._start_controllers()
-        self._start_kubelet()
+        for node in self.nodes:
+            node.start_kubelet(self._component_kubeconfig(f"system:node:{node.name}"))
         self._start_kube_proxy()
-        self._wait_node()
+        self._wait_nodes()
         self._phase("node Ready, default ServiceAccount", now)
         self.timings["start"] = round(time.monotonic() - begin, 1)
 
@@ -233,73 +246,7 @@ class NodeCluster:
         return str(self.workdir / "pki" / name)
 
     def _spawn(self, name: str, args: Sequence[str]) -> None:
-        self.plane.spawn(name, args, preexec_fn=_die_with_parent)
-
-    def _start_containerd(self) -> None:
-        root = self.workdir / "containerd"
-        cri = 'plugins."io.containerd.grpc.v1.cri"'
-        config = f"""\
-version = 2
-root = "{root / "root"}"
-state = "{root / "state"}"
-
-[grpc]
-  address = "{self.containerd_socket}"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{root / "opt"}"
-
-[{cri}]
-  sandbox_image = "{self.images["pause"]}"
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-
-[{cri}.containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-
-[{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[{cri}.containerd.runtimes.runc.options]
-  Root = "{root / "runc"}"
-  SystemdCgroup = false
-
-[{cri}.cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "{self.workdir / "cni" / "net.d"}"
-"""
-        net = self.network
-        conflist = {
-            "cniVersion": "1.0.0",
-            "name": net.cni_network,
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": net.bridge,
-                    "isGateway": True,
-                    "ipMasq": False,  # nothing leaves the machine, nothing to masquerade
-                    "hairpinMode": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": net.pod_cidr, "gateway": net.gateway}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                        "dataDir": str(self.workdir / "cni" / "ipam"),
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-                {"type": "loopback"},
-            ],
-        }
-        self._path("cni", "net.d", "10-node.conflist").write_text(json.dumps(conflist, indent=2))
-        self._path("containerd", "config.toml").write_text(config)
-        self._spawn("containerd", ["--config", str(root / "config.toml")])
-        self._wait(
-            "containerd",
-            lambda: subprocess.run([*self.ctr, "version"], capture_output=True).returncode == 0,
-            timeout=30,
-        )
+        self.plane.spawn(name, args, preexec_fn=die_with_parent)
 
     def _build_images(self) -> list[tuple[Path, str]]:
         """The pause and busybox archives; containerd is configured with the first's name."""
@@ -311,13 +258,14 @@ state = "{root / "state"}"
         return built
 
     def import_image(self, archive: Path, name: str | None = None) -> str:
-        """Import a docker-archive into the node's containerd (see
-        `nodeimages.import_archive`); the name Pods can use with imagePullPolicy Never."""
-        stat = archive.stat()
-        key = (archive.resolve(), stat.st_size, stat.st_mtime_ns, name)
-        if key not in self._imported:
-            self._imported[key] = import_archive(self.ctr, archive, name)
-        return self._imported[key]
+        """Import a docker-archive into every node's containerd (a Pod may land on any;
+        see `nodeimages.import_archive`); the name Pods can use with imagePullPolicy
+        Never. A node that is down gets it when it comes back."""
+        if (archive, name) not in self._archives:
+            self._archives.append((archive, name))
+        names = {node.import_image(archive, name) for node in self.nodes if node.up}
+        (imported,) = names
+        return imported
 
     def _component_kubeconfig(self, user: str) -> str:
         path = self.workdir / f"{user.replace(':', '-')}.kubeconfig"
@@ -361,54 +309,6 @@ state = "{root / "state"}"
             ],
         )
 
-    def _start_kubelet(self) -> None:
-        net, root = self.network, self.workdir / "kubelet"
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "failCgroupV1": False,
-            "cgroupDriver": "cgroupfs",
-            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
-            "authentication": {
-                "anonymous": {"enabled": False},
-                "webhook": {"enabled": True},
-                "x509": {"clientCAFile": self._pki("ca.crt")},
-            },
-            "authorization": {"mode": "Webhook"},
-            "address": net.node_ip,
-            "port": self._port("kubelet"),
-            "readOnlyPort": 0,
-            "healthzBindAddress": net.node_ip,
-            "healthzPort": self._port("kubelet-healthz"),
-            "podLogsDir": str(root / "pod-logs"),
-            "failSwapOn": False,
-            "resolvConf": "",  # no DNS: the host's resolvers are outside the guard
-            "evictionHard": {
-                "memory.available": "100Mi",
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-            },
-            # Nothing can be pulled again, so no image is ever removed.
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-        }
-        path = self._path("kubelet.yaml")
-        path.write_text(json.dumps(config, indent=2))
-        user = f"system:node:{self.node_name}"
-        self._spawn(
-            "kubelet",
-            [
-                f"--config={path}",
-                f"--kubeconfig={self._component_kubeconfig(user)}",
-                f"--root-dir={root / 'root'}",
-                f"--cert-dir={root / 'pki'}",
-                f"--node-ip={net.node_ip}",
-                f"--hostname-override={self.node_name}",
-                "--v=1",
-            ],
-        )
-
     def _start_kube_proxy(self) -> None:
         net = self.network
         config = {
@@ -418,12 +318,16 @@ state = "{root / "state"}"
                 "kubeconfig": self._component_kubeconfig("system:kube-proxy"),
             },
             "mode": "iptables",
-            "clusterCIDR": net.pod_cidr,
+            # Every node's Pods are the cluster's own (no masquerading for them).
+            "clusterCIDR": self._pod_range(),
+            # The first node's: one kube-proxy serves the host's network namespace, so a
+            # Service's `Local` traffic policies see only the first node's endpoints.
             "hostnameOverride": self.node_name,
             "bindAddress": net.node_ip,
             "healthzBindAddress": f"{net.node_ip}:{self._port('kube-proxy-healthz')}",
             "metricsBindAddress": f"{net.node_ip}:{self._port('kube-proxy-metrics')}",
-            "nodePortAddresses": [f"{net.node_ip}/32"],  # never on the machine's own NIC
+            # never on the machine's own NIC
+            "nodePortAddresses": [f"{node.network.node_ip}/32" for node in self.nodes],
             # Leave the host's conntrack and route_localnet settings alone.
             "conntrack": {
                 "maxPerCore": 0,
@@ -435,6 +339,17 @@ state = "{root / "state"}"
         path = self._path("kube-proxy.yaml")
         path.write_text(json.dumps(config, indent=2))
         self._spawn("kube-proxy", [f"--config={path}", "--v=1"])
+
+    def _pod_range(self) -> str:
+        """The smallest range holding every node's Pod range (kube-proxy takes one)."""
+        ranges = [ipaddress.ip_network(node.network.pod_cidr) for node in self.nodes]
+        covering = ranges[0]
+        while not all(r.subnet_of(covering) for r in ranges):  # type: ignore[arg-type]
+            covering = covering.supernet()
+        return str(covering)
+
+    def _wait_briefly(self, what: str, ready: Callable[[], bool]) -> None:
+        self._wait(what, ready, timeout=30)
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
@@ -457,15 +372,21 @@ state = "{root / "state"}"
         except (urllib.error.URLError, OSError):
             return False
 
-    def _wait_node(self) -> None:
-        def node_ready() -> bool:
-            result = self.plane.kubectl("get", "node", self.node_name, "-o", "json", check=False)
-            if result.returncode != 0:
-                return False
-            conditions = json.loads(result.stdout)["status"].get("conditions", [])
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    def node_ready(self, name: str) -> str:
+        """The Node's Ready condition's status: True, False, Unknown, or "" before there is
+        one."""
+        result = self.plane.kubectl("get", "node", name, "-o", "json", check=False)
+        if result.returncode != 0:
+            return ""
+        conditions = json.loads(result.stdout)["status"].get("conditions", [])
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
 
-        self._wait("the node", node_ready)
+    def _is_ready(self, name: str) -> bool:
+        return self.node_ready(name) == "True"
+
+    def _wait_nodes(self) -> None:
+        for node in self.nodes:
+            self._wait(f"node {node.name}", functools.partial(self._is_ready, node.name))
         proxy = f"http://{self.network.node_ip}:{self._ports['kube-proxy-healthz']}/healthz"
         self._wait("kube-proxy", lambda: self._answers(proxy))
         self.wait_for_namespace("default")
@@ -490,6 +411,30 @@ state = "{root / "state"}"
 
     def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return self.plane.kubectl(*args, **kwargs)
+
+    # -- a node lost and back ---------------------------------------------------------
+
+    def kill_node(self, name: str) -> float:
+        """Kill node `name` (not the first) as a crash does (`Node.kill`): its kubelet,
+        containerd, shims and Pods' processes SIGKILLed, the node cut off. Its Node object
+        stays, as after a real crash. Returns the time of the kill (`time.time()`)."""
+        node = self.node(name)
+        if node is self.nodes[0]:
+            raise NodeError("node cluster: the first node's IP carries the control plane")
+        if not node.up:
+            raise NodeError(f"node cluster: node {name} is already down")
+        killed = time.time()
+        node.kill()
+        return killed
+
+    def return_node(self, name: str) -> None:
+        """Bring a killed node back over its old state (`Node.start_again`) and wait until
+        its Node is Ready again."""
+        node = self.node(name)
+        if node.up:
+            raise NodeError(f"node cluster: node {name} is not down")
+        node.start_again(self._wait_briefly, self._archives)
+        self._wait(f"node {name} back", functools.partial(self._is_ready, name))
 
     # -- stop -------------------------------------------------------------------------
 
@@ -516,16 +461,29 @@ state = "{root / "state"}"
 
         stop("kube-controller-manager")  # first: nothing recreates the Pods deleted next
         stop("kube-scheduler")
-        if self.plane.is_running("kubelet") and self.plane.is_running("kube-apiserver"):
-            # The kubelet stops each sandbox through the CRI, which runs CNI DEL.
-            attempt("deleting Pods", self._delete_pods)
+        if self.plane.is_running("kube-apiserver"):
+            # A killed node's Pods would wait for their kubelet forever: they just go.
+            for node in self.nodes:
+                if not node.up:
+                    attempt(f"forgetting {node.name}'s Pods", functools.partial(
+                        self._delete_pods, "--force", "--grace-period=0",
+                        f"--field-selector=spec.nodeName={node.name}",
+                    ))  # fmt: skip
+            if any(node.up for node in self.nodes):
+                # Each kubelet stops its sandboxes through the CRI, which runs CNI DEL.
+                attempt(
+                    "deleting Pods",
+                    functools.partial(self._delete_pods, "--all", "--grace-period=1"),
+                )
         stop("kube-proxy")
-        stop("kubelet")
+        for node in self.nodes:
+            stop(node.process("kubelet"))
         # Its chains go in the sweep; not `kube-proxy --cleanup`, which would also flush
         # every IPVS rule of the machine and load the ip_vs module where it can.
-        if self.plane.is_running("containerd"):
-            attempt("containers", self._remove_containers)
-            stop("containerd")
+        for node in self.nodes:
+            if self.plane.is_running(node.process("containerd")):
+                attempt(node.process("containers"), node.remove_containers)
+                stop(node.process("containerd"))
         stop("kube-apiserver")  # before etcd: it shuts down cleanly only with its store
         stop("etcd")
         self.plane.stop()  # closes the logs
@@ -534,28 +492,11 @@ state = "{root / "state"}"
         if problems:
             raise NodeError("node cluster: not everything was undone: " + "; ".join(problems))
 
-    def _delete_pods(self) -> None:
+    def _delete_pods(self, *how: str) -> None:
         self.plane.kubectl(
-            "delete", "pods", "--all", "--all-namespaces", "--grace-period=1",
+            "delete", "pods", "--all-namespaces", *how,
             "--wait=true", "--timeout=60s", timeout=90,
         )  # fmt: skip
-
-    def _remove_containers(self) -> None:
-        def ids(kind: str) -> list[str]:
-            result = subprocess.run([*self.ctr, kind, "ls", "-q"], capture_output=True, text=True)
-            return result.stdout.split()
-
-        for task in ids("tasks"):
-            subprocess.run([*self.ctr, "tasks", "kill", "-s", "SIGKILL", task], capture_output=True)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for task in ids("tasks"):
-            while time.monotonic() < deadline:
-                done = subprocess.run([*self.ctr, "tasks", "rm", "-f", task], capture_output=True)
-                if done.returncode == 0:
-                    break
-                time.sleep(0.2)
-        for container in ids("containers"):
-            subprocess.run([*self.ctr, "containers", "rm", container], capture_output=True)
 
 
 @contextlib.contextmanager
@@ -581,21 +522,23 @@ def _stop_on_signals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def running_node_cluster(
-    workdir: Path | None = None, *, wait: float = 0.0
+    workdir: Path | None = None, *, wait: float = 0.0, nodes: int = 1
 ) -> Iterator[NodeCluster]:
-    """Start a single-node cluster in `workdir` (emptied first; a private temporary folder
-    when None, removed afterwards); stop it and undo every host change on exit, also when
-    the caller fails or the process is told to stop. One cluster runs on a machine at a
-    time: wait up to `wait` seconds for another to stop."""
+    """Start a cluster of `nodes` nodes in `workdir` (emptied first; a private temporary
+    folder when None, removed afterwards); stop it and undo every host change on exit, also
+    when the caller fails or the process is told to stop. One cluster runs on a machine at
+    a time: wait up to `wait` seconds for another to stop."""
+    if not 1 <= nodes <= MAX_NODES:
+        raise NodeError(f"node cluster: 1 to {MAX_NODES} nodes, not {nodes}")
     binaries = require_binaries((*BINARIES, *NODE_BINARIES))
     binaries |= _require_host()
     if workdir is not None:
-        with _running(workdir, binaries, wait, fresh=True) as cluster:
+        with _running(workdir, binaries, wait, nodes, fresh=True) as cluster:
             yield cluster
         return
     root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     try:
-        with _running(root, binaries, wait, fresh=False) as cluster:
+        with _running(root, binaries, wait, nodes, fresh=False) as cluster:
             yield cluster
     finally:
         remove_folder(root)  # never through a mount: refused while one is left
@@ -603,7 +546,7 @@ def running_node_cluster(
 
 @contextlib.contextmanager
 def _running(
-    root: Path, binaries: dict[str, Path], wait: float, *, fresh: bool
+    root: Path, binaries: dict[str, Path], wait: float, nodes: int, *, fresh: bool
 ) -> Iterator[NodeCluster]:
     root = root.resolve()
     with _stop_on_signals(), machine_lock(root, wait):
@@ -614,15 +557,16 @@ def _running(
         ledger.check_host(NETWORK)
         ledger.remember_host()
         net = NETWORK
+        ca = root / "pki" / "ca.crt"
         plane = ControlPlane(
             workdir=root,
             port=0,  # chosen at start, once the node IP exists
             token=secrets.token_hex(16),
             binaries=binaries,
             address=net.node_ip,
-            ca_path=root / "pki" / "ca.crt",
+            ca_path=ca,
             token_users={
-                f"system:node:{NODE_NAME}": ("system:nodes",),
+                **{f"system:node:{node_name(n)}": ("system:nodes",) for n in range(1, nodes + 1)},
                 "system:kube-controller-manager": (),
                 "system:kube-scheduler": (),
                 "system:kube-proxy": (),
@@ -644,7 +588,8 @@ def _running(
                 "enable-aggregator-routing": "true",
             },
         )
-        cluster = NodeCluster(workdir=root, plane=plane, ledger=ledger)
+        members = [Node(network, plane, root, ca) for network in net.nodes(nodes)]
+        cluster = NodeCluster(workdir=root, plane=plane, ledger=ledger, nodes=members)
         atexit.register(cluster.stop)  # an interpreter leaving without unwinding
         try:
             try:

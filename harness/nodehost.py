@@ -1,8 +1,8 @@
 """What the node tier changes on the host, written down first so exactly that is undone.
 
-A single-node cluster changes the machine outside its work folder: an address on `lo`,
-iptables chains (the guard below, kube-proxy's, the CNI plugins'), a bridge, cgroups,
-kernel settings the kubelet and the CNI bridge plugin set, a few host folders. Each
+A node cluster changes the machine outside its work folder: an address on `lo` and a
+bridge per node, iptables chains (the guard below, kube-proxy's, the CNI plugins'),
+cgroups, kernel settings the kubelet and the CNI bridge plugin set, a few host folders. Each
 change is recorded in `<workdir>/host-changes.json` before it is made, and `sweep()`
 undoes what the record names and what the cluster's own programs left behind. The
 cluster's addresses are fixed (`NETWORK`); the start refuses when the machine already
@@ -14,8 +14,8 @@ A machine-wide lock (`/run/virtualtarget-node/lock`) lets one cluster run at a t
 but the name still there (the previous run was killed) sweeps that folder's leftovers
 first.
 
-The guard: the cluster may send traffic only to loopback and to its own bridge and Pod
-addresses. Without kube-proxy's rules (before it starts, after it stops, or for a
+The guard: the cluster may send traffic only to loopback and to its own bridges, Pod and
+node addresses. Without kube-proxy's rules (before it starts, after it stops, or for a
 ClusterIP no Service uses) a packet to a Service address would follow the default route
 off the machine, so REJECT rules go in before kube-apiserver starts and come out last.
 """
@@ -23,18 +23,21 @@ off the machine, so REJECT rules go in before kube-apiserver starts and come out
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
+import functools
 import ipaddress
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -43,6 +46,7 @@ __all__ = [
     "CHAIN_PREFIXES",
     "HOST_DIRS",
     "KUBELET_SOCKET",
+    "MAX_NODES",
     "NETWORK",
     "POD_LOG_LINKS",
     "SYSCTLS",
@@ -53,11 +57,16 @@ __all__ = [
     "Ledger",
     "Network",
     "cgroup_leftovers",
+    "cgroup_pids",
     "chains",
+    "isolate",
     "kernel_settings",
+    "kill_node_processes",
     "machine_lock",
+    "make_cgroup_root",
     "mounts_under",
     "processes_of",
+    "rejoin",
     "remove_folder",
     "sweep",
     "unmount_under",
@@ -72,6 +81,8 @@ TABLES = ("filter", "nat", "mangle", "raw")
 TOOLS = ("iptables", "ip6tables")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_NAME = "kubepods"  # the kubelet's pod cgroups, in every hierarchy (cgroupfs driver)
+# Nodes a cluster may have; the sweep looks for the bridges, addresses and cgroups of each.
+MAX_NODES = 4
 # The programs the cluster runs; a leftover process is one of them naming the work folder.
 PROGRAMS = frozenset(
     {
@@ -115,7 +126,8 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class Network:
-    """The cluster's addresses: one /16 no route of this machine may touch."""
+    """The cluster's addresses: one /16 no route of this machine may touch. As it stands,
+    the first node's (its Pod range, IP, bridge); `node(index)` gives another node's."""
 
     cluster_range: str = "10.213.0.0/16"
     pod_cidr: str = "10.213.0.0/24"
@@ -123,6 +135,34 @@ class Network:
     node_ip: str = "10.213.255.1"
     bridge: str = "vtnode0"
     cni_network: str = "virtualtarget-node"
+    index: int = 0  # which node these addresses are (0: the first)
+
+    def node(self, index: int) -> Network:
+        """The addresses of node `index` (0-based) of the cluster whose first node this is:
+        the Pod range after the previous node's, the next node IP, its own bridge."""
+        if not 0 <= index < MAX_NODES:
+            raise ValueError(f"a node cluster has 1 to {MAX_NODES} nodes, not node {index + 1}")
+        pods = ipaddress.ip_network(self.pod_cidr)
+        first = int(pods.network_address) + index * pods.num_addresses
+        return dataclasses.replace(
+            self,
+            pod_cidr=str(ipaddress.ip_network((first, pods.prefixlen))),
+            node_ip=str(ipaddress.ip_address(self.node_ip) + index),
+            bridge=f"{self.bridge.rstrip('0123456789')}{index}",
+            cni_network=self.cni_network if index == 0 else f"{self.cni_network}-{index + 1}",
+            index=index,
+        )
+
+    def nodes(self, count: int) -> list[Network]:
+        return [self.node(index) for index in range(count)]
+
+    @property
+    def cgroup(self) -> str:
+        """The top cgroup of this node's Pods, in every hierarchy: the kubelet's own
+        `kubepods` for the first node; the bridge's name for the others, their kubelet's
+        cgroupRoot with `kubepods` below it (a kubelet removes the Pod cgroups under its
+        root that are not its own Pods', so two cannot share one)."""
+        return CGROUP_NAME if self.index == 0 else self.bridge
 
     @property
     def gateway(self) -> str:
@@ -180,27 +220,37 @@ def mounts_under(folder: Path) -> list[Path]:
     return sorted(set(points), key=lambda p: len(p.parts), reverse=True)
 
 
-def _cgroup_dirs() -> list[Path]:
-    """Every `kubepods` cgroup folder, one per hierarchy."""
+def _hierarchies() -> list[Path]:
     if not CGROUP_ROOT.is_dir():
         return []
-    found = []
-    for hierarchy in CGROUP_ROOT.iterdir():
-        candidate = hierarchy / CGROUP_NAME
-        if candidate.is_dir():
-            found.append(candidate)
-    if (CGROUP_ROOT / CGROUP_NAME).is_dir():  # a pure cgroup v2 host
-        found.append(CGROUP_ROOT / CGROUP_NAME)
-    return found
+    if (CGROUP_ROOT / "cgroup.controllers").is_file():  # a pure cgroup v2 host
+        return [CGROUP_ROOT]
+    return sorted({path.resolve() for path in CGROUP_ROOT.iterdir() if path.is_dir()})
+
+
+def _cgroup_dirs(names: Iterable[str] | None = None) -> list[Path]:
+    """The Pod cgroup folders of the nodes (`names`: every possible node's), one per
+    hierarchy."""
+    wanted = [net.cgroup for net in NETWORK.nodes(MAX_NODES)] if names is None else names
+    return [hierarchy / name for hierarchy in _hierarchies() for name in wanted
+            if (hierarchy / name).is_dir()]  # fmt: skip
 
 
 def cgroup_leftovers() -> list[Path]:
     return _cgroup_dirs()
 
 
-def _cgroup_pids() -> set[int]:
+def make_cgroup_root(name: str) -> None:
+    """A node's cgroupRoot, in every hierarchy: the kubelet refuses a root that does not
+    exist (the sweep removes it with the Pods' cgroups)."""
+    for hierarchy in _hierarchies():
+        (hierarchy / name).mkdir(exist_ok=True)
+
+
+def cgroup_pids(names: Iterable[str] | None = None) -> set[int]:
+    """The processes in the nodes' Pod cgroups (`names`: every possible node's)."""
     pids: set[int] = set()
-    for top in _cgroup_dirs():
+    for top in _cgroup_dirs(names):
         for procs in top.rglob("cgroup.procs"):
             with contextlib.suppress(OSError):
                 pids.update(int(word) for word in procs.read_text().split())
@@ -278,7 +328,7 @@ class Ledger:
     """The host changes of one cluster, saved after each entry (JSON in its work folder)."""
 
     workdir: Path
-    address: str = ""  # the node IP, when the start added it to lo
+    addresses: list[str] = field(default_factory=list)  # node IPs the start added to lo
     sysctls: dict[str, str] = field(default_factory=dict)  # values before the start
     host_dirs: list[str] = field(default_factory=list)  # folders that did not exist
 
@@ -297,6 +347,8 @@ class Ledger:
         path = workdir / "host-changes.json"
         data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
         data["workdir"] = workdir
+        if "address" in data:  # a record of a single-node harness, before `addresses`
+            data["addresses"] = [address] if (address := data.pop("address")) else []
         return cls(**data)
 
     # -- changes, each recorded before it is made ------------------------------------
@@ -311,8 +363,11 @@ class Ledger:
             for what, net in _addresses_and_routes()
             if net.version == cluster.version and cluster.overlaps(net)
         ]
-        if Path(f"/sys/class/net/{network.bridge}").exists():
-            clashes.append(f"network device {network.bridge}")
+        clashes += [
+            f"network device {node.bridge}"
+            for node in network.nodes(MAX_NODES)
+            if Path(f"/sys/class/net/{node.bridge}").exists()
+        ]
         for tool in TOOLS:
             for table in TABLES:
                 clashes += [f"{tool} -t {table} chain {name}" for name in chains(tool, table)]
@@ -330,59 +385,65 @@ class Ledger:
         self.save()
 
     def add_address(self, network: Network = NETWORK) -> None:
-        """The node IP, a /32 on lo: this kernel has no dummy device, and lo is local."""
-        self.address = network.node_ip
+        """A node's IP, a /32 on lo: this kernel has no dummy device, and lo is local."""
+        self.addresses.append(network.node_ip)
         self.save()
         _run("ip", "addr", "add", f"{network.node_ip}/32", "dev", "lo")
 
-    def add_guard(self, network: Network = NETWORK) -> None:
-        """REJECT what would leave loopback, the bridge and the Pods (see the docstring)."""
-        br, cluster, pods = network.bridge, network.cluster_range, network.pod_cidr
-        node = f"{network.node_ip}/32"
+    def add_guard(self, network: Network = NETWORK, nodes: int = 1) -> None:
+        """REJECT what would leave loopback, the nodes' bridges and the Pods (see the
+        docstring); the same rules for every node's bridge, Pod range and IP."""
+        nets, cluster = network.nodes(nodes), network.cluster_range
+        bridges = [net.bridge for net in nets]
+        established = ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED"]
         # A chain per (table, built-in chain), jumped to first: VTNODE-<built-in>.
         v4 = {
-            # Host to the cluster's range: only local addresses, Pods and the node. The
+            # Host to the cluster's range: only local addresses, Pods and the nodes. The
             # filter table sees a Service's DNAT but not the new route (`-o` is still the
             # default route's), so this goes by addresses, and conntrack names a Service
             # whose endpoint is not one of them.
             ("filter", "OUTPUT"): [
                 ["-o", "lo", "-j", "RETURN"],
-                ["-d", pods, "-j", "RETURN"],
-                ["-d", node, "-j", "RETURN"],
+                *(["-d", net.pod_cidr, "-j", "RETURN"] for net in nets),
+                *(["-d", f"{net.node_ip}/32", "-j", "RETURN"] for net in nets),
                 ["-d", cluster, "-j", "REJECT"],
                 ["-m", "conntrack", "--ctorigdst", cluster, "-j", "REJECT"],
             ],
-            # Forwarding only from the bridge to the bridge (Pod to Pod, Service to Pod).
+            # Forwarding only from a bridge to a bridge (Pod to Pod, on one node or across
+            # two, Service to Pod).
             ("filter", "FORWARD"): [
-                ["-i", br, "-o", br, "-j", "RETURN"],
-                ["-i", br, "-j", "REJECT"],
-                ["-o", br, "-j", "REJECT"],
+                *(["-i", a, "-o", b, "-j", "RETURN"] for a in bridges for b in bridges),
+                *(["-i", br, "-j", "REJECT"] for br in bridges),
+                *(["-o", br, "-j", "REJECT"] for br in bridges),
                 ["-d", cluster, "-j", "REJECT"],
                 ["-s", cluster, "-j", "REJECT"],
             ],
-            # Pods reach only the node's cluster addresses (and answer the host: a reply
+            # Pods reach only the nodes' cluster addresses (and answer the host: a reply
             # to a masqueraded Service connection is addressed back to the host's own
-            # address by then); nothing from outside lo and the bridge reaches the cluster.
+            # address by then); nothing from outside lo and the bridges reaches the cluster.
             ("filter", "INPUT"): [
                 ["-i", "lo", "-j", "RETURN"],
-                ["-i", br, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"],
-                ["-i", br, "-d", cluster, "-j", "RETURN"],
-                ["-i", br, "-j", "REJECT"],
+                *(["-i", br, *established, "-j", "RETURN"] for br in bridges),
+                *(["-i", br, "-d", cluster, "-j", "RETURN"] for br in bridges),
+                *(["-i", br, "-j", "REJECT"] for br in bridges),
                 ["-d", cluster, "-j", "REJECT"],
             ],
             # The last word, on the final route: nothing of the cluster's leaves by
-            # another device (a Pod address while the bridge is not there yet, say).
+            # another device (a Pod address while its bridge is not there yet, say).
             ("mangle", "POSTROUTING"): [
                 ["-o", "lo", "-j", "RETURN"],
-                ["-o", br, "-j", "RETURN"],
+                *(["-o", br, "-j", "RETURN"] for br in bridges),
                 ["-d", cluster, "-j", "DROP"],
                 ["-s", cluster, "-j", "DROP"],
                 ["-m", "conntrack", "--ctorigdst", cluster, "-j", "DROP"],
             ],
         }
         v6 = {  # the Pods have no IPv6 addresses: nothing of theirs passes
-            ("filter", "INPUT"): [["-i", br, "-j", "REJECT"]],
-            ("filter", "FORWARD"): [["-i", br, "-j", "REJECT"], ["-o", br, "-j", "REJECT"]],
+            ("filter", "INPUT"): [["-i", br, "-j", "REJECT"] for br in bridges],
+            ("filter", "FORWARD"): [
+                *(["-i", br, "-j", "REJECT"] for br in bridges),
+                *(["-o", br, "-j", "REJECT"] for br in bridges),
+            ],
         }
         for tool, rules in (("iptables", v4), ("ip6tables", v6)):
             for (table, parent), chain_rules in rules.items():
@@ -391,6 +452,53 @@ class Ledger:
                 for rule in chain_rules:
                     _run(tool, "-w", "-t", table, "-A", chain, *rule)
                 _run(tool, "-w", "-t", table, "-I", parent, "1", "-j", chain)
+
+
+# -- a node cut off and killed, as by a crash -------------------------------------------
+
+
+def _isolation(node: Network) -> list[tuple[str, list[str]]]:
+    """DROP rules (built-in chain, rule) that make a node silent: nothing reaches its Pods
+    or its IP, nothing of its Pods gets out (not even the resets of its dying sockets)."""
+    return [
+        ("INPUT", ["-i", node.bridge, "-j", "DROP"]),
+        ("FORWARD", ["-i", node.bridge, "-j", "DROP"]),
+        ("FORWARD", ["-o", node.bridge, "-j", "DROP"]),
+        ("OUTPUT", ["-d", node.pod_cidr, "-j", "DROP"]),
+        ("OUTPUT", ["-d", f"{node.node_ip}/32", "-j", "DROP"]),
+    ]
+
+
+def isolate(node: Network) -> None:
+    """Cut a node off, first in the guard's chains (so the sweep takes the rules with them):
+    a crashed machine drops what is sent to it and sends nothing, where a killed process's
+    kernel would still answer (a reset, a refused connection)."""
+    for parent, rule in _isolation(node):
+        _run("iptables", "-w", "-t", "filter", "-I", f"{GUARD_PREFIX}{parent}", "1", *rule)
+
+
+def rejoin(node: Network) -> None:
+    """Take `isolate`'s rules out again."""
+    for parent, rule in _isolation(node):
+        chain = f"{GUARD_PREFIX}{parent}"
+        while (
+            _run("iptables", "-w", "-t", "filter", "-C", chain, *rule, check=False).returncode == 0
+        ):
+            _run("iptables", "-w", "-t", "filter", "-D", chain, *rule)
+
+
+def kill_node_processes(workdir: Path, cgroup: str, timeout: float = 10.0) -> None:
+    """SIGKILL the processes of a node's programs that name its folder (its kubelet,
+    containerd and their shims) and every process in its Pods' cgroups, until none is
+    left: a shim started its containers, but they outlive it."""
+    deadline = time.monotonic() + timeout
+    while pids := set(processes_of(workdir)) | cgroup_pids([cgroup]):
+        if time.monotonic() > deadline:
+            raise HostError(f"processes of the node in {workdir} outlived SIGKILL: {sorted(pids)}")
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 # -- undoing ---------------------------------------------------------------------------
@@ -438,12 +546,12 @@ def remove_folder(folder: Path) -> None:
 
 
 def _remove_cgroups() -> None:
-    pids = _cgroup_pids()
+    pids = cgroup_pids()
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _cgroup_pids():
+    while time.monotonic() < deadline and cgroup_pids():
         time.sleep(0.1)
     for top in _cgroup_dirs():
         _remove_empty_tree(top)
@@ -469,11 +577,13 @@ def _remove_host_files(ledger: Ledger, network: Network) -> None:
                 link.unlink()
     KUBELET_SOCKET.unlink(missing_ok=True)  # one kubelet per machine: it was this one's
     results = CNI_RESULTS
+    names = "|".join(re.escape(node.cni_network) for node in network.nodes(MAX_NODES))
+    cached = re.compile(rf"(?:{names})-([0-9a-f]{{64}})-eth0")  # a sandbox's id: 64 hex
     if results.is_dir():  # libcni's cache, left when a sandbox died without CNI DEL
-        for entry in results.glob(f"{network.cni_network}-*-eth0"):
-            sandbox = entry.name.removeprefix(f"{network.cni_network}-").removesuffix("-eth0")
-            (results / f"cni-loopback-{sandbox}-lo").unlink(missing_ok=True)
-            entry.unlink()
+        for entry in results.iterdir():
+            if match := cached.fullmatch(entry.name):
+                (results / f"cni-loopback-{match.group(1)}-lo").unlink(missing_ok=True)
+                entry.unlink()
     for name in ledger.host_dirs:
         _remove_empty_tree(Path(name))
 
@@ -504,10 +614,11 @@ def sweep(ledger: Ledger, network: Network = NETWORK) -> list[str]:
     step("cgroups", _remove_cgroups)
     step("mounts", lambda: unmount_under(ledger.workdir))
     step("iptables", _remove_chains)
-    if Path(f"/sys/class/net/{network.bridge}").exists():
-        step("bridge", lambda: _run("ip", "link", "del", network.bridge))
-    if ledger.address:
-        step("address", lambda: _del_address(ledger.address))
+    for node in network.nodes(MAX_NODES):  # the start refused where one was there
+        if Path(f"/sys/class/net/{node.bridge}").exists():
+            step(f"bridge {node.bridge}", functools.partial(_run, "ip", "link", "del", node.bridge))
+    for address in ledger.addresses:
+        step(f"address {address}", functools.partial(_del_address, address))
     step("kernel settings", lambda: _restore_sysctls(ledger.sysctls))
     step("host folders", lambda: _remove_host_files(ledger, network))
     problems += [
@@ -570,8 +681,9 @@ def machine_lock(workdir: Path, wait: float = 0.0) -> Iterator[None]:
         if current.is_file():
             stale = Path(current.read_text().strip())
             ledger = Ledger.load(stale)
-            if not ledger.path.is_file() and _has_address(NETWORK.node_ip):
-                ledger.address = NETWORK.node_ip  # the record went with its folder
+            if not ledger.path.is_file():  # the record went with its folder
+                nodes = NETWORK.nodes(MAX_NODES)
+                ledger.addresses = [n.node_ip for n in nodes if _has_address(n.node_ip)]
             problems = sweep(ledger)
             if problems:
                 raise HostError(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from api.imagepolicy import add_flags, from_flags, startup_line
 from api.provisioners.qemu import Layout
 from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC
+from reconciler.runtime.statusgate import DEFAULT_INTERVAL as DEFAULT_STATUS_INTERVAL
 from scrape.http import TEXT, Reply, Route, Server, parse_address
 from scrape.http import serve as serve_routes
 from scrape.serving import SERVING_METRICS, SERVING_PROBES
@@ -109,6 +110,14 @@ def _pool_flags(parser: argparse.ArgumentParser) -> None:
         help="the safety resync's reads a second over all those Secrets together: each is "
         "read again every max(--secret-resync, Secrets / budget) seconds "
         "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--status-interval",
+        type=float,
+        default=DEFAULT_STATUS_INTERVAL,
+        metavar="SECONDS",
+        help="a set's status is written at most once in this time: a burst of events makes "
+        "one patch, with what the last pass found (default: %(default)s; 0: every pass's)",
     )
     # A pass mostly waits on the apiserver (its writes), so passes overlap well: with 100
     # pools leased at once, 4 workers refilled in 0.5 s at the median where 2 took 1 s.
@@ -356,6 +365,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
         scope=scope,
         secret_resync=args.secret_resync,
         secret_budget=args.secret_resync_budget,
+        status_interval=args.status_interval,
     )
     elector = None
     if not args.no_leader_election:

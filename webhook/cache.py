@@ -20,8 +20,10 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
+from pool.model.views import PoolClaim
+from pool.rules.claimindex import ClaimIndex
 from webhook.access import CACHED_KINDS, INSTANCE_KINDS
-from webhook.clusterview import ClusterUnavailable, sets_using
+from webhook.clusterview import ClusterUnavailable, claims_of, overlapping_claims, sets_using
 from webhook.pools import SET_LABEL
 from webhook.routes import Kind
 
@@ -35,7 +37,9 @@ _RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 
 class KindCache:
-    """One kind's objects by (namespace, name), kept current by a list and a watch."""
+    """One kind's objects by (namespace, name), kept current by a list and a watch; for
+    ExporterSets also their claims (`pool.rules.claimindex`), so that a set's review
+    compares it with the sets it may overlap, not with every set of its namespace."""
 
     def __init__(self, api: client.CustomObjectsApi, kind: Kind) -> None:
         self.api = api
@@ -43,6 +47,7 @@ class KindCache:
         self.synced = threading.Event()
         self._objects: dict[tuple[str, str], Object] = {}
         self._by_namespace: dict[str, dict[str, Object]] = {}
+        self._claims = _claims_of(self._objects) if kind.kind == "ExporterSet" else None
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Object | None:
@@ -54,9 +59,14 @@ class KindCache:
             return list(self._objects.values())
 
     def values_in(self, namespace: str) -> list[Object]:
-        """The objects of one namespace (a set's review reads its neighbours only)."""
+        """The objects of one namespace."""
         with self._lock:
             return list(self._by_namespace.get(namespace, {}).values())
+
+    def overlapping(self, namespace: str, claim: PoolClaim) -> list[PoolClaim]:
+        """The sets of `namespace` (not being deleted) that overlap `claim`, by name."""
+        with self._lock:
+            return self._claims.overlapping(namespace, claim) if self._claims is not None else []
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until `stop` is set; every failure leads to a fresh list."""
@@ -75,6 +85,7 @@ class KindCache:
                 stop.wait(delay)
 
     def _list(self) -> str:
+        """List every object afresh; the resourceVersion to watch from."""
         listing: Any = self.api.list_cluster_custom_object(
             self.kind.group, self.kind.version, self.kind.plural, _request_timeout=30
         )
@@ -82,8 +93,9 @@ class KindCache:
         by_namespace: dict[str, dict[str, Object]] = {}
         for (namespace, name), item in objects.items():
             by_namespace.setdefault(namespace, {})[name] = item
+        claims = _claims_of(objects) if self._claims is not None else None
         with self._lock:
-            self._objects, self._by_namespace = objects, by_namespace
+            self._objects, self._by_namespace, self._claims = objects, by_namespace, claims
         self.synced.set()
         return str(listing.get("metadata", {}).get("resourceVersion", ""))
 
@@ -106,15 +118,23 @@ class KindCache:
                 raise RuntimeError(f"watch error: {obj}")  # e.g. 410 Gone: relist
             if not isinstance(obj, Mapping) or kind == "BOOKMARK":
                 continue
-            namespace, name = _key(obj)
-            with self._lock:
-                if kind == "DELETED":
-                    self._objects.pop((namespace, name), None)
-                    self._by_namespace.get(namespace, {}).pop(name, None)
-                else:
-                    self._objects[(namespace, name)] = obj
-                    self._by_namespace.setdefault(namespace, {})[name] = obj
+            self.apply(str(kind), obj)
         raise RuntimeError("watch ended")  # the server closed it: relist, then watch again
+
+    def apply(self, kind: str, obj: Object) -> None:
+        """One watch event (ADDED, MODIFIED or DELETED)."""
+        namespace, name = _key(obj)
+        with self._lock:
+            if kind == "DELETED":
+                self._objects.pop((namespace, name), None)
+                self._by_namespace.get(namespace, {}).pop(name, None)
+            else:
+                self._objects[(namespace, name)] = obj
+                self._by_namespace.setdefault(namespace, {})[name] = obj
+            if self._claims is not None:
+                self._claims.drop(namespace, name)
+                for claim in claims_of([obj] if kind != "DELETED" else []):
+                    self._claims.put(namespace, claim)
 
 
 class ClusterCache:
@@ -169,6 +189,14 @@ class ClusterCache:
             return cache.values_in(namespace)
         return await self._list(cache.kind, namespace, budget)
 
+    async def overlapping_sets(
+        self, namespace: str, claim: PoolClaim, budget: float
+    ) -> list[PoolClaim]:
+        cache = self.caches["ExporterSet"]
+        if cache.synced.is_set():
+            return cache.overlapping(namespace, claim)
+        return overlapping_claims(await self._list(cache.kind, namespace, budget), claim)
+
     async def pool_instances(
         self, namespace: str, set_name: str, budget: float
     ) -> tuple[list[Object], list[Object]]:
@@ -220,6 +248,15 @@ async def _live(call: Any, budget: float, not_found: Any) -> Any:
 def _read_timed_out(exc: BaseException) -> bool:
     reason = exc.reason if isinstance(exc, MaxRetryError) else exc
     return isinstance(reason, ReadTimeoutError)
+
+
+def _claims_of(objects: Mapping[tuple[str, str], Object]) -> ClaimIndex:
+    """The claim index of the sets listed (those being deleted left out)."""
+    index = ClaimIndex()
+    for (namespace, _), obj in objects.items():
+        for claim in claims_of([obj]):
+            index.put(namespace, claim)
+    return index
 
 
 def _key(obj: Object) -> tuple[str, str]:

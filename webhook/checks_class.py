@@ -1,7 +1,8 @@
 """VirtualTargetClass checks the CRD's CEL cannot express: provisioner name, references,
 toleration effects, nodeSelector label syntax, resource quantities, images, the
-provisioner's parameters (the class's own; a set's are checked merged over them), and a
-runtime image its QEMU layout does not run (a warning).
+provisioner's parameters (the class's own; a set's are checked merged over them), a
+runtime image its QEMU layout does not run (a warning), and a firmware or architecture
+its exporter image cannot boot.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from api.fielderrors import FieldError, join_path
 from api.labels import dns_subdomain_errors, labels_errors, qualified_name_errors
 from api.provisioners.check import check_parameters
-from api.provisioners.qemu_layout import class_layout_warnings
+from api.provisioners.qemu_layout import class_layout_findings
 from webhook.checks_common import child, images_errors, resources_errors
 from webhook.verdict import Verdict
 
@@ -34,7 +35,9 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
         found = check_parameters(provisioner, parameters)
         verdict.errors += found.errors
         verdict.warnings += found.warnings
-    verdict.warnings += class_layout_warnings(spec)
+    layout_errors, layout_warnings = class_layout_findings(spec)
+    verdict.errors += layout_errors
+    verdict.warnings += layout_warnings
     verdict.errors += _reference_errors(
         spec.get("caBundleConfigMapRef"), "spec.caBundleConfigMapRef"
     )

@@ -11,7 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["ClusterUnavailable", "ClusterView", "StaticView", "sets_in", "sets_using"]
+from pool.model.adapt import pool_claim
+from pool.model.views import PoolClaim
+from pool.rules.claims import overlap
+
+__all__ = [
+    "ClusterUnavailable",
+    "ClusterView",
+    "StaticView",
+    "claims_of",
+    "overlapping_claims",
+    "sets_in",
+    "sets_using",
+]
 
 Object = Mapping[str, Any]
 
@@ -31,6 +43,13 @@ class ClusterView(Protocol):
 
     async def sets_of(self, namespace: str, budget: float) -> list[Object]:
         """The ExporterSets of `namespace`."""
+        ...
+
+    async def overlapping_sets(
+        self, namespace: str, claim: PoolClaim, budget: float
+    ) -> list[PoolClaim]:
+        """The other ExporterSets of `namespace`, not being deleted, that overlap `claim`
+        (`pool.rules.claims.overlap`), by name."""
         ...
 
     async def pool_instances(
@@ -57,6 +76,18 @@ def sets_using(sets: Iterable[Object], namespace: str, name: str) -> list[str]:
     )
 
 
+def claims_of(sets: Iterable[Object]) -> list[PoolClaim]:
+    """The claims of the `sets` not being deleted (`pool.rules.claims`)."""
+    return [pool_claim(s) for s in sets if not (s.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def overlapping_claims(sets: Iterable[Object], claim: PoolClaim) -> list[PoolClaim]:
+    """The claims of the `sets`, not being deleted, other than `claim`'s that overlap it,
+    by name (a scan: where no claim index is kept)."""
+    found = [c for c in claims_of(sets) if c.name != claim.name and overlap(claim, c)]
+    return sorted(found, key=lambda c: c.name)
+
+
 class StaticView:
     """A fixed set of objects (classes and sets), as read from files."""
 
@@ -81,6 +112,11 @@ class StaticView:
 
     async def sets_of(self, namespace: str, budget: float) -> list[Object]:
         return sets_in(self._sets, namespace)
+
+    async def overlapping_sets(
+        self, namespace: str, claim: PoolClaim, budget: float
+    ) -> list[PoolClaim]:
+        return overlapping_claims(await self.sets_of(namespace, budget), claim)
 
     async def pool_instances(
         self, namespace: str, set_name: str, budget: float

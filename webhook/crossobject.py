@@ -15,6 +15,7 @@ from api.provisioners import DEFAULT_IMAGES
 from api.provisioners.check import check_parameters
 from api.provisioners.qemu_layout import set_layout_findings
 from api.warmbuffer import AUTO, WARM_BUFFER
+from pool.model.adapt import pool_claim
 from webhook.checks_images import inherited_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.jsontext import compact_json
@@ -180,12 +181,13 @@ async def check_set_overlap(
 ) -> Verdict:
     """A warning for each set of the namespace whose instances a Lease for this one may
     match too, naming the set that counts such a Lease (`pool.rules.claims`)."""
-    others = await view.sets_of(namespace, budget)
+    me = pool_claim(exporter_set)
+    others = await view.overlapping_sets(namespace, me, budget)
     return Verdict(
         warnings=[
             f'selector overlaps ExporterSet "{other}": a pending Lease both match is counted '
             f'by the older set, "{counts}"'
-            for other, counts in overlapping(exporter_set, others)
+            for other, counts in overlapping(me, others)
         ]
     )
 

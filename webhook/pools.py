@@ -21,9 +21,10 @@ from typing import Any
 
 from api.fielderrors import FieldError
 from api.quantity import parse_quantity
-from pool.model.adapt import exporter_view, lease_view, pool_claim
+from pool.model.adapt import exporter_view, lease_view
 from pool.model.jumpstarter import CONFIG_KEY
 from pool.model.keys import SET_LABEL, generate_name
+from pool.model.views import PoolClaim
 from pool.rendering.provisioners import PROVISIONERS
 from pool.rendering.render import (
     Credentials,
@@ -231,18 +232,13 @@ def _request_above_limit(pod: Obj, subject: str) -> list[FieldError]:
     return errors
 
 
-def overlapping(exporter_set: Obj, others: Iterable[Obj]) -> list[tuple[str, str]]:
-    """The other sets (not being deleted) whose instances a Lease for this one may match,
-    each with the set that counts such a Lease (`pool.rules.claims`: the older one)."""
-    others = list(others)
-    if not others:
-        return []
-    me = pool_claim(exporter_set)
+def overlapping(me: PoolClaim, others: Iterable[PoolClaim]) -> list[tuple[str, str]]:
+    """The other sets whose instances a Lease for this one may match (`others`: the sets
+    of its namespace not being deleted, or those of them an index found may overlap), each
+    with the set that counts such a Lease (`pool.rules.claims`: the older one)."""
     found = []
-    for other in others:
-        claim = pool_claim(other)
-        deleting = _map(other.get("metadata")).get("deletionTimestamp")
-        if claim.name == me.name or deleting or not overlap(me, claim):
+    for claim in others:
+        if claim.name == me.name or not overlap(me, claim):
             continue
         # A set being created may not carry its creationTimestamp yet: it is the newest.
         older = claim if me.created is None or claim.seniority < me.seniority else me

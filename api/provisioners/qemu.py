@@ -7,7 +7,9 @@ unchanged. All optional:
 - `arch`: `x86_64` or `aarch64`; the guest architecture (`qemu-system-<arch>`).
 - `machineType`: the QEMU machine type (`q35`, `virt`, ...).
 - `firmware.url`: URL or OCI reference of a firmware or boot image;
-  `firmware.digest`: `sha256:` and 64 hex digits.
+  `firmware.digest`: `sha256:` and 64 hex digits. `firmware.type`: `bios` or `uefi`,
+  what boots an x86_64 guest (this project's key, not Jumpstarter's; aarch64 boots only
+  UEFI; the default and the firmware's paths: `api.provisioners.qemu_firmware`).
 - `resources.cpu`: virtual CPUs, an integer 1-64; `resources.memory`: guest RAM,
   128Mi-256Gi. Sizes are Kubernetes quantities and must be whole KiB, so that QEMU's own
   size spelling can say them exactly. `resources.storage` (1Gi-2Ti) is where the guest's
@@ -41,6 +43,7 @@ __all__ = [
     "PROVISIONER",
     "QEMU_EXPORTER_IMAGE",
     "Architecture",
+    "FirmwareType",
     "Layout",
     "QemuFirmware",
     "QemuParameters",
@@ -76,11 +79,19 @@ class Layout(str, Enum):
     SIDECAR = "sidecar"
 
 
+class FirmwareType(str, Enum):
+    """What boots the guest: QEMU's SeaBIOS, or edk2's UEFI (OVMF, AAVMF)."""
+
+    BIOS = "bios"
+    UEFI = "uefi"
+
+
 class QemuFirmware(BaseModel):
     model_config = OPEN
 
     url: Annotated[str, Field(min_length=1)] | None = None
     digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    type: FirmwareType | None = None
 
 
 class QemuResources(BaseModel):

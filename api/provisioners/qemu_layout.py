@@ -11,7 +11,9 @@ qemu-img; main runs QEMU in its runtime image), and its releases up to
   powering the guest on fails (no `qemu-system-*`): a warning (the image to name is the
   one this project ships, `QEMU_EXPORTER_IMAGE`);
 - `exporter` named, and a runtime image named by the class or set: it is not run; a
-  warning.
+  warning;
+- a firmware or architecture the exporter image cannot boot: `firmware_findings`
+  (`api.provisioners.qemu_firmware`), for a class's own parameters and a set's merged.
 
 The layout a pool names is its parameters' `layout`. Where it names none, the pool runs
 with its reconciler's default: `exporter` under `virtualtarget reconcile` (this project's
@@ -32,8 +34,11 @@ from api.fielderrors import FieldError
 from api.imagepolicy import effective_images, repository
 from api.jumpstarter import JUMPSTARTER_RELEASE, JUMPSTARTER_REPOSITORIES
 from api.provisioners.qemu import DEFAULT_IMAGES, PROVISIONER, Layout
+from api.provisioners.qemu_firmware import firmware_findings
 
-__all__ = ["PUBLISHED_EXPORTER", "class_layout_warnings", "set_layout_findings"]
+__all__ = ["PUBLISHED_EXPORTER", "class_layout_findings", "set_layout_findings"]
+
+Findings = tuple[list[FieldError], list[str]]
 
 PUBLISHED_EXPORTER = f"{JUMPSTARTER_REPOSITORIES}jumpstarter"
 QEMU_DRIVER = "jumpstarter_driver_qemu.driver.Qemu"
@@ -78,20 +83,45 @@ def _unused_runtime(layout: Layout | None, named_by: str) -> list[str]:
     ]
 
 
-def class_layout_warnings(class_spec: Mapping[str, Any]) -> list[str]:
-    """A class's own: a runtime image its layout does not run."""
+def class_layout_findings(class_spec: Mapping[str, Any]) -> Findings:
+    """A class's own: a runtime image its layout does not run, and a firmware or
+    architecture its exporter image cannot boot."""
     if class_spec.get("provisioner") != PROVISIONER:
-        return []
+        return [], []
+    parameters = class_spec.get("parameters")
+    layout = _named_layout(parameters)
     images = class_spec.get("images")
     runtime = images.get("runtime") if isinstance(images, Mapping) else None
     named = isinstance(runtime, Mapping) and bool(runtime.get("image"))
-    return _unused_runtime(_named_layout(class_spec.get("parameters")), "class" if named else "")
+    exporter = _exporter_image({}, class_spec)
+    errors, warnings = firmware_findings(_mapping(parameters), exporter, layout)
+    if _published_without_qemu(exporter, layout):
+        warnings = []  # its own warning, on each set, says more
+    return errors, _unused_runtime(layout, "class" if named else "") + warnings
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _exporter_image(set_spec: Mapping[str, Any], class_spec: Mapping[str, Any]) -> str:
+    roles = {r.role: r for r in effective_images(set_spec, class_spec, DEFAULT_IMAGES)}
+    return roles["exporter"].reference
+
+
+def _published_without_qemu(exporter: str, layout: Layout | None) -> bool:
+    """Jumpstarter's published exporter image, in a layout that runs QEMU in it (unset: at
+    a release up to this one, which fails under either default)."""
+    return repository(exporter) == PUBLISHED_EXPORTER and (
+        layout is Layout.EXPORTER or (layout is None and _predates_sidecar(exporter))
+    )
 
 
 def set_layout_findings(
     set_spec: Mapping[str, Any], class_spec: Mapping[str, Any], merged: Mapping[str, Any]
-) -> tuple[list[FieldError], list[str]]:
-    """A set's images against the layout its `merged` parameters (class and set) name."""
+) -> Findings:
+    """A set's images against the layout and firmware its `merged` parameters (class and
+    set) name."""
     if class_spec.get("provisioner") != PROVISIONER:
         return [], []
     layout = _named_layout(merged)
@@ -112,12 +142,9 @@ def set_layout_findings(
             "(class and set parameters merged)"
         )
         return [FieldError.invalid("spec.parameters.layout", layout.value, detail)], warnings
-    published = repository(exporter) == PUBLISHED_EXPORTER
-    # Unset, the pool fails under either default only on a release up to this one.
-    if published and (
-        layout is Layout.EXPORTER or (layout is None and _predates_sidecar(exporter))
-    ):
-        warnings.append(
+    errors, firmware_warnings = firmware_findings(merged, exporter, layout)
+    if _published_without_qemu(exporter, layout):
+        firmware_warnings = [
             f"spec.images.exporter: {exporter} has no QEMU, which layout exporter runs there"
-        )
-    return [], warnings
+        ]
+    return errors, warnings + firmware_warnings

@@ -22,28 +22,32 @@ from typing import Any
 from api.labels import selector_matches
 from pool.model.views import PoolClaim
 
-__all__ = ["claimant", "counts_lease", "overlap"]
+__all__ = ["claimant", "counts_lease", "matches", "overlap"]
 
 
-def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+def matches(
+    selector: Mapping[str, Any] | None, labels: Mapping[str, str], *, unreadable: bool = False
+) -> bool:
+    """Whether `selector` matches `labels`; one no one can read matches nothing, or
+    everything with `unreadable` (when it only decides whom to wake)."""
     try:
         return selector is not None and selector_matches(selector, labels)
     except (AttributeError, KeyError, TypeError):
-        return False  # a selector no one can read matches nothing
+        return unreadable
 
 
 def claimant(selector: Mapping[str, Any], pools: Iterable[PoolClaim]) -> str | None:
     """The name of the pool that counts a pending Lease with `selector`, None if none may."""
-    matching = [pool for pool in pools if _matches(selector, pool.labels)]
+    matching = [pool for pool in pools if matches(selector, pool.labels)]
     return min(matching, key=lambda pool: pool.seniority).name if matching else None
 
 
 def counts_lease(selector: Mapping[str, Any], me: PoolClaim, rivals: Iterable[PoolClaim]) -> bool:
     """Whether `me` counts the pending Lease: it matches and no older rival matches it."""
-    if not _matches(selector, me.labels):
+    if not matches(selector, me.labels):
         return False
     return all(
-        rival.seniority >= me.seniority or not _matches(selector, rival.labels)
+        rival.seniority >= me.seniority or not matches(selector, rival.labels)
         for rival in rivals
         if rival.name != me.name
     )
@@ -51,4 +55,4 @@ def counts_lease(selector: Mapping[str, Any], me: PoolClaim, rivals: Iterable[Po
 
 def overlap(one: PoolClaim, other: PoolClaim) -> bool:
     """Either set's selector matches the other's instance labels."""
-    return _matches(one.selector, other.labels) or _matches(other.selector, one.labels)
+    return matches(one.selector, other.labels) or matches(other.selector, one.labels)

@@ -8,7 +8,10 @@ What each cache keeps:
 the planner's view, derived once per event from the whole object; of the object itself
 only what the executor reads (metadata, and for Pods the phase): status and Pod specs
 are most of the bytes. Of Secrets and ConfigMaps only the keys a config is rendered
-from. The indexes let one pass read its set's objects without scanning the cluster.
+from. The indexes let one pass read its set's objects without scanning the cluster or
+its namespace: sets by class; Exporters by owner, set label and credential Secret; Pods
+by set; Leases by the Exporter they name and by their selector's anchor (a namespace
+of thousands of pools, as Jumpstarter's controller serves one, costs a pass its own).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pool.rendering.credentials import (
     keep_certificates,
     keep_credentials,
 )
+from pool.rules.claimindex import anchor
 from reconciler.runtime.cache import Cache, Informer, keep_only
 from reconciler.runtime.kube import Kube
 from reconciler.runtime.named import NamedCache
@@ -126,7 +130,6 @@ def _node_name(pod: Obj) -> str:
 
 def _index(watches: dict[Resource, Informer]) -> None:
     sets, exporters = watches[EXPORTERSETS], watches[EXPORTERS]
-    sets.add_index("namespace", lambda o: [meta_of(o).get("namespace")])
     sets.add_index(
         "class",
         lambda o: [
@@ -151,4 +154,16 @@ def _index(watches: dict[Resource, Informer]) -> None:
         "set",
         lambda o: [(meta_of(o).get("namespace"), (meta_of(o).get("labels") or {}).get(NAME_LABEL))],
     )
-    watches[JUMPSTARTER_LEASES].add_index("namespace", lambda o: [meta_of(o).get("namespace")])
+    leases = watches[JUMPSTARTER_LEASES]
+    # A pass reads the Leases naming its Exporters and those whose selector may match its
+    # instances (`pool.rules.claimindex.anchor`), not every Lease of the namespace.
+    leases.add_index(
+        "exporter",
+        lambda o: [(meta_of(o).get("namespace"), n)]
+        if (n := (((o.get("status") or {}).get("exporterRef") or {}).get("name")))
+        else [],
+    )
+    leases.add_index(
+        "anchor",
+        lambda o: [(meta_of(o).get("namespace"), anchor((o.get("spec") or {}).get("selector")))],
+    )

@@ -31,6 +31,7 @@ the same words, so several provisioners never flap over it).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -42,7 +43,6 @@ from typing import Any
 
 from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
-from api.labels import selector_matches
 from api.provisioners.check import check_parameters
 from pool.model.access import (
     CLASSES,
@@ -75,7 +75,7 @@ from pool.model.reasons import (
     INSTANCE_RELEASED,
     INVALID_PARAMETERS,
 )
-from pool.model.views import Observation, PodView, PoolClaim, PoolView
+from pool.model.views import LeaseView, Observation, PodView, PoolClaim, PoolView
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.credentials import (
     ca_source,
@@ -85,6 +85,8 @@ from pool.rendering.credentials import (
 from pool.rendering.imagecheck import images_condition
 from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.render import Credentials, merged_parameters
+from pool.rules.claimindex import ClaimIndex, anchors_of
+from pool.rules.claims import matches
 from pool.rules.explain import UPDATE_STATUS, held, steps
 from pool.rules.planner import Plan, plan
 from pool.rules.protection import busy_lease, leased_names, verdict
@@ -101,6 +103,7 @@ from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
 from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC, NamedCache
 from reconciler.runtime.scope import Scope
+from reconciler.runtime.statusgate import StatusGate
 from reconciler.runtime.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "Observed"]
@@ -157,11 +160,14 @@ class Controller:
         scope: Scope | None = None,
         secret_resync: float = DEFAULT_RESYNC,
         secret_budget: float = DEFAULT_BUDGET,
+        status_interval: float = 0.0,
     ) -> None:
         """`scope` (default: `namespace` alone, else the cluster) is what the caches
         cover. A cluster-wide install's safety resync of the Secrets it reads by name
         reads at most `secret_budget` a second in all, none more often than every
-        `secret_resync` seconds."""
+        `secret_resync` seconds. A set's status is written at most once every
+        `status_interval` seconds (`reconciler.runtime.statusgate`; 0, the default
+        here, writes each pass's: `virtualtarget reconcile` passes its flag's)."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.image_policy = image_policy  # the administrator's allow-list; None: any image
         if scope is None:
@@ -174,6 +180,7 @@ class Controller:
         self.configs = ConfigSync()
         self.expectations = Expectations()
         self.reconciles = ReconcileStats()
+        self.status_gate = StatusGate(status_interval)
         # The last plan of each set handled, for the pool metrics; a set that is gone, or
         # is not this provisioner's, has none.
         self.plans: dict[ObjKey, Plan] = {}
@@ -184,6 +191,10 @@ class Controller:
         self._lost: dict[ObjKey, list[tuple[Obj, str]]] = {}
         self._lost_lock = threading.Lock()
         self._caches_started = False
+        # The namespace's sets as the claim rule sees them, kept by the sets' events (the
+        # informer's thread) and read by the passes (the workers'): under `_claims_lock`.
+        self.claims = ClaimIndex()
+        self._claims_lock = threading.Lock()
         caches = build_caches(kube, scope, secret_resync, secret_budget)
         self.watches, self.secrets = caches.watches, caches.secrets
         self.informers = caches.informers
@@ -224,16 +235,28 @@ class Controller:
 
     # -- event routing -------------------------------------------------------------------
     def _on_set(self, kind: str, new: Obj, old: Obj | None) -> None:
+        key = _key(new)
         if kind == "DELETED":
-            self.plans.pop(_key(new), None)  # its metric series go with it
+            self.plans.pop(key, None)  # its metric series go with it
             if self.memory is not None:
                 self.memory.forget(str(_meta(new).get("uid", "")))
-            self.expectations.forget(_key(new))
-        self.queue.add(_key(new))
+            self.expectations.forget(key)
+            self.status_gate.forget(key)
+        self.queue.add(key)
         if old is None or kind == "DELETED" or _claim_changed(old, new):
-            # Which set counts a pending Lease that several match may have changed.
-            for other in self.watches[EXPORTERSETS].by_index("namespace", _key(new)[0]):
-                self.queue.add(_key(other))
+            # Which set counts a Lease the set matches (matched) may have changed: wake the
+            # sets those Leases match, and only them (`pool.rules.claims`).
+            with self._claims_lock:
+                before = self.claims.get(*key)
+                if kind == "DELETED" or _meta(new).get("deletionTimestamp"):
+                    self.claims.drop(*key)
+                else:
+                    self.claims.put(key[0], pool_claim(new))
+                after = self.claims.get(*key)
+            for claim in {c.name: c for c in (before, after) if c is not None}.values():
+                for lease in self._leases_matching(key[0], claim.labels):
+                    for other in self._claims_matching(key[0], lease.selector):
+                        self.queue.add((key[0], other.name))
 
     def _track_secrets(self, kind: str, new: Obj, old: Obj | None) -> None:
         """Read by name the two Secrets of a pool's instance once its credentials are
@@ -316,14 +339,7 @@ class Controller:
             return
         namespace, name = key_of(exporter)
         lease = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name") or next(
-            (
-                view.name
-                for view in self.watches[JUMPSTARTER_LEASES].derived_by_index(
-                    "namespace", namespace
-                )
-                if view.exporter == name and not view.ended
-            ),
-            "",
+            (view.name for view in self._leases_naming(namespace, name) if not view.ended), ""
         )
         if lease:
             with self._lost_lock:
@@ -363,7 +379,8 @@ class Controller:
 
     def _on_lease(self, _kind: str, new: Obj, old: Obj | None) -> None:
         """Wake the pools a Lease concerns: the one owning the Exporter it names (now or
-        before) and those its selector matches (it is pending for them, or was). Waking
+        before) and those its selector matches (it is pending for them, or was), found by
+        the claim index's labels, not by matching every set of the namespace. Waking
         every pool of the namespace cost, with 100 pools in one, a pass of each per Lease
         event: passes queued 1.3 s on average and a refill took seconds (bench/RESULTS.md).
         In the refill lane: a Lease takes capacity, so the refill it may call for goes
@@ -375,16 +392,9 @@ class Controller:
             exporter = exporters.get(namespace, view.exporter) if view.exporter else None
             for key in _pool_keys(exporter) if exporter is not None else ():
                 self.queue.add(key, Lane.REFILL)
-        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
-            name = _meta(exporter_set).get("name", "")
-            template = ((exporter_set.get("spec") or {}).get("template") or {}).get("metadata")
-            labels = instance_labels(name, (template or {}).get("labels") or {})
-            try:
-                matched = any(selector_matches(view.selector, labels) for view in views)
-            except (AttributeError, KeyError, TypeError):
-                matched = True  # a selector the planner cannot read either: its pass says so
-            if matched:
-                self.queue.add(_key(exporter_set), Lane.REFILL)
+        for view in views:
+            for claim in self._claims_matching(namespace, view.selector):
+                self.queue.add((namespace, claim.name), Lane.REFILL)
 
     def _on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
         key = (_meta(new).get("namespace"), _meta(new).get("name"))
@@ -405,13 +415,16 @@ class Controller:
             self.queue.add((namespace, owner))
 
     def _on_configmap(self, _kind: str, new: Obj, _old: Obj | None) -> None:
-        """A CA bundle changed: wake the pools whose class trusts that ConfigMap."""
+        """A CA bundle changed: wake the pools whose class trusts that ConfigMap (the sets
+        of those classes, by the class index: the namespace's classes are few)."""
         namespace, name = key_of(new)
-        for exporter_set in self.watches[EXPORTERSETS].by_index("namespace", namespace):
-            class_name = (exporter_set.get("spec") or {}).get("virtualTargetClassName", "")
-            klass = self.watches[CLASSES].get(namespace, class_name)
-            if klass is not None and ca_source(klass)[0] == name:
-                self.queue.add(_key(exporter_set))
+        for klass in self.watches[CLASSES].items():
+            meta = _meta(klass)
+            if meta.get("namespace") == namespace and ca_source(klass)[0] == name:
+                for exporter_set in self.watches[EXPORTERSETS].by_index(
+                    "class", (namespace, meta.get("name"))
+                ):
+                    self.queue.add(_key(exporter_set))
 
     # -- one pass --------------------------------------------------------------------------
     def observe(self, exporter_set: Obj) -> Observed | None:
@@ -440,12 +453,14 @@ class Controller:
         awaiting = {n: found for n, found in credentials.items() if isinstance(found, str)}
         pods = self._pods((namespace, name))
         with_pods = {pod.owner_uid for pod in pods}
+        labels = instance_labels(name, pool.template_labels)
+        leases = self._leases(namespace, labels, owned)
         observation = Observation(
             pool=pool,
             klass=class_view(klass) if klass is not None else None,
             exporters=owned,
             pods=pods,
-            leases=tuple(self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)),
+            leases=leases,
             problem=problem,
             awaiting=awaiting,
             expected_exporters=self.expectations.pending(
@@ -457,7 +472,7 @@ class Controller:
             )
             if self.image_policy is not None
             else None,
-            rivals=self._rivals(namespace, name),
+            rivals=self._rivals(namespace, name, labels, leases),
             lost_nodes=self._lost_nodes(pods),
         )
         return Observed(observation, klass, credentials)
@@ -509,13 +524,53 @@ class Controller:
                 problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
         return pool, problem
 
-    def _rivals(self, namespace: str, name: str) -> tuple[PoolClaim, ...]:
-        """The other sets of the namespace, not being deleted, for the claim rule."""
-        return tuple(
-            pool_claim(other)
-            for other in self.watches[EXPORTERSETS].by_index("namespace", namespace)
-            if _meta(other).get("name") != name and not _meta(other).get("deletionTimestamp")
-        )
+    def _leases(
+        self, namespace: str, labels: Mapping[str, str], exporters: Iterable[Any]
+    ) -> tuple[LeaseView, ...]:
+        """What the planner reads of the namespace's Leases for one pool: those naming one
+        of its Exporters and those whose selector may match its instances' labels, by name
+        (any other Lease is neither its demand nor held by it)."""
+        found = {view.name: view for view in self._leases_matching(namespace, labels)}
+        for exporter in exporters:
+            found.update((v.name, v) for v in self._leases_naming(namespace, exporter.name))
+        return tuple(found[name] for name in sorted(found))
+
+    def _leases_matching(self, namespace: str, labels: Mapping[str, str]) -> list[LeaseView]:
+        """The Leases whose selector may match `labels` (under one of its anchors)."""
+        cache = self.watches[JUMPSTARTER_LEASES]
+        return [
+            view
+            for pair in anchors_of(labels)
+            for view in cache.derived_by_index("anchor", (namespace, pair))
+            if matches(view.selector, labels, unreadable=True)
+        ]
+
+    def _leases_naming(self, namespace: str, exporter: str) -> list[LeaseView]:
+        return self.watches[JUMPSTARTER_LEASES].derived_by_index("exporter", (namespace, exporter))
+
+    def _claims_matching(self, namespace: str, selector: Any) -> list[PoolClaim]:
+        """The sets whose instances `selector` matches (a selector no one can read: every
+        set, to be woken)."""
+        with self._claims_lock:
+            return self.claims.matching(namespace, selector, unreadable=True)
+
+    def _rivals(
+        self, namespace: str, name: str, labels: Mapping[str, str], leases: Iterable[LeaseView]
+    ) -> tuple[PoolClaim, ...]:
+        """The other sets (not being deleted) that the claim rule may weigh against this
+        one: those matching a Lease that matches it; any other set is no rival for any
+        Lease it could count (`pool.rules.claims.counts_lease`)."""
+        selectors = {
+            _canonical(lease.selector): lease.selector
+            for lease in leases
+            if matches(lease.selector, labels)
+        }
+        found: dict[str, PoolClaim] = {}
+        with self._claims_lock:
+            for selector in selectors.values():
+                found.update((c.name, c) for c in self.claims.matching(namespace, selector))
+        found.pop(name, None)
+        return tuple(found[other] for other in sorted(found))
 
     def _expect_live(self, key: ObjKey, uid: str) -> None:
         """Read the set's Exporters live (a quorum list) and expect those the cache has
@@ -589,7 +644,7 @@ class Controller:
                 if ordinary:
                     executor.run(work)
                     executor.keep_current(result.keep_current, result.keep_token)
-                    executor.run(a for a in result.actions if isinstance(a, _REPORT))
+                    self._report_pass(key, executor, result)
                 else:
                     executor.run(a for a in work if isinstance(a, LANE_STEPS[lane]))
             finally:
@@ -599,6 +654,20 @@ class Controller:
             self._report(key, observed.observation, failed, executor, now)
             raise
         return result
+
+    def _report_pass(self, key: ObjKey, executor: Executor, result: Plan) -> None:
+        """The pass's status and Events, but a status written less than the status gate's
+        interval ago: then nothing of the report yet, and the set is passed again when the
+        interval is up (its status then as that pass finds it: one patch for a burst)."""
+        report = [a for a in result.actions if isinstance(a, _REPORT)]
+        if any(isinstance(a, PatchStatus) for a in report):
+            wait = self.status_gate.wait(key)
+            if wait > 0:
+                self.queue.add_after(key, wait)
+                return
+        executor.run(report)
+        if any(isinstance(a, PatchStatus) for a in executor.done):
+            self.status_gate.wrote(key)
 
     def _report(
         self,
@@ -615,6 +684,8 @@ class Controller:
         executor.done.clear()
         try:
             executor.run(a for a in result.actions if isinstance(a, _REPORT))
+            if any(isinstance(a, PatchStatus) for a in executor.done):
+                self.status_gate.wrote(key)
         finally:
             self.writes += executor.writes
             _log_pass(key, executor.done, ())
@@ -640,8 +711,9 @@ class Controller:
         ]
         if not leftovers and not lost:
             return
-        leases = self.watches[JUMPSTARTER_LEASES].derived_by_index("namespace", namespace)
-        leased_by = leased_names(leases)
+        leased_by = leased_names(
+            view for obj in leftovers for view in self._leases_naming(namespace, key_of(obj)[1])
+        )
         for exporter, lease in lost:
             note = (
                 f"Exporter {_meta(exporter).get('name')} was deleted while {lease} held it, "
@@ -788,6 +860,11 @@ def _claim_changed(old: Obj, new: Obj) -> bool:
     return pool_claim(old) != pool_claim(new) or bool(_meta(old).get("deletionTimestamp")) != bool(
         _meta(new).get("deletionTimestamp")
     )
+
+
+def _canonical(selector: Mapping[str, Any]) -> str:
+    """One text for equal selectors (a busy pool's Leases mostly share one)."""
+    return json.dumps(selector, sort_keys=True, default=str)
 
 
 def _pool_keys(exporter: Obj) -> set[ObjKey]:

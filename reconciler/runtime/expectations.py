@@ -8,7 +8,10 @@ once. As a ReplicaSet controller keeps its expectations, the runtime notes each 
 (and each Pod it deletes) here when the apiserver accepts it and treats it as done until
 the cache shows it, or until `ttl` has passed (a write the cache never shows: deleted at
 once, say; the next pass then sees the world as it is). The set's status the same way:
-the status last written stands for the cached one until the cached set changes.
+the status last written stands for the cached one until the cached set changes, however
+long its watch lags (a patch the apiserver accepted always shows in a later version, or
+changed nothing): with a lagging cache, a pass planned from the older status it holds
+would write the same status again, a patch that changes nothing.
 Thread-safe.
 
 Exporters are created with generateName, so these expectations are what keeps a lagging
@@ -42,9 +45,10 @@ class Expectations:
     def __init__(self, ttl: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.clock = ttl, clock
         self._pending: dict[tuple[Hashable, str], dict[str, float]] = {}
-        self._status: dict[Hashable, tuple[str, Mapping[str, Any], float]] = {}
+        self._status: dict[Hashable, tuple[str, Mapping[str, Any]]] = {}
         self._doubted: set[Hashable] = set()
         self._events: dict[tuple[Hashable, str, str], float] = {}
+        self._prune_at = 0.0  # when the Events remembered are next pruned
         self._lock = threading.Lock()
 
     def expect(self, key: Hashable, kind: str, ident: str) -> None:
@@ -68,9 +72,11 @@ class Expectations:
         planned before the status that noted it reached the cache); else remember it."""
         now = self.clock()
         with self._lock:
-            for seen in [k for k, deadline in self._events.items() if deadline < now]:
-                del self._events[seen]
-            if (key, reason, note) in self._events:
+            if now >= self._prune_at:  # not at every Event: thousands are kept while pools fill
+                self._prune_at = now + 1.0
+                for seen in [k for k, deadline in self._events.items() if deadline < now]:
+                    del self._events[seen]
+            if self._events.get((key, reason, note), now - 1) >= now:
                 return False
             self._events[(key, reason, note)] = now + self.ttl
             return True
@@ -93,7 +99,7 @@ class Expectations:
     def wrote_status(self, key: Hashable, version: str, status: Mapping[str, Any]) -> None:
         """A status written over the cached set of resourceVersion `version`."""
         with self._lock:
-            self._status[key] = (version, status, self.clock() + self.ttl)
+            self._status[key] = (version, status)
 
     def status(self, key: Hashable, version: str, cached: Mapping[str, Any]) -> Mapping[str, Any]:
         """The status to plan from: the one last written while the cache still holds the
@@ -102,7 +108,7 @@ class Expectations:
             written = self._status.get(key)
             if written is None:
                 return cached
-            if written[0] != version or written[2] < self.clock():
+            if written[0] != version:
                 del self._status[key]
                 return cached
             return written[1]

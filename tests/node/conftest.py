@@ -24,7 +24,7 @@ from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, running_node_cluster
 from tests.node.pool_support import node_jumpstarters
-from tests.node.support import LOCK_WAIT_S, OWN_NODE_CLUSTER, record_timings
+from tests.node.support import LOCK_WAIT_S, NODE_COUNT, OWN_NODE_CLUSTER, record_timings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,12 +69,14 @@ def node_cluster(
 ) -> Iterator[NodeCluster]:
     """The shared cluster; a module that sets OWN_NODE_CLUSTER (one that drains the node or
     uninstalls CRDs) gets one of its own, after the shared one stopped (one cluster runs
-    on a machine at a time). Those modules come last in the tier (tests/conftest.py)."""
+    on a machine at a time), of NODE_COUNT nodes if it says. Those modules come last in
+    the tier (tests/conftest.py)."""
     if not getattr(request.module, OWN_NODE_CLUSTER, False):
         yield shared_node_cluster.get()
         return
     shared_node_cluster.stop()
-    with running_node_cluster(wait=LOCK_WAIT_S) as cluster:
+    nodes = getattr(request.module, NODE_COUNT, 1)
+    with running_node_cluster(wait=LOCK_WAIT_S, nodes=nodes) as cluster:
         yield cluster
     record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
 

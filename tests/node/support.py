@@ -16,6 +16,8 @@ LOCK_WAIT_S = 240.0
 # A module that sets this attribute True runs on a cluster of its own, or none (it starts
 # its own), after the cluster the other modules share has stopped.
 OWN_NODE_CLUSTER = "OWN_NODE_CLUSTER"
+# Such a module's cluster has this many nodes when the module sets it (one otherwise).
+NODE_COUNT = "NODE_COUNT"
 TIMINGS: list[tuple[str, dict[str, float]]] = []
 # What the tests measured (counts, times), one line each, printed at the end of the run.
 FIGURES: list[str] = []

@@ -1,6 +1,6 @@
 """Stopping the cluster undoes everything it did to the machine, a second start on the
-same machine works, and a harness killed mid-run (SIGKILL: no cleanup of its own) is
-cleaned up by the next start."""
+same machine works (of two nodes), and a harness of two nodes killed mid-run (SIGKILL: no
+cleanup of its own) is cleaned up by the next start."""
 
 from __future__ import annotations
 
@@ -18,22 +18,17 @@ from typing import Any
 import pytest
 
 from harness.controlplane import REPO_ROOT, binary_dir
-from harness.node import NodeCluster, running_node_cluster
+from harness.node import NODE_NAME, NodeCluster, running_node_cluster
 from harness.nodehost import (
-    HOST_DIRS,
-    KUBELET_SOCKET,
-    NETWORK,
-    POD_LOG_LINKS,
-    TABLES,
     TOOLS,
     cgroup_leftovers,
     chains,
-    kernel_settings,
     mounts_under,
     processes_of,
     remove_folder,
 )
 from harness.nodeimages import BUSYBOX_IMAGE
+from tests.node.hoststate import assert_clean, host_state
 from tests.node.support import (
     LOCK_WAIT_S,
     apply,
@@ -43,71 +38,40 @@ from tests.node.support import (
     wait_for_phase,
 )
 
-# Programs nobody else on the machine runs; any left after a stop would be the cluster's.
-NODE_PROGRAMS = ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager")
 
-
-def _program_pids() -> set[int]:
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode()
-            except OSError:
-                continue
-            if os.path.basename(argv0) in NODE_PROGRAMS:
-                pids.add(int(entry.name))
-    return pids
-
-
-def host_state() -> dict[str, Any]:
-    """What the cluster changes on the host, as far as it is visible from outside."""
-    lo = subprocess.run(["ip", "-o", "addr", "show", "dev", "lo"], capture_output=True,
-                        text=True, check=True).stdout  # fmt: skip
-    return {
-        "chains": {f"{t} {table}": chains(t, table) for t in TOOLS for table in TABLES},
-        "node address on lo": f" {NETWORK.node_ip}/32 " in lo,
-        "bridge": Path(f"/sys/class/net/{NETWORK.bridge}").exists(),
-        "kernel settings (ip_forward, ...)": kernel_settings(),
-        "kubepods cgroups": cgroup_leftovers(),
-        "pod log links": sorted(os.listdir(POD_LOG_LINKS)) if POD_LOG_LINKS.is_dir() else None,
-        "kubelet socket": KUBELET_SOCKET.exists(),
-        "host folders": {str(path): path.exists() for path in HOST_DIRS},
-        "node programs": _program_pids(),
-    }
+def _on_node(name: str) -> dict[str, Any]:
+    return {"nodeSelector": {"kubernetes.io/hostname": name}}
 
 
 def _use_the_cluster(cluster: NodeCluster) -> None:
-    """Leave what a teardown must undo: a running Pod (sandbox, mounts, cgroups, a veth),
-    a Service (kube-proxy's rules) and a host port (the portmap plugin's chains)."""
+    """Leave what a teardown must undo: a running Pod on each node (sandbox, mounts,
+    cgroups, a veth), a Service (kube-proxy's rules) and a host port on each node's IP (the
+    portmap plugin's chains)."""
     cluster.kubectl("create", "namespace", "busy")
     cluster.wait_for_namespace("busy")
-    web = busybox_pod(
-        cluster,
-        "web",
-        "exec httpd -f -p 8080 -h /",
-        container={"ports": [{"containerPort": 8080, "hostPort": 18080,
-                              "hostIP": cluster.network.node_ip}]},
-    )  # fmt: skip
+    pods = [
+        busybox_pod(
+            cluster,
+            "web" if node is cluster.nodes[0] else f"web-{node.number}",
+            "exec httpd -f -p 8080 -h /",
+            container={"ports": [{"containerPort": 8080, "hostPort": 18080,
+                                  "hostIP": node.network.node_ip}]},
+            **_on_node(node.name),
+        )
+        for node in cluster.nodes
+    ]  # fmt: skip
     service = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "web"},
         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
     }
-    apply(cluster, "busy", web, service)
-    wait_for_phase(cluster, "busy", "web", ("Running",))
+    apply(cluster, "busy", *pods, service)
+    for pod in pods:
+        wait_for_phase(cluster, "busy", pod["metadata"]["name"], ("Running",))
     assert mounts_under(cluster.workdir), "a running Pod mounts under the work folder"
     assert cgroup_leftovers(), "a running Pod has kubepods cgroups"
     assert any(chains(tool, "nat") for tool in TOOLS), "kube-proxy and portmap made chains"
-
-
-def _assert_clean(workdir: Path, before: dict[str, Any]) -> None:
-    after = host_state()
-    assert after.pop("node programs") <= before["node programs"]  # none started is left
-    assert after == {k: v for k, v in before.items() if k != "node programs"}
-    assert processes_of(workdir) == {}
-    assert mounts_under(workdir) == []
 
 
 # No cluster but the ones these tests start (the machine's state is compared before and
@@ -133,11 +97,11 @@ def tmp_root() -> Iterator[Path]:
 def test_stop_leaves_nothing_and_a_second_start_works(tmp_root: Path) -> None:
     before = host_state()
     workdir = tmp_root / "node"
-    for attempt in ("first start", "second start"):
-        with running_node_cluster(workdir, wait=LOCK_WAIT_S) as cluster:
+    for attempt, nodes in (("first start", 1), ("second start, two nodes", 2)):
+        with running_node_cluster(workdir, wait=LOCK_WAIT_S, nodes=nodes) as cluster:
             record_timings(f"teardown test, {attempt}", cluster)
             _use_the_cluster(cluster)
-        _assert_clean(workdir, before)
+        assert_clean(workdir, before)
 
 
 @pytest.mark.timeout(600)  # two starts
@@ -153,6 +117,8 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_root: Path) -> Non
             str(killed),
             "--wait",
             str(LOCK_WAIT_S),
+            "--nodes",
+            "2",
         ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
@@ -169,17 +135,20 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_root: Path) -> Non
             if line.startswith("node cluster ready") or not line:
                 break
         assert output[-1].startswith("node cluster ready"), "".join(output)
-        # A Pod running (container, sandbox, mounts), then the harness dies without a
-        # chance to clean up.
+        # A Pod running on each node (container, sandbox, mounts), then the harness dies
+        # without a chance to clean up.
         kubectl = [
             str(binary_dir() / "kubectl"),
             f"--kubeconfig={killed / 'kubeconfig'}",
             f"--cache-dir={killed / 'kubectl-cache'}",
         ]
-        pod = busybox_pod_named(BUSYBOX_IMAGE, "sleeper", "sleep 3600")
-        subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(pod), text=True, check=True)
-        subprocess.run([*kubectl, "wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s"],
-                       check=True, timeout=130)  # fmt: skip
+        for number, node in enumerate((NODE_NAME, f"{NODE_NAME}-2"), start=1):
+            name = f"sleeper-{number}"
+            pod = busybox_pod_named(BUSYBOX_IMAGE, name, "sleep 3600", **_on_node(node))
+            subprocess.run([*kubectl, "apply", "-f", "-"], input=json.dumps(pod), text=True,
+                           check=True)  # fmt: skip
+            subprocess.run([*kubectl, "wait", "--for=condition=Ready", f"pod/{name}",
+                            "--timeout=120s"], check=True, timeout=130)  # fmt: skip
         os.kill(harness.pid, signal.SIGKILL)
         harness.wait(timeout=30)
         time.sleep(1)
@@ -195,4 +164,4 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_root: Path) -> Non
         pod = busybox_pod(cluster, "hello", "echo hello")
         apply(cluster, "default", pod)
         assert wait_for_phase(cluster, "default", "hello", ("Succeeded",))
-    _assert_clean(killed, before)
+    assert_clean(killed, before)

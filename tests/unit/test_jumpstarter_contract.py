@@ -35,6 +35,7 @@ from jumpstarter_driver_network.driver import TcpNetwork
 from jumpstarter_driver_qemu.driver import Qemu
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, Layout, qemu_size
+from api.provisioners.qemu_firmware import EXPORTER_FIRMWARE, RUNTIME_FIRMWARE
 from api.quantity import parse_quantity
 from pool.model.jumpstarter import (
     CONFIG_DIR,
@@ -50,7 +51,6 @@ from pool.model.keys import NAME_LABEL, SET_LABEL
 from pool.model.views import RecycleStrategy
 from pool.rendering.provisioners.qemu import (
     DEFAULT_IMAGES,
-    FIRMWARE,
     TMP_DIR,
     QemuProvisioner,
 )
@@ -212,7 +212,8 @@ def _own_qemu_config(layout: str) -> dict[str, Any]:
 def test_the_drivers_own_config_wins_and_the_layout_owns_launcher_socket() -> None:
     exporter = _own_qemu_config("exporter")
     assert (exporter["arch"], exporter["mem"]) == ("aarch64", "1G")
-    assert "launcher_socket" not in exporter and "default_partitions" not in exporter
+    assert "launcher_socket" not in exporter
+    assert exporter["default_partitions"] == EXPORTER_FIRMWARE["aarch64"]  # the driver's arch
     assert set(exporter["hostfwd"]) == {"web", "ssh"}
     sidecar = _own_qemu_config("sidecar")
     assert (sidecar["arch"], sidecar["mem"], sidecar["launcher_socket"]) == (
@@ -220,7 +221,7 @@ def test_the_drivers_own_config_wins_and_the_layout_owns_launcher_socket() -> No
         "1G",
         LAUNCHER_SOCKET,
     )
-    assert sidecar["default_partitions"] == FIRMWARE["aarch64"]  # follows the driver's arch
+    assert sidecar["default_partitions"] == RUNTIME_FIRMWARE["aarch64"]
     assert set(sidecar["hostfwd"]) == {"web", "ssh"}
 
 
@@ -239,7 +240,7 @@ def test_the_sidecar_layout_is_mains_and_needs_an_exporter_built_from_main() -> 
     0.9.0's driver refuses that one key (admission refuses such a pool on a 0.9.0 image)."""
     config = rendered_config(EXAMPLE_SET, SIDECAR_CLASS)["export"]["qemu"]["config"]
     assert config["launcher_socket"] == LAUNCHER_SOCKET
-    assert config["default_partitions"] == FIRMWARE["x86_64"]
+    assert config["default_partitions"] == RUNTIME_FIRMWARE["x86_64"]
     fields = {f.name for f in dataclasses.fields(Qemu)}
     assert set(config) - fields == {"launcher_socket"}
     with pytest.raises(TypeError, match="launcher_socket"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.nodehost import NETWORK, Ledger
+from harness.nodehost import MAX_NODES, NETWORK, Ledger
 from harness.nodeimages import BUSYBOX_IMAGE, PAUSE_IMAGE, normalize
 
 
@@ -46,8 +46,36 @@ def test_every_cluster_address_is_inside_the_one_guarded_range() -> None:
 
 
 def test_the_record_of_host_changes_survives_its_process(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path, address=NETWORK.node_ip, sysctls={"net/ipv4/ip_forward": "0"})
+    ledger = Ledger(tmp_path, addresses=[NETWORK.node_ip], sysctls={"net/ipv4/ip_forward": "0"})
     ledger.host_dirs = ["/var/lib/cni"]
     ledger.save()
     assert Ledger.load(tmp_path) == ledger
     assert Ledger.load(tmp_path / "gone") == Ledger(tmp_path / "gone")  # nothing recorded
+
+
+def test_a_record_of_the_single_node_harness_loads(tmp_path: Path) -> None:
+    (tmp_path / "host-changes.json").write_text('{"address": "10.213.255.1", "sysctls": {}}')
+    assert Ledger.load(tmp_path).addresses == ["10.213.255.1"]
+    (tmp_path / "host-changes.json").write_text('{"address": ""}')
+    assert Ledger.load(tmp_path).addresses == []
+
+
+def test_each_node_has_its_own_pod_range_ip_bridge_and_cgroup_inside_the_range() -> None:
+    cluster = ipaddress.ip_network(NETWORK.cluster_range)
+    services = ipaddress.ip_network(NETWORK.service_cidr)
+    nodes = NETWORK.nodes(MAX_NODES)
+    assert nodes[0] == NETWORK  # the first node is the cluster's own addresses
+    assert [n.pod_cidr for n in nodes[:2]] == ["10.213.0.0/24", "10.213.1.0/24"]
+    assert [n.node_ip for n in nodes[:2]] == ["10.213.255.1", "10.213.255.2"]
+    assert [n.bridge for n in nodes[:2]] == ["vtnode0", "vtnode1"]
+    assert [n.cgroup for n in nodes[:2]] == ["kubepods", "vtnode1"]
+    assert nodes[1].gateway == "10.213.1.1"
+    pods = [ipaddress.ip_network(n.pod_cidr) for n in nodes]
+    for index, net in enumerate(pods):
+        assert net.subnet_of(cluster) and not net.overlaps(services)  # type: ignore[arg-type]
+        assert all(not net.overlaps(other) for other in pods[index + 1 :])
+        assert ipaddress.ip_address(nodes[index].node_ip) in cluster
+    assert len({n.node_ip for n in nodes} | {n.bridge for n in nodes}) == 2 * MAX_NODES
+    assert len({n.cni_network for n in nodes}) == MAX_NODES
+    with pytest.raises(ValueError, match="1 to"):
+        NETWORK.node(MAX_NODES)

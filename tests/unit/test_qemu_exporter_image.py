@@ -40,10 +40,18 @@ def test_the_image_is_named_and_labelled_for_what_it_is() -> None:
     assert "Not Jumpstarter's published image, which carries no QEMU" in DOCKERFILE
 
 
-def test_it_carries_qemu_qemu_img_and_seabios_from_debian() -> None:
+def test_it_carries_both_emulators_qemu_img_and_the_firmware_from_debian() -> None:
     install = re.search(r"apt-get install -y --no-install-recommends \\\n([^\\\n]+)", DOCKERFILE)
     assert install is not None, DOCKERFILE
-    assert install.group(1).split() == ["qemu-system-x86", "qemu-utils", "seabios"]
+    assert install.group(1).split() == [
+        "qemu-system-x86",
+        "qemu-system-arm",  # qemu-system-aarch64
+        "qemu-utils",
+        "seabios",
+        "ovmf",
+        "qemu-efi-aarch64",  # AAVMF
+        "ipxe-qemu",  # efi-virtio.rom, for the driver's virtio-net-pci under UEFI
+    ]
 
 
 def test_it_pins_the_release_and_every_driver_the_pools_use() -> None:

@@ -31,11 +31,14 @@ def test_a_create_is_expected_until_the_cache_shows_it_or_its_time_is_up() -> No
 
 
 def test_the_status_written_stands_in_until_the_cached_set_changes() -> None:
-    expectations = Expectations()
+    clock = Clock()
+    expectations = Expectations(ttl=30, clock=clock)
     cached = {"conditions": [{"type": "Progressing", "reason": "ScalingUp"}]}
     written = {"conditions": [{"type": "Progressing", "reason": "WaitingForCredentials"}]}
     expectations.wrote_status(KEY, "41", written)
     assert expectations.status(KEY, "41", cached) == written  # the cache still has rv 41
+    clock.now = 300  # a watch minutes behind: planned from `cached`, the same patch again
+    assert expectations.status(KEY, "41", cached) == written
     assert expectations.status(KEY, "42", cached) == cached  # it moved on: its own view
     assert expectations.status(KEY, "41", cached) == cached
 
@@ -46,7 +49,9 @@ def test_an_event_is_written_once_within_its_time() -> None:
     assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
     assert not expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
     assert expectations.new_event(KEY, "WaitingForCredentials", "1 waits")
-    clock.now = 31
+    clock.now = 30
+    assert expectations.new_event(KEY, "Other", "")  # the remembered are pruned at most once
+    clock.now = 30.5  # its 30 s are up, pruned or not
     assert expectations.new_event(KEY, "WaitingForCredentials", "2 wait")
 
 

@@ -80,3 +80,40 @@ def test_single_object_errors_are_kept_when_the_apiserver_is_silent(silent_port:
     outcome = run(admission_against(silent_port), review(a_set(minReplicas=-1)), budget=0.2)
     assert [e.field for e in outcome.errors] == ["spec.minReplicas"]
     assert outcome.warnings == ["cross-object checks skipped: apiserver did not answer within 0.2s"]
+
+
+def _labelled_set(name: str, pool: str, created: str, deleting: bool = False) -> dict[str, object]:
+    exporter_set = a_set()
+    labels = {"jumpstarter.dev/pool": pool}
+    exporter_set["spec"]["selector"] = {"matchLabels": labels}
+    exporter_set["spec"]["template"] = {"metadata": {"labels": dict(labels)}}
+    exporter_set["metadata"].update(name=name, creationTimestamp=created)
+    if deleting:
+        exporter_set["metadata"]["deletionTimestamp"] = created
+    return exporter_set
+
+
+def test_a_set_review_is_compared_with_the_sets_it_may_overlap_as_the_watch_keeps_them() -> None:
+    """The set cache keeps the claim index up to date event by event: a review's overlap
+    warnings name the same sets as a scan of the namespace, and only those."""
+    view = admission_against(1).view
+    assert isinstance(view, ClusterCache)
+    view.caches["VirtualTargetClass"].apply("ADDED", a_class())
+    cache = view.caches["ExporterSet"]
+    cache.synced.set()
+    old = _labelled_set("pool-old", "poolA", "2026-01-01T00:00:00Z")
+    cache.apply("ADDED", old)
+    cache.apply("ADDED", _labelled_set("pool-c", "poolC", "2026-01-01T00:00:00Z"))
+    cache.apply("ADDED", _labelled_set("pool-going", "poolA", "2026-01-01T00:00:00Z", True))
+    newer = _labelled_set("pool-new", "poolA", "2026-01-02T00:00:00Z")
+    expected = [
+        'selector overlaps ExporterSet "pool-old": a pending Lease both match is counted by '
+        'the older set, "pool-old"'
+    ]
+    assert run(Admission(schema_source, view), review(newer)).warnings == expected
+    moved = _labelled_set("pool-old", "poolB", "2026-01-01T00:00:00Z")
+    cache.apply("MODIFIED", moved)
+    assert run(Admission(schema_source, view), review(newer)).warnings == []
+    cache.apply("MODIFIED", old)
+    cache.apply("DELETED", old)
+    assert run(Admission(schema_source, view), review(newer)).warnings == []

@@ -10,13 +10,14 @@ or set, else by the entry point (`default_layout`):
   where those say nothing of them). Its temporary directory is the guest's disk volume
   (`pool.rendering.provisioners.disk`, at `/disk`): 0.9.0's driver keeps the disk, the
   QMP and serial sockets in a `TemporaryDirectory()` there (a short path, as unix socket
-  paths must be). QEMU's own firmware boots the guest (SeaBIOS on x86_64): no firmware
-  paths are rendered.
+  paths must be). The guest's UEFI firmware is the exporter image's (AAVMF for aarch64
+  always, OVMF for x86_64 where `firmware.type` says `uefi`); else QEMU's own SeaBIOS
+  boots it (`api.provisioners.qemu_firmware`).
 - `sidecar` (the default of `exporter-set-controller`, which Jumpstarter's operator runs):
   exactly as Jumpstarter main's exporter-set controller renders it. An init container
   copies Jumpstarter's exec helper into a shared volume, the QEMU runtime runs as a
   native sidecar (root, for /dev/kvm, with the class's resources), the main container
-  runs `jmp run`, and each QEMU driver gets `launcher_socket` and UEFI firmware paths;
+  runs `jmp run`, and each QEMU driver gets `launcher_socket` and main's UEFI firmware paths;
   the guest's disk volume is mounted in the runtime and the exporter.
 
 In both, a QEMU driver gets the guest's size from the parameters where its own config is
@@ -37,11 +38,13 @@ from api.provisioners.qemu import DEFAULT_IMAGES as IMAGE_REFERENCES
 from api.provisioners.qemu import (
     PROVISIONER,
     Architecture,
+    FirmwareType,
     Layout,
     QemuParameters,
     QemuResources,
     qemu_size,
 )
+from api.provisioners.qemu_firmware import default_partitions, named_firmware
 from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
 from pool.model.access import PODS
@@ -68,7 +71,6 @@ from pool.rendering.render import Image, InstanceContext
 
 __all__ = [
     "DEFAULT_IMAGES",
-    "FIRMWARE",
     "GUEST_OVERHEAD",
     "POD_SECURITY_LEVEL",
     "TMP_DIR",
@@ -86,18 +88,6 @@ DEFAULT_IMAGES: Mapping[str, Image] = {
     role: Image(reference) for role, reference in IMAGE_REFERENCES.items()
 }
 
-# UEFI firmware in Jumpstarter main's runtime image (the `sidecar` layout), by guest
-# architecture, under the partition names the QEMU driver boots from.
-FIRMWARE: Mapping[str, Mapping[str, str]] = {
-    Architecture.X86_64.value: {
-        "OVMF_CODE.fd": "/usr/share/edk2/ovmf/OVMF_CODE.fd",
-        "OVMF_VARS.fd": "/usr/share/edk2/ovmf/OVMF_VARS.fd",
-    },
-    Architecture.AARCH64.value: {
-        "OVMF_CODE.fd": "/usr/share/AAVMF/AAVMF_CODE.fd",
-        "OVMF_VARS.fd": "/usr/share/AAVMF/AAVMF_VARS.fd",
-    },
-}
 # The guest's SSH port, forwarded to the Pod's loopback and exported as the `tcp` driver.
 SSH_FORWARD = {"hostaddr": "127.0.0.1", "hostport": 2222, "guestport": 22}
 TCP_DRIVER = {
@@ -144,10 +134,12 @@ def _disk(params: QemuParameters) -> GuestDisk:
 
 
 def _qemu_config(
-    config: Mapping[str, Any], params: QemuParameters, layout: Layout
+    config: Mapping[str, Any], params: QemuParameters, layout: Layout, firmware: FirmwareType | None
 ) -> dict[str, Any]:
     """A Qemu driver's config with the pool's settings filled in where it says nothing;
-    `launcher_socket` is the layout's own (set for `sidecar`, never for `exporter`)."""
+    `launcher_socket` is the layout's own (set for `sidecar`, never for `exporter`); the
+    UEFI firmware of the guest's architecture where it boots UEFI (`firmware`: the named
+    `firmware.type`)."""
     filled = dict(config)
     if layout is Layout.SIDECAR:
         filled["launcher_socket"] = LAUNCHER_SOCKET
@@ -165,8 +157,9 @@ def _qemu_config(
         if value is not None:
             filled.setdefault(key, value)
     arch = str(filled.get("arch") or Architecture.X86_64.value)
-    if layout is Layout.SIDECAR and "default_partitions" not in filled and arch in FIRMWARE:
-        filled["default_partitions"] = dict(FIRMWARE[arch])
+    partitions = default_partitions(arch, firmware, layout)
+    if partitions and "default_partitions" not in filled:
+        filled["default_partitions"] = dict(partitions)
     forwards = dict(filled.get("hostfwd") or {})
     forwards.setdefault("ssh", dict(SSH_FORWARD))
     filled["hostfwd"] = forwards
@@ -249,10 +242,12 @@ class QemuProvisioner:
     def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
         params = _parameters(ctx)
         layout = self.layout(ctx.parameters)
+        firmware = named_firmware(ctx.parameters)
         drivers = [copy.deepcopy(dict(d)) for d in ctx.drivers if isinstance(d, Mapping)]
         for driver in drivers:
             if driver.get("type") == QEMU_DRIVER and not driver.get("ref"):
-                driver["config"] = _qemu_config(driver.get("config") or {}, params, layout)
+                config = driver.get("config") or {}
+                driver["config"] = _qemu_config(config, params, layout, firmware)
         names = {d.get("name") for d in drivers}
         has_tcp = any(d.get("type") == TCP_NETWORK_DRIVER for d in drivers)
         if not has_tcp and TCP_DRIVER["name"] not in names:

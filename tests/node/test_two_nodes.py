@@ -1,0 +1,290 @@
+"""Two nodes in the node tier: both Ready, their Pods reach each other, the Services and the
+node IP where Jumpstarter's relays listen; the second node killed as a crash kills a
+machine (its Node goes Unknown and gets the unreachable taint, its Pods' processes are
+gone), brought back (Ready again), and killed again before the stop, which leaves nothing
+on the host.
+
+The node lifecycle settings are Kubernetes' defaults; the figures are recorded, never
+asserted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import http.server
+import ipaddress
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.controlplane import free_port
+from harness.node import NodeCluster, NodeError
+from harness.nodehost import cgroup_pids, processes_of
+from tests.kubeget import get_json
+from tests.node.hoststate import assert_clean, host_state
+from tests.node.support import (
+    apply,
+    busybox_pod,
+    get,
+    record_figure,
+    wait_for_phase,
+)
+
+OWN_NODE_CLUSTER = True
+NODE_COUNT = 2
+UNREACHABLE = "node.kubernetes.io/unreachable"
+# Kubernetes 1.36's defaults: Ready goes Unknown --node-monitor-grace-period (50 s) after
+# the last heartbeat, looked at every --node-monitor-period (5 s); these bound the waits.
+LOST_WITHIN_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def host_before(shared_node_cluster: Any) -> dict[str, Any]:
+    """The machine before this module's cluster starts (the shared one stopped first)."""
+    shared_node_cluster.stop()
+    return host_state()
+
+
+@pytest.fixture(scope="module")
+def cluster(host_before: dict[str, Any], node_cluster: NodeCluster) -> NodeCluster:
+    return node_cluster
+
+
+@pytest.fixture(scope="module")
+def relay(cluster: NodeCluster) -> Iterator[tuple[str, int]]:
+    """An HTTP server on the first node's IP, where the tests run Jumpstarter's relays."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"node-ip-ok\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    address = (cluster.network.node_ip, free_port(cluster.network.node_ip))
+    server = http.server.ThreadingHTTPServer(address, Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.shutdown()
+    server.server_close()
+
+
+def _pinned(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """Pinned through the scheduler (not spec.nodeName): it must see both nodes."""
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
+
+
+def _server(cluster: NodeCluster, name: str, node: str) -> dict[str, Any]:
+    return _pinned(
+        busybox_pod(
+            cluster,
+            name,
+            f"mkdir -p /www && echo {name}-ok > /www/index.html && exec httpd -f -p 8080 -h /www",
+            container={"readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1}},
+        ),
+        node,
+    )
+
+
+def _service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+
+
+def _node(cluster: NodeCluster, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = get_json(cluster, "node", name)
+    return found
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+def _stamp(value: str) -> float:
+    """An object's timestamp (RFC 3339, whole seconds, UTC) as `time.time()` counts."""
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def test_both_nodes_are_ready_each_on_its_own_address(cluster: NodeCluster) -> None:
+    assert len(cluster.nodes) == 2
+    for node in cluster.nodes:
+        found = _node(cluster, node.name)
+        assert _ready(found)["status"] == "True", found["status"]["conditions"]
+        addresses = {a["type"]: a["address"] for a in found["status"]["addresses"]}
+        assert addresses["InternalIP"] == node.network.node_ip
+    with pytest.raises(NodeError, match="control plane"):  # its IP is the apiserver's
+        cluster.kill_node(cluster.node_name)
+
+
+def test_pods_on_both_nodes_reach_each_other_the_services_and_the_node_ip(
+    cluster: NodeCluster, relay: tuple[str, int]
+) -> None:
+    first, second = cluster.node_names
+    apply(
+        cluster,
+        "default",
+        _server(cluster, "web-1", first),
+        _server(cluster, "web-2", second),
+        _service("web-1"),
+        _service("web-2"),
+    )
+    for name in ("web-1", "web-2"):
+        cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=120s",
+                        timeout=130)  # fmt: skip
+    pods = {name: get(cluster, "default", "pod", name) for name in ("web-1", "web-2")}
+    assert pods["web-1"]["spec"]["nodeName"] == first
+    assert pods["web-2"]["spec"]["nodeName"] == second
+    for pod, node in zip(pods.values(), cluster.nodes, strict=True):
+        # Kubernetes' DefaultTolerationSeconds: 300 s on an unreachable or not-ready node.
+        tolerations = {t["key"]: t.get("tolerationSeconds") for t in pod["spec"]["tolerations"]}
+        assert tolerations[UNREACHABLE] == 300, tolerations
+        pod_ip = ipaddress.ip_address(pod["status"]["podIP"])
+        assert pod_ip in ipaddress.ip_network(node.network.pod_cidr)  # its node's own range
+        assert Path(f"/sys/class/net/{node.network.bridge}").exists()  # its node's bridge
+    # From each node, the other node's Pod, the Service in front of it, and the first
+    # node's IP (kube-proxy syncs a new Service's rules shortly after: try a while).
+    targets = {
+        first: ("web-2", pods["web-2"]["status"]["podIP"]),
+        second: ("web-1", pods["web-1"]["status"]["podIP"]),
+    }
+    for on, (other, ip) in targets.items():
+        service = get(cluster, "default", "service", other)["spec"]["clusterIP"]
+        urls = [f"http://{ip}:8080/", f"http://{service}/", f"http://{relay[0]}:{relay[1]}/"]
+        fetch = " && ".join(
+            f"(for i in $(seq 40); do timeout 3 wget -qO- {url} && exit 0; sleep 0.5; done; exit 1)"
+            for url in urls
+        )
+        client = f"client-on-{on}"
+        apply(cluster, "default", _pinned(busybox_pod(cluster, client, fetch), on))
+        pod = wait_for_phase(cluster, "default", client, ("Succeeded", "Failed"))
+        log = cluster.kubectl("logs", client).stdout
+        assert pod["status"]["phase"] == "Succeeded", (pod["status"], log)
+        assert pod["spec"]["nodeName"] == on
+        assert log == f"{other}-ok\n{other}-ok\nnode-ip-ok\n", log
+
+
+def _task_processes(cluster: NodeCluster, name: str) -> dict[int, bytes]:
+    """The node's containers' processes (pid -> command line), as its containerd lists
+    them, and everything in its Pods' cgroups."""
+    node = cluster.node(name)
+    pids = set(cgroup_pids([node.network.cgroup]))
+    tasks = subprocess.run([*node.ctr, "tasks", "ls"], capture_output=True, text=True, check=True)
+    pids |= {int(line.split()[1]) for line in tasks.stdout.splitlines()[1:] if line.split()}
+    found = {}
+    for pid in pids:
+        try:
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return found
+
+
+def _still_running(processes: dict[int, bytes]) -> dict[int, bytes]:
+    left = {}
+    for pid, cmdline in processes.items():
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline:
+                left[pid] = cmdline
+        except OSError:
+            continue
+    return left
+
+
+def _wait_for_node(
+    cluster: NodeCluster, name: str, done: Any, timeout: float = LOST_WITHIN_S
+) -> tuple[float, dict[str, Any]]:
+    """Poll the Node until `done(node)`; when it was first seen so, and the Node."""
+    deadline = time.monotonic() + timeout
+    while True:
+        node = _node(cluster, name)
+        if done(node):
+            return time.time(), node
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {name} after {timeout:.0f}s: {json.dumps(node['status'])}")
+        time.sleep(0.5)
+
+
+def _unreachable(node: dict[str, Any]) -> dict[str, Any] | None:
+    taints = node["spec"].get("taints", [])
+    return next((t for t in taints if t["key"] == UNREACHABLE and t["effect"] == "NoExecute"), None)
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_node_goes_unknown_and_unreachable_and_comes_back_ready(
+    cluster: NodeCluster,
+) -> None:
+    second = cluster.node_names[1]
+    web = get(cluster, "default", "pod", "web-2")
+    assert web["status"]["phase"] == "Running" and web["spec"]["nodeName"] == second
+    processes = _task_processes(cluster, second)
+    assert processes, "the second node runs the web-2 Pod's processes"
+
+    killed = cluster.kill_node(second)
+    node = cluster.node(second)
+    # Nothing of the node is left running: kubelet, containerd, shims, the Pods' processes.
+    assert processes_of(node.workdir) == {}
+    assert _still_running(processes) == {}
+    assert cgroup_pids([node.network.cgroup]) == set()
+    # ...and nothing of it answers: its Pod's address and its kubelet stay silent.
+    for address in ((web["status"]["podIP"], 8080), (node.network.node_ip, node.ports["kubelet"])):
+        with pytest.raises(OSError):
+            socket.create_connection(address, timeout=3).close()
+
+    seen_unknown, found = _wait_for_node(
+        cluster, second, lambda n: _ready(n)["status"] == "Unknown"
+    )
+    unknown_at = _stamp(_ready(found)["lastTransitionTime"])
+    seen_tainted, found = _wait_for_node(cluster, second, lambda n: _unreachable(n) is not None)
+    taint = _unreachable(found)
+    assert taint is not None
+    tainted_at = _stamp(taint["timeAdded"])
+    record_figure(
+        f"two nodes: a node killed to its Ready Unknown {unknown_at - killed:.0f} s by the "
+        f"condition's time (seen {seen_unknown - killed:.1f} s), to the {UNREACHABLE} "
+        f"NoExecute taint {tainted_at - killed:.0f} s by its time "
+        f"(seen {seen_tainted - killed:.1f} s)"
+    )
+    # The Pod is not evicted yet: it tolerates the taint 300 s (DefaultTolerationSeconds).
+    assert get(cluster, "default", "pod", "web-2")["metadata"].get("deletionTimestamp") is None
+
+    returned = time.time()
+    cluster.return_node(second)
+    ready_at = time.time()
+    _, found = _wait_for_node(cluster, second, lambda n: _unreachable(n) is None)
+    record_figure(
+        f"two nodes: a killed node started again to Ready {ready_at - returned:.1f} s, "
+        f"its unreachable taint gone {time.time() - returned:.1f} s"
+    )
+    assert _ready(found)["status"] == "True"
+    # Back over its old state: its containerd and kubelet run again, its Pods are tended.
+    assert processes_of(node.workdir)
+
+
+@pytest.mark.timeout(300)
+def test_stopping_with_a_killed_node_leaves_nothing_on_the_host(
+    cluster: NodeCluster, host_before: dict[str, Any]
+) -> None:
+    second = cluster.node_names[1]
+    sleeper = _pinned(busybox_pod(cluster, "sleeper", "exec sleep 3600"), second)
+    apply(cluster, "default", sleeper)
+    wait_for_phase(cluster, "default", "sleeper", ("Running",))
+    cluster.kill_node(second)
+    cluster.stop()  # what the module's fixture would do at its end; it then does nothing
+    # The fixture holds the machine's lock until the module ends: no other cluster runs.
+    assert_clean(cluster.workdir, host_before, lock=False)

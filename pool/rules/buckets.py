@@ -11,10 +11,13 @@ Rules, first match wins:
   a non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
 - terminating: under ExitAndReplace, not busy and every Pod of the instance finished
   (Succeeded or Failed, or its exporter exited);
-- lost: not busy and every Pod of the instance is on a lost node (`pool.model.nodes`):
+- lost: not leased and every Pod of the instance is on a lost node (`pool.model.nodes`):
   it serves nothing and will not again, so it is neither capacity nor under the
-  ceiling, and it leaves (`pool.rules.stages.departures`). A busy one stays busy: the
-  pool never removes an instance a lease holds, and says so (`pool.rules.stages.notes`);
+  ceiling, and it leaves (`pool.rules.stages.departures`). A lease hook its exporter
+  reported is not waited for: nothing on a lost node runs it, and its `exporterStatus`
+  stays as the exporter last reported it (LeaseReady) for good. A leased one stays busy:
+  the pool never removes an instance a lease holds, and says so
+  (`pool.rules.stages.notes`);
 - draining: `spec.enabled == false`;
 - busy: leased, in a lease hook, or owes an afterLease hook (below);
 - released: not busy, has served a lease (`served-lease` annotation, or a hook record
@@ -175,7 +178,7 @@ def classify(
     leaves = recycle == RecycleStrategy.EXIT_AND_REPLACE or outdated
     if not busy and leaves and pods_finished(pods):
         return Bucket.TERMINATING
-    if not busy and pods_lost(pods, lost_nodes):
+    if pods_lost(pods, lost_nodes) and not is_leased(exporter, leased_names):
         return Bucket.LOST
     if not exporter.enabled:
         return Bucket.DRAINING

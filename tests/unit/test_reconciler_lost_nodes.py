@@ -126,6 +126,16 @@ def test_a_leased_instance_on_a_lost_node_is_kept_told_and_shown() -> None:
     assert '"lostLeased"' in as_json([entry], T0, "qemu.jumpstarter.dev")
 
 
+def test_a_lease_hook_the_lost_exporter_reported_holds_nothing_once_the_lease_ended() -> None:
+    placed = four()
+    stuck = ready("pool-3", uid="u3", exporter_status="LeaseReady", served_lease="lab-7")
+    placed[3] = (stuck, DEAD)
+    ended = LeaseView("lab-7", {}, exporter="pool-3", ended=True)
+    result = plan(observe(placed, leases=[ended]), T0)
+    assert result.buckets[Bucket.LOST] == 2 and result.stranded == ()
+    assert sorted(r.name for r in of(result, Remove)) == ["pool-2", "pool-3"]
+
+
 def test_pods_the_apiserver_still_calls_running_count_as_unknown_on_a_lost_node() -> None:
     status = plan(observe(four()), T0).status
     assert (status["podsRunning"], status["podsUnknown"], status["readyReplicas"]) == (2, 2, 2)

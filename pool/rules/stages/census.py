@@ -10,8 +10,8 @@ A create the cache has not shown yet is in `Observation.expected_exporters`: boo
 capacity, and owned, so a pass planned from a lagging cache does not create it again
 (`reconciler.runtime.expectations` says how the runtime keeps that true across crashes).
 
-An instance whose every Pod is on a lost node (`Observation.lost_nodes`) is LOST when
-idle; when busy it stays BUSY, and `stranded` names it with its node and lease.
+An instance whose every Pod is on a lost node (`Observation.lost_nodes`) is LOST unless
+leased; a leased one stays BUSY, and `stranded` names it with its node and lease.
 
 The revision is what the pool renders now: a digest of the set's spec without its
 scaling fields, and of the class's spec (REVISION). No I/O.
@@ -31,7 +31,7 @@ from pool.model.views import (
     ReclaimPolicy,
     RecycleStrategy,
 )
-from pool.rules.buckets import Bucket, classify, is_busy, pods_lost
+from pool.rules.buckets import Bucket, classify, is_leased, pods_lost
 from pool.rules.rollout import current_revisions, is_outdated, revision_of
 
 __all__ = ["Census", "census"]
@@ -95,8 +95,8 @@ def census(obs: Observation) -> Census:
         old = is_outdated(exporter, current)
         bucket = classify(exporter, pods, leased_by, pool.recycle, release_served, old, lost)
         members[bucket].append(exporter)
-        if lost and is_busy(exporter, leased_by) and pods_lost(pods, lost):
-            lease = leased_by.get(exporter.name) or exporter.lease_ref or "a lease hook"
+        if lost and is_leased(exporter, leased_by) and pods_lost(pods, lost):
+            lease = leased_by.get(exporter.name) or exporter.lease_ref
             stranded.append((exporter.name, pods[0].node, lease))
     expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}

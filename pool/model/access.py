@@ -23,6 +23,7 @@ __all__ = [
     "EXPORTERSETS",
     "JUMPSTARTER_LEASES",
     "MEMORY_LEASES",
+    "NODES",
     "PODS",
     "REVIEWS",
     "SECRETS",
@@ -73,6 +74,7 @@ MEMORY_LEASES = ELECTION_LEASES
 # operator grants `events` in the core group only (`kubectl get events.events.k8s.io`
 # shows them too, `note` being their `message`).
 EVENTS = Resource("", "v1", "events", "Event")
+NODES = Resource("", "v1", "nodes", "Node")
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview"
@@ -97,6 +99,10 @@ ACCESS: tuple[Permission, ...] = (
     Permission(JUMPSTARTER_LEASES.group, "leases", _READ),
     # the workload of each instance
     Permission(PODS.group, "pods", (*_READ, "create", "patch", "delete")),
+    # the nodes of the instances' Pods, to tell when one is lost (`pool.model.nodes`):
+    # cluster-wide installs only (Nodes are cluster-scoped, beyond the Role of Jumpstarter's
+    # operator that a namespaced install keeps to)
+    Permission(NODES.group, "nodes", _READ, cluster_scoped=True, modes=(CLUSTER,)),
     # each instance's config Secret, and the token Jumpstarter's controller issued in the
     # Secret an Exporter's status names (a name known only at run time, so no
     # resourceNames). RBAC cannot restrict a list or watch by label, so `list` and `watch`

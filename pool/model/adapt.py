@@ -305,6 +305,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         finished_at=_time(terminated.get("finishedAt")),
         message=message or _str(terminated.get("reason")) or _str(status.get("reason")),
         backoff_step=_step(_map(meta.get("annotations"))),
+        node=_str(_map(obj.get("spec")).get("nodeName")),
     )
 
 

@@ -35,6 +35,8 @@ INVALID_SPEC = "InvalidSpec"  # a spec value the webhook would have refused
 RENDER_FAILED = "RenderFailed"  # an instance's objects could not be rendered
 WRITE_REJECTED = "WriteRejected"  # the apiserver refused a write (4xx)
 STEP_FAILURES = (RENDER_FAILED, WRITE_REJECTED)
+# Degraded True: instances are on lost nodes (`pool.model.nodes`), one of them leased
+INSTANCES_LOST = "InstancesLost"
 
 # -- Events: Jumpstarter's --------------------------------------------------------------
 SCALE_UP = "ScaleUp"  # an Exporter created
@@ -57,6 +59,9 @@ STANDBY_REMOVED = "StandbyRemoved"
 BACK_OFF = "BackOff"  # a step of the backoff of a failing pool (Warning)
 WARM_BUFFER_CHANGED = "WarmBufferChanged"  # `warm-buffer: auto` sized the buffer anew
 # Lease protection (`pool.rules.protection`), on the Exporter when its set is gone:
+# An instance's node is lost (`pool.model.nodes`): an idle one removed, a leased one kept
+# until its lease ends (Warning, naming the node and the lease).
+NODE_LOST = "NodeLost"
 INSTANCE_KEPT = "InstanceKept"  # a deleted instance stays until its lease ends
 INSTANCE_RELEASED = "InstanceReleased"  # its lease ended (or the bound ran out): it goes
 INSTANCE_LOST = "InstanceLost"  # deleted while leased, before it was protected (Warning)

@@ -132,6 +132,7 @@ class PodView:
     finished_at: datetime | None = None
     message: str = ""  # termination message (the log tail on error), else the Pod's reason
     backoff_step: int = 0  # annotation BACKOFF_STEP
+    node: str = ""  # spec.nodeName: "" until it is scheduled
 
     @property
     def owner(self) -> str:
@@ -251,7 +252,8 @@ class Observation:
     Pod is created, and those that exist stay. `failure` is a step of this pass that
     failed: the status then says so (Degraded). `rivals` are the other sets of the
     namespace, not being deleted, for the claim rule of pending Leases
-    (`pool.rules.claims`).
+    (`pool.rules.claims`). `lost_nodes` are the nodes that stopped answering or
+    report NotReady: an instance whose every Pod is on one serves nothing more.
     """
 
     pool: PoolView
@@ -268,3 +270,6 @@ class Observation:
     expected_pods: frozenset[str] = frozenset()
     failure: StepFailure | None = None
     rivals: tuple[PoolClaim, ...] = ()
+    # The nodes the instances' Pods are on that are lost (`pool.model.nodes`), each with
+    # what was seen of it; empty where Nodes cannot be read (a namespaced install).
+    lost_nodes: Mapping[str, str] = field(default_factory=dict)

@@ -11,6 +11,13 @@ Rules, first match wins:
   a non-zero exit), whatever the recycle strategy: replaced under the pool's backoff;
 - terminating: under ExitAndReplace, not busy and every Pod of the instance finished
   (Succeeded or Failed, or its exporter exited);
+- lost: not leased and every Pod of the instance is on a lost node (`pool.model.nodes`):
+  it serves nothing and will not again, so it is neither capacity nor under the
+  ceiling, and it leaves (`pool.rules.stages.departures`). A lease hook its exporter
+  reported is not waited for: nothing on a lost node runs it, and its `exporterStatus`
+  stays as the exporter last reported it (LeaseReady) for good. A leased one stays busy:
+  the pool never removes an instance a lease holds, and says so
+  (`pool.rules.stages.notes`);
 - draining: `spec.enabled == false`;
 - busy: leased, in a lease hook, or owes an afterLease hook (below);
 - released: not busy, has served a lease (`served-lease` annotation, or a hook record
@@ -71,6 +78,7 @@ __all__ = [
     "pods_failed",
     "pods_finished",
     "pods_going",
+    "pods_lost",
     "served_lease",
 ]
 
@@ -97,6 +105,7 @@ class Bucket(Enum):
     AVAILABLE = "available"
     PROVISIONING = "provisioning"
     STANDBY = "standby"
+    LOST = "lost"
 
 
 def is_leased(exporter: ExporterView, leased_names: Container[str]) -> bool:
@@ -132,6 +141,11 @@ def pods_going(pods: tuple[PodView, ...]) -> bool:
     return bool(pods) and all(pod.going for pod in pods)
 
 
+def pods_lost(pods: tuple[PodView, ...], lost_nodes: Container[str]) -> bool:
+    """Every Pod of the instance is on a lost node."""
+    return bool(pods) and all(pod.node and pod.node in lost_nodes for pod in pods)
+
+
 def pods_failed(exporter: ExporterView, pods: tuple[PodView, ...]) -> bool:
     return pods_finished(pods) and any(failed(exporter, pod) for pod in pods)
 
@@ -148,6 +162,7 @@ def classify(
     recycle: str,
     release_served: bool,
     outdated: bool = False,
+    lost_nodes: Container[str] = (),
 ) -> Bucket:
     """The bucket of one instance; `release_served` is true when served instances leave.
     An idle instance whose Pods finished leaves under ExitAndReplace, and under
@@ -163,6 +178,8 @@ def classify(
     leaves = recycle == RecycleStrategy.EXIT_AND_REPLACE or outdated
     if not busy and leaves and pods_finished(pods):
         return Bucket.TERMINATING
+    if pods_lost(pods, lost_nodes) and not is_leased(exporter, leased_names):
+        return Bucket.LOST
     if not exporter.enabled:
         return Bucket.DRAINING
     if busy:

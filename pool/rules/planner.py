@@ -84,6 +84,8 @@ class Plan:
     demand: Estimate | None = None  # `warm-buffer: auto`: the buffer in force and why
     learned: DemandMemory | None = None  # and its memory as of this pass (`PoolView.learned`)
     standby: str = ""  # the standby Exporter kept after this pass ("+": being created)
+    # leased instances on a lost node, kept while their lease lasts: (name, node, lease)
+    stranded: tuple[tuple[str, str, str], ...] = ()
 
 
 def plan(obs: Observation, now: datetime) -> Plan:
@@ -100,7 +102,7 @@ def plan(obs: Observation, now: datetime) -> Plan:
     shrink = scale_down(obs, now, counted, sized, rolling.surge, rolling.removing)
     released = release(obs, now, marked.verdicts, leaving, shrink.steps)
     scaling = rolling.note if rolling.note[0] else shrink.note if shrink.note[0] else growth.note
-    told = notes(obs, failing, sized, kept, scaling, growth.at_ceiling)
+    told = notes(obs, counted, failing, sized, kept, scaling, growth.at_ceiling)
     if rolling.failing and told.degraded[0]:
         told.degraded = (told.degraded[0], f"{told.degraded[1]}; the rollout is stopped")
     written = status(obs, now, counted, sized, told)
@@ -137,4 +139,5 @@ def plan(obs: Observation, now: datetime) -> Plan:
         keep_token=tuple(n for n in kept.keep_current if n in rolling.names),
         outdated=rolling.outdated,
         standby=kept_alive.name,
+        stranded=counted.stranded,
     )

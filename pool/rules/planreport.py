@@ -36,7 +36,7 @@ JSON_SHAPE = """\
       "desired": 2,                     # null when skipped, as the next three
       "pendingLeases": 0,
       "buckets": {"terminating": 0, "failed": 0, "draining": 0, "busy": 0, "released": 0,
-                  "available": 0, "provisioning": 0, "standby": 0},
+                  "available": 0, "provisioning": 0, "standby": 0, "lost": 0},
       "steps": [                        # taken now, then held back; [] when skipped
         {"verb": "create", "names": ["pool-*", "pool-*"],
          "reason": "warm buffer 2, available 0", "at": null}
@@ -51,9 +51,12 @@ JSON_SHAPE = """\
       "outdated": [                     # instances of an earlier revision: what each waits for
         {"name": "pool-0", "waitsFor": "its lease: lease lab-1 must end"}
       ],
-      "standby": null                   # or {"name": "pool-x7k2p" (null while it is
+      "standby": null,                  # or {"name": "pool-x7k2p" (null while it is
                                         # created), "reason": ...}: the Exporter without
                                         # a Pod that keeps Leases pending
+      "lostLeased": [                   # leased instances on a lost node, kept
+        {"name": "pool-1", "node": "node-b", "lease": "lab-7"}
+      ]
     }
   ]
 }
@@ -87,6 +90,11 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         "demand": _demand_json(result.demand) if result and result.demand else None,
         "outdated": [{"name": n, "waitsFor": why} for n, why in result.outdated] if result else [],
         "standby": _standby_json(result.standby) if result else None,
+        "lostLeased": [
+            {"name": n, "node": node, "lease": lease} for n, node, lease in result.stranded
+        ]
+        if result
+        else [],
     }
 
 
@@ -123,13 +131,29 @@ def _set_text(entry: SetPlan) -> list[str]:
         return [f"{title}  skipped: {entry.skipped}"]
     return [
         f"{title}  desired {result.desired}  pending leases {result.pending_leases}",
-        *_labelled("buckets", [", ".join(f"{b.value} {result.buckets[b]}" for b in Bucket)]),
+        *_labelled("buckets", [_buckets(result)]),
         *_labelled("steps", [str(step) for step in explain(result)]),
         *_labelled("awaiting", [f"{name}: {why}" for name, why in entry.awaiting.items()]),
         *(_labelled("demand", [result.demand.reason()]) if result.demand else []),
         *_outdated(result),
         *_standby(result),
+        *_stranded(result),
     ]
+
+
+def _stranded(result: Plan) -> list[str]:
+    """Leased instances on a lost node: said only when there are some."""
+    kept = [
+        f"{n} on node {node} serves lease {lease}: kept until the lease ends"
+        for n, node, lease in result.stranded
+    ]
+    return _labelled("lost", kept) if kept else []
+
+
+def _buckets(result: Plan) -> str:
+    """Each bucket's count; `lost` only when an instance is (a rare state, said when it is)."""
+    shown = [b for b in Bucket if b is not Bucket.LOST or result.buckets[b]]
+    return ", ".join(f"{b.value} {result.buckets[b]}" for b in shown)
 
 
 # Why a pool keeps a standby Exporter (`pool.rules.stages.standby`).

@@ -2,7 +2,9 @@
 
 Every resource of `WATCHED` gets a list-and-watch cache over the install's scope, but
 Secrets in a cluster-wide install: RBAC would let such a watch read every Secret of the
-cluster, so they are read by name (`reconciler.runtime.named`). What each cache keeps:
+cluster, so they are read by name (`reconciler.runtime.named`); Nodes where the install
+may read them (cluster-wide), each kept as whether it is lost (`pool.model.nodes`).
+What each cache keeps:
 the planner's view, derived once per event from the whole object; of the object itself
 only what the executor reads (metadata, and for Pods the phase): status and Pod specs
 are most of the bytes. Of Secrets and ConfigMaps only the keys a config is rendered
@@ -23,10 +25,12 @@ from pool.model.access import (
     EXPORTERS,
     EXPORTERSETS,
     JUMPSTARTER_LEASES,
+    NODES,
     PODS,
     SECRETS,
     WATCHED,
     Resource,
+    allowed,
 )
 from pool.model.adapt import (
     controller_of,
@@ -36,6 +40,7 @@ from pool.model.adapt import (
     pod_view_after,
 )
 from pool.model.keys import NAME_LABEL, SET_LABEL
+from pool.model.nodes import node_lost
 from pool.rendering.credentials import (
     credential_secret_name,
     keep_certificates,
@@ -62,12 +67,13 @@ SHAPES: dict[Resource, dict[str, Any]] = {
     SECRETS: {"transform": keep_credentials},
     CONFIGMAPS: {"transform": keep_certificates},
     PODS: {
-        "transform": keep_only("status.phase"),
+        "transform": keep_only("status.phase", "spec.nodeName"),
         "derive": pod_view,
         "carry": pod_view_after,
         "label_selector": NAME_LABEL,
     },
     JUMPSTARTER_LEASES: {"derive": lease_view},
+    NODES: {"transform": keep_only("status.conditions"), "derive": node_lost},
 }
 
 
@@ -75,7 +81,7 @@ SHAPES: dict[Resource, dict[str, Any]] = {
 class Caches:
     watches: dict[Resource, Informer]  # the caches that list and watch
     secrets: Cache  # a watch of Secrets, or the Secrets read by name
-    informers: dict[Resource, Cache]  # every resource of WATCHED -> its cache
+    informers: dict[Resource, Cache]  # every resource of WATCHED (and Nodes) -> its cache
 
 
 def meta_of(obj: Obj) -> dict[str, Any]:
@@ -101,6 +107,8 @@ def build_caches(kube: Kube, scope: Scope, secret_resync: float, secret_budget: 
         for r in WATCHED
         if not (by_name and r == SECRETS)
     }
+    if allowed(NODES, "watch", mode=scope.mode):
+        watches[NODES] = Informer(kube, NODES, **SHAPES[NODES])
     secrets: Cache = watches[SECRETS] if SECRETS in watches else NamedCache(
         kube,
         SECRETS,
@@ -110,7 +118,14 @@ def build_caches(kube: Kube, scope: Scope, secret_resync: float, secret_budget: 
         budget=secret_budget,
     )  # fmt: skip
     _index(watches)
-    return Caches(watches, secrets, {r: watches.get(r, secrets) for r in WATCHED})
+    informers: dict[Resource, Cache] = {r: watches.get(r, secrets) for r in WATCHED}
+    if NODES in watches:
+        informers[NODES] = watches[NODES]
+    return Caches(watches, secrets, informers)
+
+
+def _node_name(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def _index(watches: dict[Resource, Informer]) -> None:
@@ -132,6 +147,9 @@ def _index(watches: dict[Resource, Informer]) -> None:
         "credential",
         lambda o: [(meta_of(o).get("namespace"), n)] if (n := credential_secret_name(o)) else [],
     )
+    watches[PODS].add_index("node", lambda o: [n] if (n := _node_name(o)) else [])
+    if NODES in watches:
+        watches[NODES].add_index("name", lambda o: [meta_of(o).get("name")])
     watches[PODS].add_index(
         "set",
         lambda o: [(meta_of(o).get("namespace"), (meta_of(o).get("labels") or {}).get(NAME_LABEL))],

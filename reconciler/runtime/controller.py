@@ -51,6 +51,7 @@ from pool.model.access import (
     EXPORTERS,
     EXPORTERSETS,
     JUMPSTARTER_LEASES,
+    NODES,
     PODS,
 )
 from pool.model.actions import Action, CreateExporter, CreatePod, PatchStatus, RecordEvent
@@ -66,6 +67,7 @@ from pool.model.adapt import (
 from pool.model.demand import DemandMemory
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL, instance_labels
+from pool.model.nodes import GONE, node_lost
 from pool.model.reasons import (
     CLASS_NOT_FOUND,
     INSTANCE_KEPT,
@@ -217,6 +219,8 @@ class Controller:
         self.watches[CLASSES].add_handler(self._on_class)
         self.secrets.add_handler(self._on_secret)
         self.watches[CONFIGMAPS].add_handler(self._on_configmap)
+        if NODES in self.watches:
+            self.watches[NODES].add_handler(self._on_node)
 
     def _learned(self, key: ObjKey) -> DemandMemory | None:
         """What a `warm-buffer: auto` pool's last pass learned of its demand (written to its
@@ -343,6 +347,30 @@ class Controller:
             if obj is not None and name:
                 self.queue.add((_meta(obj).get("namespace", ""), name))
 
+    def _on_node(self, kind: str, new: Obj, old: Obj | None) -> None:
+        """A node lost, back, or gone: wake the pools with a Pod on it (a heartbeat that
+        changes neither wakes none)."""
+        if kind != "DELETED" and old is not None and node_lost(new) == node_lost(old):
+            return
+        for pod in self.watches[PODS].by_index("node", _meta(new).get("name")):
+            if name := (_meta(pod).get("labels") or {}).get(NAME_LABEL):
+                self.queue.add((_meta(pod).get("namespace", ""), name))
+
+    def _lost_nodes(self, pods: tuple[PodView, ...]) -> dict[str, str]:
+        """The lost nodes among those of `pods`, with what was seen of each (none where
+        this install may not read Nodes)."""
+        nodes = self.watches.get(NODES)
+        if nodes is None:
+            return {}
+        lost: dict[str, str] = {}
+        for name in {pod.node for pod in pods if pod.node}:
+            seen = nodes.derived_by_index("name", name)
+            if seen and seen[0]:
+                lost[name] = seen[0]
+            elif not seen and nodes.synced.is_set():
+                lost[name] = GONE
+        return lost
+
     def _on_lease(self, _kind: str, new: Obj, old: Obj | None) -> None:
         """Wake the pools a Lease concerns: the one owning the Exporter it names (now or
         before) and those its selector matches (it is pending for them, or was), found by
@@ -439,6 +467,7 @@ class Controller:
             if self.image_policy is not None
             else None,
             rivals=self._rivals(namespace, name, labels, leases),
+            lost_nodes=self._lost_nodes(pods),
         )
         return Observed(observation, klass, credentials)
 

@@ -413,10 +413,13 @@ def running_pool(
     reconciler_args: tuple[str, ...] = (),
     parameters: Obj | None = None,
     class_spec: Obj | None = None,
+    namespaced: bool = True,
 ) -> Iterator[Pool]:
     """The class `node` (its exporter image the QEMU exporter image this project ships,
     `parameters`, and `class_spec`'s other fields), the reconciler and a History for the
-    namespace `jumpstarter` serves; the set itself is the test's to apply (`Pool.apply`)."""
+    namespace `jumpstarter` serves; the set itself is the test's to apply (`Pool.apply`).
+    The reconciler serves that namespace alone, or with `namespaced=False` the cluster (the
+    install that reads Nodes)."""
     namespace = jumpstarter.namespace
     images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
     klass = virtual_target_class(
@@ -428,7 +431,11 @@ def running_pool(
         with running_reconciler(
             cluster,
             workdir,
-            extra=["--namespace", namespace, "--no-leader-election", *reconciler_args],
+            extra=[
+                *(("--namespace", namespace) if namespaced else ()),
+                "--no-leader-election",
+                *reconciler_args,
+            ],
         ) as reconciler:
             pool = Pool(cluster, jumpstarter, name, reconciler, history)
             yield pool

@@ -10,6 +10,9 @@ A create the cache has not shown yet is in `Observation.expected_exporters`: boo
 capacity, and owned, so a pass planned from a lagging cache does not create it again
 (`reconciler.runtime.expectations` says how the runtime keeps that true across crashes).
 
+An instance whose every Pod is on a lost node (`Observation.lost_nodes`) is LOST unless
+leased; a leased one stays BUSY, and `stranded` names it with its node and lease.
+
 The revision is what the pool renders now: a digest of the set's spec without its
 scaling fields, and of the class's spec (REVISION). No I/O.
 """
@@ -28,7 +31,7 @@ from pool.model.views import (
     ReclaimPolicy,
     RecycleStrategy,
 )
-from pool.rules.buckets import Bucket, classify
+from pool.rules.buckets import Bucket, classify, is_leased, pods_lost
 from pool.rules.rollout import current_revisions, is_outdated, revision_of
 
 __all__ = ["Census", "census"]
@@ -45,6 +48,8 @@ class Census:
     retain: bool  # reclaimPolicy Retain
     release_served: bool  # served instances leave the pool (Retain or ExitAndReplace)
     revision: str
+    # busy instances on a lost node: (instance, node, lease), kept while the lease lasts
+    stranded: tuple[tuple[str, str, str], ...] = ()
 
     def pods(self, exporter: ExporterView) -> tuple[PodView, ...]:
         return tuple(self.pods_of.get(exporter.identity, ()))
@@ -54,6 +59,10 @@ class Census:
         """Instances on their way out of the pool."""
         count = self.count
         return count[Bucket.TERMINATING] + count[Bucket.RELEASED] + count[Bucket.FAILED]
+
+    def node_of(self, exporter: ExporterView) -> str:
+        """The node of the instance's Pods ("" before one is scheduled)."""
+        return next((p.node for p in self.pods_of.get(exporter.identity, ()) if p.node), "")
 
     def remove(self, exporter: ExporterView, fence: bool, why: str) -> Remove:
         """The step that takes the instance out, with its own Pods by uid."""
@@ -79,17 +88,21 @@ def census(obs: Observation) -> Census:
     release_served = retain or pool.recycle == RecycleStrategy.EXIT_AND_REPLACE
     members: dict[Bucket, list[ExporterView]] = {bucket: [] for bucket in Bucket}
     current = current_revisions(pool, klass)
+    lost = obs.lost_nodes
+    stranded: list[tuple[str, str, str]] = []
     for exporter in obs.exporters:
         pods = tuple(pods_of.get(exporter.identity, ()))
         old = is_outdated(exporter, current)
-        members[classify(exporter, pods, leased_by, pool.recycle, release_served, old)].append(
-            exporter
-        )
+        bucket = classify(exporter, pods, leased_by, pool.recycle, release_served, old, lost)
+        members[bucket].append(exporter)
+        if lost and is_leased(exporter, leased_by) and pods_lost(pods, lost):
+            lease = leased_by.get(exporter.name) or exporter.lease_ref
+            stranded.append((exporter.name, pods[0].node, lease))
     expected = sorted(obs.expected_exporters - {e.name for e in obs.exporters})
     count = {bucket: len(group) for bucket, group in members.items()}
     count[Bucket.PROVISIONING] += len(expected)
     revision = revision_of(pool, klass)
     return Census(
         members, count, pods_of, tuple(orphans), leased_by, tuple(expected), retain,
-        release_served, revision,
+        release_served, revision, tuple(stranded),
     )  # fmt: skip

@@ -12,6 +12,11 @@ scaling (`Observation.problem`) stops them too: no fence, no delete.
   once the memory holds its failure (a pass that writes it removes none). The newest
   stays as the record of the backoff until its delay is over; the others go now, and
   those of an earlier revision go at once.
+- Lost instances (`pool.rules.buckets`, LOST): idle, every Pod on a lost node. Each goes
+  at once, unfenced (a fence waits for a Pod that can no longer answer): the delete's
+  live check still keeps one a Lease took meanwhile. Its Exporter goes, and with it the
+  credential its exporter registered with, so a Pod that comes back with its node cannot
+  register again as a ghost; its Pods are deleted too, and finish when the node returns.
 - An instance the pool fenced earlier goes for the reason it was fenced for (FENCED_FOR:
   its Event's reason and why); if it is busy, a Lease took it before the fence settled
   (a pick from a read before the fence), and its fence is lifted (`LiftFence`); so is a
@@ -30,7 +35,7 @@ from datetime import datetime, timedelta
 from pool.model.actions import Action, LiftFence, RememberBackoff, Remove, Retain
 from pool.model.backoff import Backoff
 from pool.model.keys import ROLLOUT
-from pool.model.reasons import RECYCLE, SCALE_DOWN
+from pool.model.reasons import NODE_LOST, RECYCLE, SCALE_DOWN
 from pool.model.timefmt import format_time
 from pool.model.views import ExporterView, Observation, RecycleStrategy
 from pool.rules.buckets import Bucket, is_busy, served_lease
@@ -58,6 +63,10 @@ def departures(obs: Observation, now: datetime, counted: Census, failing: Failin
             actions.append(remove(exporter, exporter.enabled, why))
     failed = _failed(obs, now, counted, failing)
     actions += failed.actions
+    for exporter in members[Bucket.LOST]:
+        node = counted.node_of(exporter)
+        why = f"its node {node} is lost ({obs.lost_nodes.get(node, '')})"
+        actions.append(replace(remove(exporter, False, why), event=NODE_LOST))
     leaving = "reclaimPolicy Retain keeps it" if counted.retain else "ExitAndReplace replaces it"
     for exporter in members[Bucket.RELEASED]:
         why = f"served lease {served_lease(exporter)}; {leaving}"

@@ -13,7 +13,11 @@
 - Otherwise a failing pool is Degraded, its message quoting the pool's memory of the last failure,
   so it stays while a probe boots; a probe without that memory (made by an earlier
   version) keeps what was said. One BackOff Event per step: a step the memory (or,
-  while its cache lags, the status) holds was told already. No I/O.
+  while its cache lags, the status) holds was told already.
+- Otherwise instances on lost nodes (`pool.model.nodes`) make the pool Degraded
+  (InstancesLost), the message counting them and naming each leased one with its node and
+  lease. A leased one is never removed by the pool: a Warning Event (NodeLost) tells
+  its lease's holder, once (not again while the condition names it). No I/O.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pool.model.actions import Action, RecordEvent
 from pool.model.backoff import Backoff
 from pool.model.reasons import (
     BACK_OFF,
+    INSTANCES_LOST,
+    NODE_LOST,
     PODS_FAILING,
     ROLLING_OUT,
     ROLLOUT_PAUSED,
@@ -35,6 +41,8 @@ from pool.model.reasons import (
 )
 from pool.model.status import condition_of
 from pool.model.views import Observation
+from pool.rules.buckets import Bucket
+from pool.rules.stages.census import Census
 from pool.rules.stages.failures import Failing
 from pool.rules.stages.size import Size
 from pool.rules.stages.upkeep import Upkeep
@@ -53,6 +61,7 @@ class Notes:
 
 def notes(
     obs: Observation,
+    counted: Census,
     failing: Failing,
     sized: Size,
     kept: Upkeep,
@@ -75,6 +84,13 @@ def notes(
             actions.append(RecordEvent(WAITING_FOR_CREDENTIALS, scale[1]))
     degraded = _step_failure(obs) or _degraded(status, backoff, failing.probing)
     before = condition_of(status, "Degraded")
+    if not degraded[0] and (lost := _lost(obs, counted)):
+        degraded = (INSTANCES_LOST, lost)
+        for name, node, lease in counted.stranded:
+            if before.get("reason") != INSTANCES_LOST or name not in str(before.get("message")):
+                said = f"instance {name} is on lost node {node} ({obs.lost_nodes.get(node)})"
+                said += f"; it serves lease {lease}: kept until the lease ends"
+                actions.append(RecordEvent(NODE_LOST, said, warning=True))
     if obs.failure is not None:
         # One Warning per distinct failure: the transition Event carries the first one.
         if before.get("status") == "True" and before.get("message") != degraded[1]:
@@ -90,6 +106,20 @@ def notes(
     ):
         actions.append(RecordEvent(BACK_OFF, degraded[1], warning=True))
     return Notes(Steps(tuple(actions), tuple(waits)), scale, ceiling, degraded)
+
+
+def _lost(obs: Observation, counted: Census) -> str:
+    """The Degraded message of instances on lost nodes, "" when there are none."""
+    idle, stranded = counted.members[Bucket.LOST], counted.stranded
+    if not idle and not stranded:
+        return ""
+    nodes = sorted({counted.node_of(e) for e in idle} | {node for _, node, _ in stranded})
+    said = f"{len(idle) + len(stranded)} instance(s) on lost node(s) {', '.join(nodes)}"
+    if idle:
+        said += f"; {len(idle)} idle, replaced"
+    for name, node, lease in stranded:
+        said += f"; {name} on {node} serves lease {lease}, kept until the lease ends"
+    return said
 
 
 def _step_failure(obs: Observation) -> tuple[str, str] | None:

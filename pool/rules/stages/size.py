@@ -18,7 +18,8 @@ pool's boot time (`pool.rules.stages.demand`), and a pool with `warm-buffer: aut
 keeps the buffer its demand asks for, never below minAvailableReplicas, as W. The
 ceiling counts every owned object, draining and terminating included, and the creates
 the cache has not shown yet, but for the standby Exporter (`pool.rules.stages.standby`),
-which is no instance. No I/O.
+which is no instance, and the instances lost with their node, which never come back: a
+lost instance never holds its own replacement back. No I/O.
 """
 
 from __future__ import annotations
@@ -68,6 +69,6 @@ def size(obs: Observation, counted: Census, asked: Demand) -> Size:
     wanted = max(pool.min_replicas, count[Bucket.BUSY] + warm + pending)
     desired = min(wanted, ceiling) if ceiling else wanted
     capacity = count[Bucket.BUSY] + count[Bucket.AVAILABLE] + count[Bucket.PROVISIONING]
-    owned = len(obs.exporters) - count[Bucket.STANDBY] + len(counted.expected)
+    owned = len(obs.exporters) - count[Bucket.STANDBY] - count[Bucket.LOST] + len(counted.expected)
     why = sized.reason() if sized is not None else ""
     return Size(pending, warm, wffc, ceiling, wanted, desired, capacity, owned, why)

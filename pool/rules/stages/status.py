@@ -14,13 +14,14 @@ names it instead:
   online; `exportersDisabled`: `spec.enabled == false`;
 - `pods*`: the set's Pods by phase, Succeeded counted with Unknown as the document says;
   but a Pod of a failed instance (`pool.rules.backoff.failed`) counts in `podsFailed`
-  whatever its phase, and a Running Pod whose exporter exited in `podsUnknown`;
-  `readyReplicas` leaves out instances whose Pods have all ended.
+  whatever its phase, and a Running Pod whose exporter exited, or one on a lost node
+  (`pool.model.nodes`: what it runs is unknown), in `podsUnknown`; `readyReplicas`
+  leaves out instances whose Pods have all ended or are all on lost nodes.
 
 Conditions: Available (the warm buffer met), Progressing (scaling, booting, recycling,
-waiting for credentials or a cooldown), Degraded (a problem, failing instances) and
-ScalingLimited (the ceiling, or a problem that stops scaling); the README's table
-"Condition reasons" says when each reason is set. No I/O.
+waiting for credentials or a cooldown), Degraded (a problem, failing instances,
+instances on lost nodes) and ScalingLimited (the ceiling, or a problem that stops
+scaling); the README's table "Condition reasons" says when each reason is set. No I/O.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from pool.model.reasons import (
 from pool.model.status import ConditionSpec, Counters, build_status
 from pool.model.views import ExporterView, Observation
 from pool.rules.backoff import failed
-from pool.rules.buckets import Bucket, is_leased, is_ready, pods_finished
+from pool.rules.buckets import Bucket, is_leased, is_ready, pods_finished, pods_lost
 from pool.rules.stages.census import Census
 from pool.rules.stages.notes import Notes
 from pool.rules.stages.size import Size
@@ -100,7 +101,9 @@ def _counters(obs: Observation, counted: Census) -> Counters:
     phases: dict[str, int] = defaultdict(int)
     for pod in obs.pods:
         owner = by_identity.get(pod.owner)
-        if pod.going and pod.phase == "Failed":
+        if pod.node in obs.lost_nodes and not pod.done:
+            phases["Unknown"] += 1  # on a lost node: what it runs, if anything, is unknown
+        elif pod.going and pod.phase == "Failed":
             phases["Unknown"] += 1  # ended because it was deleted: it did not fail
         elif pod.phase == "Failed" or (owner is not None and failed(owner, pod)):
             phases["Failed"] += 1
@@ -110,7 +113,8 @@ def _counters(obs: Observation, counted: Census) -> Counters:
             phases[pod.phase] += 1
 
     def ready(e: ExporterView) -> bool:
-        return is_ready(e) and not pods_finished(tuple(pods_of.get(e.identity, ())))
+        pods = tuple(pods_of.get(e.identity, ()))
+        return is_ready(e) and not pods_finished(pods) and not pods_lost(pods, obs.lost_nodes)
 
     return Counters(
         replicas=len(exporters),

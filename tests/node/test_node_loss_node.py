@@ -1,6 +1,7 @@
 """A node dies and the pool heals, on the two-node tier (`NODE_COUNT = 2`).
 
-A pool of four (warm buffer 2, maxReplicas 4) runs `jmp run` on both nodes, under the
+A pool of four (warm buffer 2, maxReplicas 4) runs `jmp run` on both nodes (two on each,
+placed by cordoning one node while the other fills), under the
 cluster-wide reconciler (the install that reads Nodes: docs/concepts.md "Lost nodes") and
 Jumpstarter's released controller; one instance on the second node is leased with the
 released client. The second node is killed as a crash kills a machine
@@ -65,8 +66,18 @@ def test_a_killed_node_s_share_is_replaced_on_the_live_node_and_its_leased_one_k
 ) -> None:
     cluster = pool.cluster
     first, second = cluster.node_names
-    pool.apply(minReplicas=4, minAvailableReplicas=2, maxReplicas=4)
-    pool.wait("four instances Registered", lambda: len(pool.registered()) == 4, timeout=240)
+    # Two instances on each node, whatever the scheduler's scores: each half fills while
+    # the other node is cordoned.
+    for half, (open_, closed) in enumerate(((second, first), (first, second)), start=1):
+        cluster.kubectl("uncordon", open_)
+        cluster.kubectl("cordon", closed)
+        pool.apply(minReplicas=2 * half, minAvailableReplicas=2, maxReplicas=4)
+        pool.wait(
+            f"{2 * half} instances Registered",
+            lambda want=2 * half: len(pool.registered()) == want,
+            timeout=240,
+        )
+    cluster.kubectl("uncordon", second)
     pool.wait_warm(4, timeout=120)
     placed = _node_of(pool)
     assert set(placed.values()) == {first, second}, placed  # both nodes run instances

@@ -27,6 +27,12 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# A worker that has used Jumpstarter's client in process (grpcio) later forks to start the
+# node's processes (a pre-exec function forces fork): gRPC's fork handlers then ran in the
+# child, and one kubelet start aborted (SIGABRT, "Epoll1Poller ... epoll_wait error: Bad
+# file descriptor" in its log). No test needs gRPC across a fork.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from xdist.scheduler import LoadScopeScheduling
 
 from tests import records

@@ -70,10 +70,10 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 
-# Parallel workers of `make test` (pytest-xdist): the node tier is two units of work (two
-# streams on one cluster), every other test module one each (tests/conftest.py); the tests
-# mostly wait, so more workers than cores pay (docs/measurements.md).
-TEST_WORKERS ?= 5
+# Parallel workers of `make test` (pytest-xdist): the node tier is one unit of work, every
+# other test module one each (tests/conftest.py); the tests mostly wait, so more workers
+# than cores pay (docs/measurements.md).
+TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests.
 test: $(STAMP) control-plane jumpstarter

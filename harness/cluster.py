@@ -11,15 +11,12 @@ made to the machine. Needs root and Debian's container packages (docs/developmen
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from harness.controlplane import REPO_ROOT, ControlPlaneError, binary_dir
 from harness.entry import run_job
@@ -45,18 +42,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="SECONDS",
         help="wait this long for another node cluster on this machine to stop (default: none)",
-    )
-    parser.add_argument(
-        "--state-file",
-        type=Path,
-        help="once ready, write there what another process needs to use the cluster "
-        "(harness.node.attached_cluster); once stopped, its stop times to FILE.stopped",
-    )
-    parser.add_argument(
-        "--while-pid",
-        type=int,
-        metavar="PID",
-        help="stop when process PID is gone (the test run the cluster serves)",
     )
     parser.add_argument(
         "--nodes",
@@ -108,42 +93,21 @@ def usage(cluster: NodeCluster) -> str:
     )
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Written whole or not at all: a reader polls for the file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
     def interrupt(signum: int, _frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # once: the teardown runs to its end
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupt)
-    cluster: NodeCluster | None = None
     try:
         with running_node_cluster(args.workdir, wait=args.wait, nodes=args.nodes) as cluster:
             print(usage(cluster), flush=True)
-            if args.state_file:
-                _write_json(args.state_file, cluster.describe())
             try:
-                while _alive(args.while_pid):
+                while True:
                     time.sleep(1.0)
                     cluster.plane.check_alive()
             except KeyboardInterrupt:
-                pass
-            print("stopping", flush=True)
+                print("stopping", flush=True)
         stops = {
             k.removeprefix("stop "): v for k, v in cluster.timings.items() if k.startswith("stop ")
         }
@@ -160,9 +124,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, previous)
-        if args.state_file:  # after the machine's lock is released
-            timings = cluster.timings if cluster is not None else {}
-            _write_json(args.state_file.with_name(args.state_file.name + ".stopped"), timings)
     return 0
 
 

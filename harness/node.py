@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
-import fcntl
 import functools
 import ipaddress
 import json
@@ -82,7 +81,6 @@ __all__ = [
     "NODE_NAME",
     "NodeCluster",
     "NodeError",
-    "attached_cluster",
     "running_node_cluster",
 ]
 
@@ -148,8 +146,6 @@ class NodeCluster:
     images: dict[str, str] = field(default_factory=dict)  # "pause", "busybox" -> name
     _ports: dict[str, int] = field(default_factory=dict)
     _stopped: bool = False
-    # another process runs it (`attached_cluster`): this one uses it, never stops it
-    attached: bool = False
     # every (archive, name) imported: a node that comes back gets those it missed
     _archives: list[tuple[Path, str | None]] = field(default_factory=list)
 
@@ -267,10 +263,7 @@ class NodeCluster:
         Never. A node that is down gets it when it comes back."""
         if (archive, name) not in self._archives:
             self._archives.append((archive, name))
-        # One import at a time, whichever process asks: two `ctr import`s of the same
-        # content race for its ingest locks.
-        with self.exclusive("images"):
-            names = {node.import_image(archive, name) for node in self.nodes if node.up}
+        names = {node.import_image(archive, name) for node in self.nodes if node.up}
         (imported,) = names
         return imported
 
@@ -419,23 +412,6 @@ class NodeCluster:
     def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return self.plane.kubectl(*args, **kwargs)
 
-    @contextlib.contextmanager
-    def exclusive(self, what: str) -> Iterator[None]:
-        """Hold the cluster's lock named `what`, across the processes that use it."""
-        with (self.workdir / f"{what}.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
-            yield
-
-    def describe(self) -> dict[str, Any]:
-        """What another process needs to use this cluster (`attached_cluster`)."""
-        return {
-            "workdir": str(self.workdir),
-            "port": self.plane.port,
-            "token": self.plane.token,
-            "nodes": len(self.nodes),
-            "images": self.images,
-        }
-
     # -- a node lost and back ---------------------------------------------------------
 
     def kill_node(self, name: str) -> float:
@@ -443,7 +419,6 @@ class NodeCluster:
         containerd, shims and Pods' processes SIGKILLed, the node cut off. Its Node object
         stays, as after a real crash. Returns the time of the kill (`time.time()`)."""
         node = self.node(name)
-        self._require_owner("kill a node")
         if node is self.nodes[0]:
             raise NodeError("node cluster: the first node's IP carries the control plane")
         if not node.up:
@@ -456,15 +431,10 @@ class NodeCluster:
         """Bring a killed node back over its old state (`Node.start_again`) and wait until
         its Node is Ready again."""
         node = self.node(name)
-        self._require_owner("return a node")
         if node.up:
             raise NodeError(f"node cluster: node {name} is not down")
         node.start_again(self._wait_briefly, self._archives)
         self._wait(f"node {name} back", functools.partial(self._is_ready, name))
-
-    def _require_owner(self, what: str) -> None:
-        if self.attached:
-            raise NodeError(f"node cluster: only the process that runs it can {what}")
 
     # -- stop -------------------------------------------------------------------------
 
@@ -527,34 +497,6 @@ class NodeCluster:
             "delete", "pods", "--all-namespaces", *how,
             "--wait=true", "--timeout=60s", timeout=90,
         )  # fmt: skip
-
-
-def attached_cluster(described: dict[str, Any]) -> NodeCluster:
-    """The cluster another process runs (`NodeCluster.describe`), for this one to use
-    (kubectl, images, namespaces); stopping it, killing or returning its nodes stays with
-    that process."""
-    root = Path(described["workdir"])
-    ca = root / "pki" / "ca.crt"
-    plane = ControlPlane(
-        workdir=root,
-        port=int(described["port"]),
-        token=str(described["token"]),
-        binaries=require_binaries((*BINARIES, *NODE_BINARIES)),
-        address=NETWORK.node_ip,
-        ca_path=ca,
-    )
-    nodes = [
-        Node(network, plane, root, ca, up=True) for network in NETWORK.nodes(described["nodes"])
-    ]
-    return NodeCluster(
-        workdir=root,
-        plane=plane,
-        ledger=Ledger(root),
-        nodes=nodes,
-        images=dict(described["images"]),
-        _stopped=True,
-        attached=True,
-    )
 
 
 @contextlib.contextmanager

@@ -5,8 +5,8 @@ examples, while every local run still explores new ones (and a failure found the
 kept as an explicit `@example`).
 
 Parallel workers (`make test`: pytest-xdist, `--dist loadscope`): each test module is one
-unit of work, so its module-scoped fixtures start once, and the node tier is two, which
-share the machine's one node cluster (tests/node/conftest.py); `pytest_xdist_make_scheduler`
+unit of work, so its module-scoped fixtures start once, and the whole node tier is one (it
+holds the machine's one node cluster, tests/node/conftest.py); `pytest_xdist_make_scheduler`
 below groups them. Modules are handed out longest tier first: node, chaos, e2e, image,
 unit. Each loopback module starts its own control plane or takes a fresh namespace with its
 own Jumpstarter controller, so no result depends on which worker ran what, or in which order.
@@ -59,27 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
         records.start()
 
 
-# The node tier in two streams, each a worker's, side by side on the cluster they share
-# (tests/node/conftest.py); the modules that need the machine to themselves run after it
-# stopped, in the second stream. The first stream holds about as much of the shared work
-# as the second (docs/measurements.md), and the guests' CPU requests are split so that
-# both streams' fit on the node's two CPUs at once.
-_FIRST_NODE_STREAM = frozenset(
-    {
-        "test_pools_node.py",
-        "test_first_consumer_node.py",
-        "test_rollout_node.py",
-        "test_cluster.py",
-    }
-)
-
-
 def _unit_of_work(nodeid: str) -> str:
-    """The scope a worker runs whole: each stream of the node tier, every other module."""
+    """The scope a worker runs whole: the node tier as one, every other module as one."""
     module = nodeid.split("::", 1)[0]
-    if _part(module) != "node":
-        return module
-    return "node-1" if Path(module).name in _FIRST_NODE_STREAM else "node-2"
+    return "node" if _part(module) == "node" else module
 
 
 class _ByModule(LoadScopeScheduling):

@@ -8,9 +8,8 @@ took is printed at the end of the run.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import secrets
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,80 +23,62 @@ from harness.guest import build_marker_guest
 from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, running_node_cluster
-from harness.nodeshare import SharedNodeCluster
 from tests.node.pool_support import node_jumpstarters
 from tests.node.support import LOCK_WAIT_S, NODE_COUNT, OWN_NODE_CLUSTER, record_timings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
     for item in items:
-        if _in_tier(item):
+        if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.node)
 
 
-def _in_tier(item: pytest.Item) -> bool:
-    return Path(__file__).parent in Path(str(item.fspath)).parents
+class SharedCluster:
+    """The node cluster the tier's modules share (its start and stop, and the images
+    imported into it, paid once), started on first use and stopped at the session's end,
+    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`)."""
 
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self.cluster: NodeCluster | None = None
 
-def _shares(module: Any) -> bool:
-    """A module runs on the shared cluster unless it needs the machine to itself."""
-    return module is not None and not getattr(module, OWN_NODE_CLUSTER, False)
+    def get(self) -> NodeCluster:
+        if self.cluster is None:
+            self._stack = contextlib.ExitStack()
+            self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
+        return self.cluster
 
-
-_SHARED = pytest.StashKey[SharedNodeCluster]()
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The modules of this run that share one cluster (every process of the run collects
-    the same ones), and the folder where the run's processes meet to share it."""
-    in_tier = (getattr(item, "module", None) for item in session.items if _in_tier(item))
-    modules = {module.__name__ for module in in_tier if _shares(module)}
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{os.getpid()}-{secrets.token_hex(4)}"
-    # Under xdist the workers' parent is the run; the keeper stops when it is gone.
-    owner = os.getppid() if "PYTEST_XDIST_WORKER" in os.environ else os.getpid()
-    folder = Path(tempfile.gettempdir()) / f"vt-node-share-{run}"
-    session.config.stash[_SHARED] = SharedNodeCluster(folder, modules, owner, LOCK_WAIT_S)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """After a shared module's last test (its fixtures torn down), tell the shared cluster
-    it is done with it; the last module's process stops it, and records its times."""
-    try:
-        return (yield)
-    finally:
-        module = getattr(item, "module", None)
-        shared = item.config.stash.get(_SHARED, None)
-        last = nextitem is None or getattr(nextitem, "module", None) is not module
-        if last and shared is not None and module is not None and _shares(module):
-            timings = shared.done(module.__name__)
-            if timings is not None:
-                record_timings("the modules sharing one cluster", timings)
+    def stop(self) -> None:
+        if self._stack is not None and self.cluster is not None:
+            self._stack.close()
+            record_timings("the modules sharing one cluster", self.cluster)
+        self._stack, self.cluster = None, None
 
 
 @pytest.fixture(scope="session")
-def shared_node_cluster(request: pytest.FixtureRequest) -> SharedNodeCluster:
-    """The cluster the tier's modules share, across the run's processes
-    (`harness.nodeshare`): `.stopped()` waits until it has stopped."""
-    return request.config.stash[_SHARED]
+def shared_node_cluster() -> Iterator[SharedCluster]:
+    shared = SharedCluster()
+    yield shared
+    shared.stop()
 
 
 @pytest.fixture(scope="module")
 def node_cluster(
-    request: pytest.FixtureRequest, shared_node_cluster: SharedNodeCluster
+    request: pytest.FixtureRequest, shared_node_cluster: SharedCluster
 ) -> Iterator[NodeCluster]:
-    """The shared cluster; a module that sets OWN_NODE_CLUSTER (one that drains the node,
-    uninstalls CRDs or kills a node) gets one of its own, once the shared one has stopped
-    (one cluster runs on a machine at a time), of NODE_COUNT nodes if it says. Those
-    modules come last in the tier (tests/conftest.py)."""
-    if _shares(request.module):
+    """The shared cluster; a module that sets OWN_NODE_CLUSTER (one that drains the node or
+    uninstalls CRDs) gets one of its own, after the shared one stopped (one cluster runs
+    on a machine at a time), of NODE_COUNT nodes if it says. Those modules come last in
+    the tier (tests/conftest.py)."""
+    if not getattr(request.module, OWN_NODE_CLUSTER, False):
         yield shared_node_cluster.get()
         return
-    shared_node_cluster.stopped()
+    shared_node_cluster.stop()
     nodes = getattr(request.module, NODE_COUNT, 1)
     with running_node_cluster(wait=LOCK_WAIT_S, nodes=nodes) as cluster:
         yield cluster
-    record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster.timings)
+    record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
 
 
 @pytest.fixture
@@ -123,8 +104,7 @@ def instance_archives() -> Mapping[str, Path]:
 def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) -> None:
     """The QEMU exporter image imported into this module's node, and the product's CRDs
     installed beside Jumpstarter's release CRDs."""
-    with node_cluster.exclusive("crds"):  # one apply at a time, whichever process asks
-        node_cluster.plane.install_crds(jumpstarter_crds())
+    node_cluster.plane.install_crds(jumpstarter_crds())
     started = time.monotonic()
     for name, archive in instance_archives.items():
         node_cluster.import_image(archive, name)

@@ -461,36 +461,6 @@ def fresh_pool(
             )
 
 
-def uid_of(obj: Obj) -> str:
-    return str(obj["metadata"]["uid"])
-
-
-def owner_uid(obj: Obj) -> str:
-    refs = obj["metadata"].get("ownerReferences") or []
-    return next((str(r["uid"]) for r in refs if r.get("controller")), "")
-
-
-def owned_secrets(pool: Pool, exporter_uid: str) -> dict[str, Obj]:
-    return {n: s for n, s in pool.secrets().items() if owner_uid(s) == exporter_uid}
-
-
-def assert_tidy(pool: Pool, instances: int) -> None:
-    """No duplicates and no orphans: `instances` Exporters, each with exactly one live Pod
-    and its two Secrets, and nothing in the namespace owned by an Exporter that is gone."""
-    exporters = {uid_of(e): e for e in pool.exporters()}
-    assert len(exporters) == instances, sorted(e["metadata"]["name"] for e in exporters.values())
-    live_pods = [p for p in pool.pods() if not p["metadata"].get("deletionTimestamp")]
-    owners = [owner_uid(p) for p in live_pods]
-    assert sorted(owners) == sorted(exporters), f"Pods owned by {owners}, Exporters {exporters}"
-    for secret in pool.secrets().values():
-        refs = secret["metadata"].get("ownerReferences") or []
-        if any(r["kind"] == "Exporter" for r in refs):
-            assert owner_uid(secret) in exporters, f"orphan Secret {secret['metadata']['name']}"
-    for uid, exporter in exporters.items():
-        name = exporter["metadata"]["name"]
-        assert set(owned_secrets(pool, uid)) == set(pool.instance_secrets(name))
-
-
 def container_pid(pod: Obj, container: str) -> int:
     """The host pid of `container`'s first process in `pod`, found through its cgroup
     (the kubelet's cgroupfs layout names the Pod's uid and the container's id)."""

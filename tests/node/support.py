@@ -11,9 +11,8 @@ from harness.node import NodeCluster
 from tests import records
 from tests.kubeget import get_json
 
-# One node cluster runs on a machine at a time; a test waits this long for another's
-# (the shared cluster runs the other modules first: many minutes).
-LOCK_WAIT_S = 1800.0
+# One node cluster runs on a machine at a time; a test waits this long for another's.
+LOCK_WAIT_S = 240.0
 # A module that sets this attribute True runs on a cluster of its own, or none (it starts
 # its own), after the cluster the other modules share has stopped.
 OWN_NODE_CLUSTER = "OWN_NODE_CLUSTER"
@@ -24,11 +23,11 @@ TIMINGS: list[tuple[str, dict[str, float]]] = []
 FIGURES: list[str] = []
 
 
-def record_timings(who: str, timings: dict[str, float]) -> None:
-    """Keep a cluster's start and stop times (`NodeCluster.timings`) for the summary at the
-    end of the run (once it has stopped: its timings are complete then)."""
-    TIMINGS.append((who, timings))
-    records.record("cluster", who=who, timings=timings)
+def record_timings(who: str, cluster: NodeCluster) -> None:
+    """Keep a cluster's start and stop times for the summary at the end of the run (once
+    it has stopped: its `timings` are complete then)."""
+    TIMINGS.append((who, cluster.timings))
+    records.record("cluster", who=who, timings=cluster.timings)
 
 
 def record_figure(line: str) -> None:

@@ -12,19 +12,12 @@ Degraded InstancesLost). Once the lease ends the leased one goes too. The node c
 the old Pods are cleaned away, none registers again, and nothing is duplicated. The
 figures (the kill to Ready Unknown, to the replacement Registered, to the pool whole) are
 recorded, never asserted.
-
-Then a node that stays: the first node's kubelet and containerd are restarted under a pool
-of two, which comes back to its warm buffer without a duplicate. It runs on this module's
-cluster (the second node cordoned) because the processes it restarts must be this
-process's, and because the other modules of the tier share their cluster side by side.
 """
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +26,7 @@ import pytest
 from harness.jumpstarter import JumpstarterSupply
 from pool.model.reasons import INSTANCES_LOST, NODE_LOST
 from tests.kubeget import get_json
-from tests.node.pool_support import Pool, assert_tidy, fresh_pool, uid_of
+from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import record_figure
 
 OWN_NODE_CLUSTER = True
@@ -45,7 +38,6 @@ LEASE = "lease-on-lost-node"
 # Ready goes Unknown --node-monitor-grace-period (50 s) after the last heartbeat; a
 # replacement then boots in seconds. Generous bounds, not targets.
 LOST_WITHIN_S = 180.0
-WARM = 2
 
 
 @pytest.fixture
@@ -161,59 +153,3 @@ def test_a_killed_node_s_share_is_replaced_on_the_live_node_and_its_leased_one_k
     # Their Exporters are gone, so no exporter of theirs can register again.
     names = {e["metadata"]["name"] for e in pool.exporters()}
     assert not names & gone and len(names) == 4
-
-
-# -- a node's kubelet and containerd restarted (the node stays) -------------------------
-
-
-def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
-    """The kubelet renewed its node Lease after `moment`: it is back and talking."""
-    lease = get_json(cluster, "lease", "-n", "kube-node-lease", cluster.node_name)
-    renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
-    return renewed > moment
-
-
-def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
-    pool: Pool, node_cluster: Any
-) -> None:
-    """The first node's kubelet, then its containerd, restarted under a running pool (all
-    of it on that node: the second is cordoned)."""
-    second = node_cluster.node_names[1]
-    node_cluster.kubectl("cordon", second)
-    try:
-        _restart_under_a_pool(pool, node_cluster)
-    finally:
-        node_cluster.kubectl("uncordon", second)
-
-
-def _restart_under_a_pool(pool: Pool, node_cluster: Any) -> None:
-    pool.apply(minAvailableReplicas=WARM)
-    pool.wait_warm(WARM)
-    for component in ("kubelet", "containerd"):
-        pods_before = {uid_of(p) for p in pool.running()}
-        restarted, started = datetime.now(UTC), time.monotonic()
-        # Stopped as a service manager stops it (SIGTERM), then started with the same
-        # arguments and state; the containers and their shims run on meanwhile.
-        node_cluster.plane.kill(component, signal.SIGTERM)
-        node_cluster.plane.restart(component)
-        pool.wait(
-            f"the kubelet talking to the apiserver after the {component} restart",
-            lambda at=restarted: _node_lease_renewed_after(node_cluster, at),
-        )
-        pool.wait(
-            "the node Ready",
-            lambda: any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in get_json(node_cluster, "node", node_cluster.node_name)["status"][
-                    "conditions"
-                ]
-            ),
-        )
-        pool.wait_warm(WARM, timeout=180)
-        kept = pods_before & {uid_of(p) for p in pool.running()}
-        print(
-            f"\n{component} restart: warm buffer of {WARM} full again "
-            f"{time.monotonic() - started:.1f} s after the stop; Pods kept {len(kept)} of "
-            f"{len(pods_before)}\n{pool.table()}"
-        )
-        assert_tidy(pool, WARM)

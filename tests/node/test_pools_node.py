@@ -22,6 +22,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,9 @@ from tests.exporters import DRIVERS as DRIVERS_OK
 from tests.node.guest_support import monotonic, run_client
 from tests.node.pool_support import (
     Pool,
-    assert_tidy,
     fresh_pool,
     kill_container,
-    owned_secrets,
-    owner_uid,
     running_pool,
-    uid_of,
 )
 from tests.node.support import record_figure
 
@@ -80,7 +77,8 @@ def broken_pools(
 ) -> Iterator[dict[int, Pool]]:
     """Pools whose exporters can never start (by their slots, `BROKEN_SHAPES`), applied
     with the first pool test and left running beside the others: their two-minute window
-    costs the tier no time of its own. Checked (and fixed) by the broken-pool tests."""
+    costs the tier no time of its own. Checked (and fixed) by the broken-pool tests,
+    which come before the node restarts."""
     with contextlib.ExitStack() as stack:
         pools = {}
         for slots, shape in BROKEN_SHAPES.items():
@@ -116,12 +114,42 @@ def pool(
 # -- helpers ----------------------------------------------------------------------------
 
 
+def _uid(obj: Obj) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+def _owner_uid(obj: Obj) -> str:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return next((str(r["uid"]) for r in refs if r.get("controller")), "")
+
+
 def _by_name(objects: list[Obj]) -> dict[str, Obj]:
     return {o["metadata"]["name"]: o for o in objects}
 
 
+def _owned_secrets(pool: Pool, exporter_uid: str) -> dict[str, Obj]:
+    return {n: s for n, s in pool.secrets().items() if _owner_uid(s) == exporter_uid}
+
+
+def assert_tidy(pool: Pool, instances: int) -> None:
+    """No duplicates and no orphans: `instances` Exporters, each with exactly one live Pod
+    and its two Secrets, and nothing in the namespace owned by an Exporter that is gone."""
+    exporters = {_uid(e): e for e in pool.exporters()}
+    assert len(exporters) == instances, sorted(e["metadata"]["name"] for e in exporters.values())
+    live_pods = [p for p in pool.pods() if not p["metadata"].get("deletionTimestamp")]
+    owners = [_owner_uid(p) for p in live_pods]
+    assert sorted(owners) == sorted(exporters), f"Pods owned by {owners}, Exporters {exporters}"
+    for secret in pool.secrets().values():
+        refs = secret["metadata"].get("ownerReferences") or []
+        if any(r["kind"] == "Exporter" for r in refs):
+            assert _owner_uid(secret) in exporters, f"orphan Secret {secret['metadata']['name']}"
+    for uid, exporter in exporters.items():
+        name = exporter["metadata"]["name"]
+        assert set(_owned_secrets(pool, uid)) == set(pool.instance_secrets(name))
+
+
 def _running_pod_of(pool: Pool, exporter_uid: str) -> Obj | None:
-    return next((p for p in pool.running() if owner_uid(p) == exporter_uid), None)
+    return next((p for p in pool.running() if _owner_uid(p) == exporter_uid), None)
 
 
 def _secret_text(pool: Pool, name: str, key: str) -> str:
@@ -129,7 +157,7 @@ def _secret_text(pool: Pool, name: str, key: str) -> str:
 
 
 def _new_exporters(pool: Pool, before: set[str]) -> list[Obj]:
-    return [e for e in pool.exporters() if uid_of(e) not in before]
+    return [e for e in pool.exporters() if _uid(e) not in before]
 
 
 # -- a pool that fills, in a namespace enforcing the instance Pods' Pod Security level ---
@@ -213,7 +241,7 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
     config = pool.jumpstarter.client_config("tester")
     for turn in (1, 2):
         (instance,) = pool.exporters()  # the pool's ceiling is one instance
-        name, uid = instance["metadata"]["name"], uid_of(instance)
+        name, uid = instance["metadata"]["name"], _uid(instance)
         pod = get_json(pool.cluster, "pod", name, "-n", pool.namespace)
         (container,) = pod["spec"]["containers"]  # QEMU runs in the exporter's container
         disk = {"ephemeral-storage": "11Gi"}  # the default guest disk's emptyDir (10Gi, 10%)
@@ -234,14 +262,14 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_boots_the_s
             assert lease["status"]["exporterRef"]["name"] == name
 
         def successor(old: str = uid) -> Obj | None:
-            found = [e for e in pool.exporters() if uid_of(e) != old]
-            gone = not any(uid_of(e) == old for e in pool.exporters())
-            return found[0] if found and gone and _online_since(pool, uid_of(found[0])) else None
+            found = [e for e in pool.exporters() if _uid(e) != old]
+            gone = not any(_uid(e) == old for e in pool.exporters())
+            return found[0] if found and gone and _online_since(pool, _uid(found[0])) else None
 
         new = pool.wait("the successor Online", successor, timeout=180)
-        online = _online_since(pool, uid_of(new))
+        online = _online_since(pool, _uid(new))
         assert online is not None
-        assert uid_of(new) not in pool.history.deleted(pool.history.exporters)
+        assert _uid(new) not in pool.history.deleted(pool.history.exporters)
         boots = ", ".join(
             f"{run.at('marker', n) - run.at('power on', n):.1f} s" for n in range(BOOTS)
         )
@@ -281,33 +309,33 @@ def test_exit_and_replace_with_real_termination(pool: Pool) -> None:
     before = _by_name(pool.exporters())
     old_name = sorted(before)[0]
     old = before[old_name]
-    old_secrets = owned_secrets(pool, uid_of(old))
+    old_secrets = _owned_secrets(pool, _uid(old))
     assert set(old_secrets) == set(pool.instance_secrets(old_name))
     _lease(pool, old_name, "lease-1")
     released = pool.release("lease-1")
 
     def replacement() -> Obj | None:
-        new = _new_exporters(pool, {uid_of(e) for e in before.values()})
-        return new[0] if new and _running_pod_of(pool, uid_of(new[0])) else None
+        new = _new_exporters(pool, {_uid(e) for e in before.values()})
+        return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
 
     new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
     running_after = time.monotonic() - released
-    old_pod_left = any(owner_uid(p) == uid_of(old) for p in pool.pods())
+    old_pod_left = any(_owner_uid(p) == _uid(old) for p in pool.pods())
     print(
         f"\nrelease -> replacement {new['metadata']['name']} Pod Running: {running_after:.1f} s"
         f" (the old Pod {'still terminating' if old_pod_left else 'already gone'} then)"
     )
     # The garbage collector removes the old instance's config and credential Secrets...
-    pool.wait("the old instance's Secrets gone", lambda: not owned_secrets(pool, uid_of(old)))
-    pool.wait("the old Pod gone", lambda: not any(owner_uid(p) == uid_of(old) for p in pool.pods()))
+    pool.wait("the old instance's Secrets gone", lambda: not _owned_secrets(pool, _uid(old)))
+    pool.wait("the old Pod gone", lambda: not any(_owner_uid(p) == _uid(old) for p in pool.pods()))
     pool.wait_warm(2)
     # ...and none of the new one's; the replacement was never removed, and it is the only
     # Exporter created since the release.
     new_name = new["metadata"]["name"]
-    assert set(owned_secrets(pool, uid_of(new))) == set(pool.instance_secrets(new_name))
+    assert set(_owned_secrets(pool, _uid(new))) == set(pool.instance_secrets(new_name))
     created = pool.history.created(pool.history.exporters, after=released)
-    assert list(created) == [uid_of(new)], [e.name for e in created.values()]
-    assert uid_of(new) not in pool.history.deleted(pool.history.exporters)
+    assert list(created) == [_uid(new)], [e.name for e in created.values()]
+    assert _uid(new) not in pool.history.deleted(pool.history.exporters)
     assert_tidy(pool, 2)
 
 
@@ -328,16 +356,16 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     pool.wait_warm(2)
     before = _by_name(pool.exporters())
     old_name = sorted(before)[0]
-    old_uid = uid_of(before[old_name])
-    old_pod = next(p for p in pool.pods() if owner_uid(p) == old_uid)
+    old_uid = _uid(before[old_name])
+    old_pod = next(p for p in pool.pods() if _owner_uid(p) == old_uid)
     _set_finalizers(pool, old_pod["metadata"]["name"], [HOLD])
     try:
         _lease(pool, old_name, "lease-1")
         released = pool.release("lease-1")
 
         def replacement() -> Obj | None:
-            new = _new_exporters(pool, set(map(uid_of, before.values())))
-            return new[0] if new and _running_pod_of(pool, uid_of(new[0])) else None
+            new = _new_exporters(pool, set(map(_uid, before.values())))
+            return new[0] if new and _running_pod_of(pool, _uid(new[0])) else None
 
         new = pool.wait("the replacement's Pod Running", replacement, timeout=120)
         print(f"\nrelease -> replacement Pod Running: {time.monotonic() - released:.1f} s")
@@ -347,7 +375,7 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
             return held if held["metadata"].get("deletionTimestamp") else None
 
         held = pool.wait("the old Pod being deleted", old_pod_deleting, timeout=60)
-        assert held["metadata"]["uid"] == uid_of(old_pod)
+        assert held["metadata"]["uid"] == _uid(old_pod)
         # A few passes with the finished old Pod still there (its phase is settled).
         pool.wait(
             "the old Pod's containers stopped",
@@ -359,31 +387,29 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
         time.sleep(3)
     finally:
         _set_finalizers(pool, old_pod["metadata"]["name"], None)
-    pool.wait(
-        "the old Pod gone", lambda: not any(uid_of(p) == uid_of(old_pod) for p in pool.pods())
-    )
+    pool.wait("the old Pod gone", lambda: not any(_uid(p) == _uid(old_pod) for p in pool.pods()))
     pool.wait_warm(2)
-    assert uid_of(new) not in pool.history.deleted(pool.history.exporters)
+    assert _uid(new) not in pool.history.deleted(pool.history.exporters)
     created = pool.history.created(pool.history.exporters, after=released)
-    assert list(created) == [uid_of(new)], [e.name for e in created.values()]
+    assert list(created) == [_uid(new)], [e.name for e in created.values()]
     assert_tidy(pool, 2)
 
 
 def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> None:
     pool.apply(minReplicas=3, scaleDownCooldown="5s")
     pool.wait_warm(3)
-    exporters = {uid_of(e): e for e in pool.exporters()}
-    pods = {owner_uid(p): p for p in pool.pods()}
-    owned = {uid: owned_secrets(pool, uid) for uid in exporters}
+    exporters = {_uid(e): e for e in pool.exporters()}
+    pods = {_owner_uid(p): p for p in pool.pods()}
+    owned = {uid: _owned_secrets(pool, uid) for uid in exporters}
     changed = time.monotonic()
     pool.patch_set({"spec": {"minReplicas": 1}})
     pool.wait("one instance left", lambda: len(pool.exporters()) == 1, timeout=60)
     (kept,) = pool.exporters()
-    removed = set(exporters) - {uid_of(kept)}
+    removed = set(exporters) - {_uid(kept)}
     pool.wait(
         "the removed instances' Pods and Secrets gone",
-        lambda: not any(owner_uid(p) in removed for p in pool.pods())
-        and not any(owned_secrets(pool, uid) for uid in removed),
+        lambda: not any(_owner_uid(p) in removed for p in pool.pods())
+        and not any(_owned_secrets(pool, uid) for uid in removed),
         timeout=60,
     )
     gone = time.monotonic() - changed
@@ -395,10 +421,10 @@ def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> N
     )
     assert first_removal >= 4.0, "an instance went before the cooldown had passed"
     # Nothing of the remaining instance was touched.
-    kept_uid = uid_of(kept)
-    pod = next(p for p in pool.pods() if owner_uid(p) == kept_uid)
-    assert uid_of(pod) == uid_of(pods[kept_uid]) and not pod["metadata"].get("deletionTimestamp")
-    now = owned_secrets(pool, kept_uid)
+    kept_uid = _uid(kept)
+    pod = next(p for p in pool.pods() if _owner_uid(p) == kept_uid)
+    assert _uid(pod) == _uid(pods[kept_uid]) and not pod["metadata"].get("deletionTimestamp")
+    now = _owned_secrets(pool, kept_uid)
     assert {n: s["metadata"]["resourceVersion"] for n, s in now.items()} == {
         n: s["metadata"]["resourceVersion"] for n, s in owned[kept_uid].items()
     }
@@ -483,7 +509,7 @@ def test_a_pod_that_fails_is_replaced_under_the_backoff(pool: Pool, recycle: str
         status = pool.status()
         if status.get("podsFailed"):
             failed_seen.append(status)
-        fresh = [p for p in pool.running() if owner_uid(p) != uid_of(exporter)]
+        fresh = [p for p in pool.running() if _owner_uid(p) != _uid(exporter)]
         return fresh[0] if fresh and pool.warm(1) else None
 
     pool.wait("a new instance Running and the warm buffer full", back, timeout=120)
@@ -491,10 +517,10 @@ def test_a_pod_that_fails_is_replaced_under_the_backoff(pool: Pool, recycle: str
         f"\n{recycle}: exporter killed -> new instance's Pod Running: "
         f"{time.monotonic() - killed:.1f} s"
     )
-    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == uid_of(pod)]
+    phases = [e.obj["status"].get("phase") for e in pool.history.pods if e.uid == _uid(pod)]
     assert "Failed" in phases, phases
     assert failed_seen, "status.podsFailed never counted the failed Pod"
-    assert uid_of(exporter) in pool.history.deleted(pool.history.exporters)
+    assert _uid(exporter) in pool.history.deleted(pool.history.exporters)
     assert_tidy(pool, 1)
 
 
@@ -514,7 +540,7 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
         )
         if not seen or seen[-1] != counts:
             seen.append(counts)  # type: ignore[arg-type]
-        fresh = [p for p in pool.running() if uid_of(p) != uid_of(pod)]
+        fresh = [p for p in pool.running() if _uid(p) != _uid(pod)]
         return bool(fresh) and pool.warm(1)
 
     pool.wait("the instance's Pod back, Running", back, timeout=120)
@@ -523,9 +549,9 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
         f" (pending, running, failed, unknown) passed through: {seen}"
     )
     (after,) = pool.exporters()
-    assert uid_of(after) == uid_of(exporter), (
+    assert _uid(after) == _uid(exporter), (
         f"the instance keeps its Exporter; the deleted Pod passed through\n"
-        f"{pool.history.timeline(uid_of(pod))}\n{pool.describe()}"
+        f"{pool.history.timeline(_uid(pod))}\n{pool.describe()}"
     )
     # One Pod at most at any moment: the counts never add up to more than one.
     assert all(sum(counts) <= 1 for counts in seen), seen
@@ -533,7 +559,49 @@ def test_a_pod_deleted_by_hand_comes_back_and_the_counts_follow(pool: Pool) -> N
     assert_tidy(pool, 1)
 
 
-# -- the broken pool once fixed ---------------------------------------------------------
+# -- node restarts, then the broken pool once fixed (nothing else after the restarts) ----
+
+
+def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
+    """The kubelet renewed its node Lease after `moment`: it is back and talking."""
+    lease = get_json(cluster, "lease", "-n", "kube-node-lease", cluster.node_name)
+    renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    return renewed > moment
+
+
+def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
+    pool: Pool, node_cluster: Any
+) -> None:
+    pool.apply(minAvailableReplicas=WARM)
+    pool.wait_warm(WARM)
+    for component in ("kubelet", "containerd"):
+        pods_before = {_uid(p) for p in pool.running()}
+        restarted, started = datetime.now(UTC), time.monotonic()
+        # Stopped as a service manager stops it (SIGTERM), then started with the same
+        # arguments and state; the containers and their shims run on meanwhile.
+        node_cluster.plane.kill(component, signal.SIGTERM)
+        node_cluster.plane.restart(component)
+        pool.wait(
+            f"the kubelet talking to the apiserver after the {component} restart",
+            lambda at=restarted: _node_lease_renewed_after(node_cluster, at),
+        )
+        pool.wait(
+            "the node Ready",
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in get_json(node_cluster, "node", node_cluster.node_name)["status"][
+                    "conditions"
+                ]
+            ),
+        )
+        pool.wait_warm(WARM, timeout=180)
+        kept = pods_before & {_uid(p) for p in pool.running()}
+        print(
+            f"\n{component} restart: warm buffer of {WARM} full again "
+            f"{time.monotonic() - started:.1f} s after the stop; Pods kept {len(kept)} of "
+            f"{len(pods_before)}\n{pool.table()}"
+        )
+        assert_tidy(pool, WARM)
 
 
 def test_the_broken_pool_once_fixed_fills_its_warm_buffer(

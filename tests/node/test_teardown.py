@@ -81,7 +81,7 @@ OWN_NODE_CLUSTER = True
 
 @pytest.fixture(autouse=True, scope="module")
 def _no_other_cluster(shared_node_cluster: Any) -> None:
-    shared_node_cluster.stopped()
+    shared_node_cluster.stop()
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_stop_leaves_nothing_and_a_second_start_works(tmp_root: Path) -> None:
     workdir = tmp_root / "node"
     for attempt, nodes in (("first start", 1), ("second start, two nodes", 2)):
         with running_node_cluster(workdir, wait=LOCK_WAIT_S, nodes=nodes) as cluster:
-            record_timings(f"teardown test, {attempt}", cluster.timings)
+            record_timings(f"teardown test, {attempt}", cluster)
             _use_the_cluster(cluster)
         assert_clean(workdir, before)
 
@@ -159,7 +159,7 @@ def test_a_killed_harness_is_cleaned_up_by_the_next_start(tmp_root: Path) -> Non
             harness.wait(timeout=120)
 
     with running_node_cluster(tmp_root / "next", wait=LOCK_WAIT_S) as cluster:
-        record_timings("after a killed harness", cluster.timings)
+        record_timings("after a killed harness", cluster)
         assert processes_of(killed) == {} and mounts_under(killed) == []
         pod = busybox_pod(cluster, "hello", "echo hello")
         apply(cluster, "default", pod)

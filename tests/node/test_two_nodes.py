@@ -48,7 +48,7 @@ LOST_WITHIN_S = 120.0
 @pytest.fixture(scope="module")
 def host_before(shared_node_cluster: Any) -> dict[str, Any]:
     """The machine before this module's cluster starts (the shared one stopped first)."""
-    shared_node_cluster.stopped()
+    shared_node_cluster.stop()
     return host_state()
 
 

@@ -11,6 +11,11 @@ below groups them. Modules are handed out longest tier first: node, chaos, e2e, 
 unit. Each loopback module starts its own control plane or takes a fresh namespace with its
 own Jumpstarter controller, so no result depends on which worker ran what, or in which order.
 
+The node tier is the run's longest stream and its guests and kubelets compete for the same
+two cores as the rest: a worker runs every other module's tests (and what they start) at
+a lower CPU priority, so the other tiers use what the node tier leaves idle rather than
+slowing it down.
+
 At the end the run prints, per part and per module, the wall time of its tests (setup
 and teardown included) beside the CPU they used (this process and the children it
 waited for), so the waits of a module stand out from its work.
@@ -101,6 +106,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=order)
 
 
+# The niceness of the workers' other tiers (0 for the node tier). At 10 a process gets about
+# a tenth of a core that a niceness-0 process also wants, and all of one that it does not.
+_OTHER_TIERS_NICENESS = 10
+
+
+def _niceness_for(path: str | Path) -> int:
+    return 0 if _part(path) == "node" else _OTHER_TIERS_NICENESS
+
+
+def _set_niceness(niceness: int) -> None:
+    """Every thread of this process (Linux sets niceness per thread), and so what they start
+    from now on. Back to 0 needs root (CAP_SYS_NICE), as the node tier does: without it
+    the process stays where it is."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task), niceness)
+        except ProcessLookupError:  # the thread has ended
+            pass
+        except PermissionError:
+            return
+
+
 def _cpu() -> float:
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
@@ -108,6 +135,8 @@ def _cpu() -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[Any]:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        _set_niceness(_niceness_for(item.path))
     started = _cpu()
     try:
         return (yield)

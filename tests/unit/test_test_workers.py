@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import _unit_of_work
+from tests.conftest import _niceness_for, _unit_of_work
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,6 +20,30 @@ def test_the_node_tier_is_one_unit_and_every_other_module_one() -> None:
     assert _unit_of_work("tests/e2e/test_rollout_e2e.py::test_a[x::y]") == (
         "tests/e2e/test_rollout_e2e.py"
     )
+
+
+def test_the_node_tier_runs_at_the_normal_priority_and_the_others_below_it() -> None:
+    assert _niceness_for("tests/node/test_pools_node.py") == 0
+    assert _niceness_for("tests/e2e/test_rollout_e2e.py") == 10
+    assert _niceness_for("tests/unit/test_lock.py") == 10
+
+
+def test_the_priority_is_set_for_every_thread_of_the_worker() -> None:
+    """Linux keeps a niceness per thread: a thread started before the change (a fixture's
+    server, say) is set too."""
+    script = """
+import os, threading
+from tests.conftest import _set_niceness
+started, stop = threading.Event(), threading.Event()
+threading.Thread(target=lambda: (started.set(), stop.wait())).start()
+started.wait()
+_set_niceness(7)
+print(sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")}))
+stop.set()
+"""
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    assert run.stdout.strip() == "[7]", run.stderr
 
 
 def test_each_module_runs_on_one_worker() -> None:

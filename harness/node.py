@@ -42,6 +42,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -260,11 +261,17 @@ class NodeCluster:
     def import_image(self, archive: Path, name: str | None = None) -> str:
         """Import a docker-archive into every node's containerd (a Pod may land on any;
         see `nodeimages.import_archive`); the name Pods can use with imagePullPolicy
-        Never. A node that is down gets it when it comes back."""
+        Never. A node that is down gets it when it comes back. The nodes import at once:
+        each into its own containerd."""
         if (archive, name) not in self._archives:
             self._archives.append((archive, name))
-        names = {node.import_image(archive, name) for node in self.nodes if node.up}
-        (imported,) = names
+        up = [node for node in self.nodes if node.up]
+
+        def into(node: Node) -> str:
+            return node.import_image(archive, name)
+
+        with ThreadPoolExecutor(max_workers=len(up)) as pool:
+            (imported,) = set(pool.map(into, up))
         return imported
 
     def _component_kubeconfig(self, user: str) -> str:

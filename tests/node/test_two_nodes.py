@@ -1,11 +1,23 @@
 """Two nodes in the node tier: both Ready, their Pods reach each other, the Services and the
-node IP where Jumpstarter's relays listen; the second node killed as a crash kills a
-machine (its Node goes Unknown and gets the unreachable taint, its Pods' processes are
-gone), brought back (Ready again), and killed again before the stop, which leaves nothing
-on the host.
+node IP where Jumpstarter's relays listen. Then a node dies under a pool and the pool heals.
 
-The node lifecycle settings are Kubernetes' defaults; the figures are recorded, never
-asserted."""
+A pool of four (warm buffer 2, maxReplicas 4) runs `jmp run` on both nodes (two on each,
+placed by cordoning one node while the other fills), under the cluster-wide reconciler
+(the install that reads Nodes: docs/concepts.md "Lost nodes") and Jumpstarter's released
+controller; one instance on the second node is leased with the released client. The second
+node is killed as a crash kills a machine (`NodeCluster.kill_node`): its processes and its
+Pods' are gone, it answers nothing, and its Node goes Ready Unknown and gets the
+unreachable taint after Kubernetes' default grace period. The pool replaces the idle
+instances it lost on the live node, at its ceiling, keeps the leased one and says so
+(Warning NodeLost, Degraded InstancesLost); once the lease ends the leased one goes too.
+The node comes back Ready, untainted: the old Pods are cleaned away, none registers again,
+and nothing is duplicated. Last, the node killed again before the stop, which leaves
+nothing on the host.
+
+One kill serves both the node's and the pool's checks: each waits out the same grace
+period. The node lifecycle settings are Kubernetes' defaults; the figures (the kill to
+Ready Unknown and to the taint by the objects' times, to the replacement Registered, to the
+pool whole) are recorded, never asserted."""
 
 from __future__ import annotations
 
@@ -25,10 +37,13 @@ from typing import Any
 import pytest
 
 from harness.controlplane import free_port
+from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, NodeError
 from harness.nodehost import cgroup_pids, processes_of
+from pool.model.reasons import INSTANCES_LOST, NODE_LOST
 from tests.kubeget import get_json
 from tests.node.hoststate import assert_clean, host_state
+from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import (
     apply,
     busybox_pod,
@@ -39,10 +54,15 @@ from tests.node.support import (
 
 OWN_NODE_CLUSTER = True
 NODE_COUNT = 2
+pytestmark = pytest.mark.timeout(900)
+Obj = dict[str, Any]
 UNREACHABLE = "node.kubernetes.io/unreachable"
 # Kubernetes 1.36's defaults: Ready goes Unknown --node-monitor-grace-period (50 s) after
-# the last heartbeat, looked at every --node-monitor-period (5 s); these bound the waits.
+# the last heartbeat, looked at every --node-monitor-period (5 s); a replacement then boots
+# in seconds. Generous bounds, not targets.
 LOST_WITHIN_S = 120.0
+HEALED_WITHIN_S = 180.0
+LEASE = "lease-on-lost-node"
 
 
 @pytest.fixture(scope="module")
@@ -234,44 +254,153 @@ def _unreachable(node: dict[str, Any]) -> dict[str, Any] | None:
     return next((t for t in taints if t["key"] == UNREACHABLE and t["effect"] == "NoExecute"), None)
 
 
-@pytest.mark.timeout(600)
-def test_a_killed_node_goes_unknown_and_unreachable_and_comes_back_ready(
-    cluster: NodeCluster,
-) -> None:
-    second = cluster.node_names[1]
-    web = get(cluster, "default", "pod", "web-2")
-    assert web["status"]["phase"] == "Running" and web["spec"]["nodeName"] == second
-    processes = _task_processes(cluster, second)
-    assert processes, "the second node runs the web-2 Pod's processes"
+@pytest.fixture
+def pool(cluster: NodeCluster, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
+    with fresh_pool(cluster, jumpstarters, tmp_path, namespaced=False) as running:
+        yield running
 
-    killed = cluster.kill_node(second)
-    node = cluster.node(second)
-    # Nothing of the node is left running: kubelet, containerd, shims, the Pods' processes.
+
+def _node_of(pool: Pool) -> dict[str, str]:
+    """Instance (the Pod's owner) -> the node its Pod runs on, for Pods not being deleted."""
+    placed = {}
+    for pod in pool.pods():
+        owners = pod["metadata"].get("ownerReferences") or []
+        if owners and not pod["metadata"].get("deletionTimestamp"):
+            placed[owners[0]["name"]] = pod["spec"].get("nodeName", "")
+    return placed
+
+
+def _events(pool: Pool, reason: str) -> list[Obj]:
+    items: list[Obj] = get_json(pool.cluster, "events", "-n", pool.namespace)["items"]
+    return [e for e in items if e.get("reason") == reason]
+
+
+def _fill_both_nodes(pool: Pool) -> None:
+    """Two instances on each node, whatever the scheduler's scores: each half fills while
+    the other node is cordoned."""
+    cluster = pool.cluster
+    first, second = cluster.node_names
+    for half, (open_, closed) in enumerate(((second, first), (first, second)), start=1):
+        cluster.kubectl("uncordon", open_)
+        cluster.kubectl("cordon", closed)
+        pool.apply(minReplicas=2 * half, minAvailableReplicas=2, maxReplicas=4)
+        pool.wait(
+            f"{2 * half} instances Registered",
+            lambda want=2 * half: len(pool.registered()) == want,
+            timeout=240,
+        )
+    cluster.kubectl("uncordon", second)
+    pool.wait_warm(4, timeout=120)
+
+
+def _assert_dead(cluster: NodeCluster, name: str, processes: dict[int, bytes], pod: Obj) -> None:
+    """Nothing of the node is left running (kubelet, containerd, shims, the Pods'
+    processes), and nothing of it answers: a Pod's address and its kubelet stay silent."""
+    node = cluster.node(name)
     assert processes_of(node.workdir) == {}
     assert _still_running(processes) == {}
     assert cgroup_pids([node.network.cgroup]) == set()
-    # ...and nothing of it answers: its Pod's address and its kubelet stay silent.
-    for address in ((web["status"]["podIP"], 8080), (node.network.node_ip, node.ports["kubelet"])):
+    for address in ((pod["status"]["podIP"], 8080), (node.network.node_ip, node.ports["kubelet"])):
         with pytest.raises(OSError):
             socket.create_connection(address, timeout=3).close()
 
-    seen_unknown, found = _wait_for_node(
-        cluster, second, lambda n: _ready(n)["status"] == "Unknown"
-    )
+
+def _wait_unknown_and_tainted(cluster: NodeCluster, name: str, killed_at: float) -> None:
+    """The Node goes Ready Unknown and gets the unreachable NoExecute taint; the figures
+    by the objects' own times and by when they were seen."""
+    seen_unknown, found = _wait_for_node(cluster, name, lambda n: _ready(n)["status"] == "Unknown")
     unknown_at = _stamp(_ready(found)["lastTransitionTime"])
-    seen_tainted, found = _wait_for_node(cluster, second, lambda n: _unreachable(n) is not None)
+    seen_tainted, found = _wait_for_node(cluster, name, lambda n: _unreachable(n) is not None)
     taint = _unreachable(found)
     assert taint is not None
     tainted_at = _stamp(taint["timeAdded"])
     record_figure(
-        f"two nodes: a node killed to its Ready Unknown {unknown_at - killed:.0f} s by the "
-        f"condition's time (seen {seen_unknown - killed:.1f} s), to the {UNREACHABLE} "
-        f"NoExecute taint {tainted_at - killed:.0f} s by its time "
-        f"(seen {seen_tainted - killed:.1f} s)"
+        f"two nodes: a node killed to its Ready Unknown {unknown_at - killed_at:.0f} s by the "
+        f"condition's time (seen {seen_unknown - killed_at:.1f} s), to the {UNREACHABLE} "
+        f"NoExecute taint {tainted_at - killed_at:.0f} s by its time "
+        f"(seen {seen_tainted - killed_at:.1f} s)"
     )
-    # The Pod is not evicted yet: it tolerates the taint 300 s (DefaultTolerationSeconds).
+
+
+def _assert_healed(pool: Pool, second: str, leased: str, lost_idle: list[str],
+                   before: dict[str, str]) -> None:  # fmt: skip
+    """The pool at its ceiling with the lost idle instances replaced on the live node; the
+    leased one kept, its holder told."""
+    first = pool.cluster.node_names[0]
+    status = pool.status()
+    degraded = pool.condition("Degraded")
+    assert (degraded.get("status"), degraded.get("reason")) == ("True", INSTANCES_LOST), degraded
+    assert f"{leased} on {second} serves lease {LEASE}" in degraded["message"]
+    # The leased one is kept: its Exporter is there, still holding the lease.
+    kept = next(e for e in pool.exporters() if e["metadata"]["name"] == leased)
+    assert kept["metadata"]["uid"] == before[leased]
+    assert not kept["metadata"].get("deletionTimestamp")
+    # ...and its holder is told: one Warning naming the instance, the node and the lease.
+    warnings = [e for e in _events(pool, NODE_LOST) if e.get("type") == "Warning"]
+    assert len(warnings) == 1, warnings
+    for word in (leased, second, LEASE):
+        assert word in warnings[0]["message"], warnings[0]["message"]
+    removed = [e for e in _events(pool, NODE_LOST) if e.get("type") == "Normal"]
+    assert {n for n in lost_idle if any(n in e["message"] for e in removed)} == set(lost_idle)
+    # The replacements run on the live node: the pool is at its ceiling, the lost one is
+    # not counted under it.
+    assert all(node == first for n, node in _node_of(pool).items() if n not in before)
+    assert len(pool.exporters()) == 4 and status.get("podsUnknown", 0) >= 1
+
+
+def test_a_killed_node_goes_unknown_its_pool_heals_and_it_comes_back_clean(
+    cluster: NodeCluster, pool: Pool
+) -> None:
+    first, second = cluster.node_names
+    _fill_both_nodes(pool)
+    placed = _node_of(pool)
+    assert set(placed.values()) == {first, second}, placed  # both nodes run instances
+    on_second = sorted(n for n, node in placed.items() if node == second)
+    leased = on_second[0]
+    assert pool.lease(LEASE, exporter=leased) == leased
+    before = {e["metadata"]["name"]: e["metadata"]["uid"] for e in pool.exporters()}
+    web = get(cluster, "default", "pod", "web-2")
+    assert web["status"]["phase"] == "Running" and web["spec"]["nodeName"] == second
+    processes = _task_processes(cluster, second)
+    assert processes, "the second node runs Pods' processes"
+
+    killed = time.monotonic()
+    killed_at = cluster.kill_node(second)
+    _assert_dead(cluster, second, processes, web)
+    _wait_unknown_and_tainted(cluster, second, killed_at)
+    lost_idle = [n for n in on_second if n != leased]
+
+    def healed() -> bool:
+        names = {e["metadata"]["name"] for e in pool.exporters()}
+        replacements = names - set(before)
+        fresh = pool.registered() & replacements
+        return not (set(lost_idle) & names) and len(fresh) >= len(lost_idle)
+
+    pool.wait("the lost idle instances replaced and removed", healed, timeout=HEALED_WITHIN_S)
+    replaced = time.monotonic()
+    _assert_healed(pool, second, leased, lost_idle, before)
+    whole = pool.wait_warm(3, timeout=120) + time.monotonic() - killed
+    record_figure(
+        f"node loss: kill -> lost idle instance replaced (Registered) and removed "
+        f"{replaced - killed:.0f} s; kill -> the pool whole again (3 available, 1 leased "
+        f"on the lost node) {whole:.0f} s"
+    )
+    # A Pod that is no instance is not evicted yet: it tolerates the taint 300 s
+    # (DefaultTolerationSeconds).
     assert get(cluster, "default", "pod", "web-2")["metadata"].get("deletionTimestamp") is None
 
+    # The lease ends: the leased instance goes too, and is replaced.
+    pool.release(LEASE)
+    pool.wait(
+        f"{leased} removed after its lease",
+        lambda: leased not in {e["metadata"]["name"] for e in pool.exporters()},
+        timeout=120,
+    )
+    pool.wait("Degraded cleared", lambda: pool.condition("Degraded").get("status") == "False")
+
+    # The node comes back Ready, untainted, its containerd and kubelet running again over
+    # its old state: the lost instances' Pods are cleaned away, none of them registers
+    # again, nothing is duplicated.
     returned = time.time()
     cluster.return_node(second)
     ready_at = time.time()
@@ -281,8 +410,22 @@ def test_a_killed_node_goes_unknown_and_unreachable_and_comes_back_ready(
         f"its unreachable taint gone {time.time() - returned:.1f} s"
     )
     assert _ready(found)["status"] == "True"
-    # Back over its old state: its containerd and kubelet run again, its Pods are tended.
-    assert processes_of(node.workdir)
+    assert processes_of(cluster.node(second).workdir)
+    gone = {leased, *lost_idle}
+    pool.wait(
+        "the lost instances' Pods gone",
+        lambda: not any(
+            (p["metadata"].get("ownerReferences") or [{}])[0].get("name") in gone
+            for p in pool.pods()
+        ),
+        timeout=180,
+    )
+    record_figure(
+        f"node loss: the node back -> the lost instances' Pods gone {time.time() - returned:.0f} s"
+    )
+    # Their Exporters are gone, so no exporter of theirs can register again.
+    names = {e["metadata"]["name"] for e in pool.exporters()}
+    assert not names & gone and len(names) == 4
 
 
 @pytest.mark.timeout(300)

@@ -10,8 +10,9 @@ CP_BINARIES := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 # The node tier's parts (tests/node, `make cluster`), built in the same `go build`.
 NODE_BINARIES := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
 K8S_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' $(CP_MODULE)/go.mod)
-# Stamp the release into the binaries, as the release build does (`kubectl version` needs it).
-CP_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+# Stamp the release into the binaries, as the release build does (`kubectl version` needs it),
+# and leave out the symbol table and DWARF as it does too unless DBG=1 (kubernetes#108371).
+CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
@@ -97,9 +98,11 @@ node: $(STAMP) control-plane jumpstarter
 
 ## The product image and the QEMU exporter image (images/qemu-exporter) on a local
 ## debootstrap base (no registry needed), as docker-archives for `ctr -n k8s.io images
-## import` (see harness/images.py; the base is built once per cache folder).
+## import` (see harness/images.py; the base is built once per cache folder); and the node
+## tier's marker guests (harness/guest.py), each built once per cache folder.
 image: $(STAMP)
 	$(PY) -m harness.images
+	$(PY) -m harness.guest --all
 
 ## Resolve requirements.lock (every runtime and build dependency, with hashes) with uv.
 lock: $(STAMP)

@@ -305,12 +305,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.guest", description=__doc__)
     parser.add_argument("--cache", type=Path, default=CACHE, help="the cache folder")
     parser.add_argument("guests", nargs="*", help=f"of {', '.join(GUESTS)} (default: bios)")
+    parser.add_argument("--all", action="store_true", help="every guest the node tier boots")
     args = parser.parse_args(argv)
     unknown = set(args.guests) - set(GUESTS)
     if unknown:
         parser.error(f"no guest {', '.join(sorted(unknown))}: one of {', '.join(GUESTS)}")
     try:
-        for name in args.guests or ["bios"]:
+        for name in list(GUESTS) if args.all else args.guests or ["bios"]:
             print(build_guest(GUESTS[name], args.cache))
     except ImageError as error:
         print(f"guest: {error}", file=sys.stderr)

@@ -42,6 +42,7 @@ class SharedCluster:
     def __init__(self) -> None:
         self._stack: contextlib.ExitStack | None = None
         self.cluster: NodeCluster | None = None
+        self._jumpstarters: JumpstarterSupply | None = None
 
     def get(self) -> NodeCluster:
         if self.cluster is None:
@@ -49,11 +50,20 @@ class SharedCluster:
             self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
         return self.cluster
 
+    def jumpstarters(self, workdir: Path) -> JumpstarterSupply:
+        """One supply for every module on this cluster: the controller it starts while a
+        module's last test runs serves the next module's first (a start is about 10 s)."""
+        if self._jumpstarters is None:
+            self._jumpstarters = node_jumpstarters(self.get(), workdir, "pool")
+        return self._jumpstarters
+
     def stop(self) -> None:
+        if self._jumpstarters is not None:
+            self._jumpstarters.close()
         if self._stack is not None and self.cluster is not None:
             self._stack.close()
             record_timings("the modules sharing one cluster", self.cluster)
-        self._stack, self.cluster = None, None
+        self._stack, self.cluster, self._jumpstarters = None, None, None
 
 
 @pytest.fixture(scope="session")
@@ -113,11 +123,20 @@ def instance_images(node_cluster: Any, instance_archives: Mapping[str, Path]) ->
 
 @pytest.fixture(scope="module")
 def jumpstarters(
-    node_cluster: Any, instance_images: None, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    node_cluster: Any,
+    instance_images: None,
+    shared_node_cluster: SharedCluster,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[JumpstarterSupply]:
     """Fresh namespaces, each served by Jumpstarter's controller and router on the node IP
-    (the next one started while a test uses the last)."""
-    supply = node_jumpstarters(node_cluster, tmp_path_factory.mktemp("jumpstarter"), "pool")
+    (the next one started while a test uses the last): the shared cluster's supply, or a
+    module's own on its own cluster."""
+    workdir = tmp_path_factory.mktemp("jumpstarter")
+    if not getattr(request.module, OWN_NODE_CLUSTER, False):
+        yield shared_node_cluster.jumpstarters(workdir)
+        return
+    supply = node_jumpstarters(node_cluster, workdir, "pool")
     yield supply
     supply.close()
 

@@ -176,10 +176,19 @@ def test_a_first_consumer_pool_serves_a_lease_from_nothing_and_goes_back_to_its_
     make_pool(plane, ns, "WaitForFirstConsumer", minAvailableReplicas=0, maxReplicas=2)
     (standby,) = wait("the standby", lambda: standbys(plane, ns) or None)
     assert not get_json(plane, "pods", "-n", ns)["items"]  # a standby has no Pod
-    status = get_json(plane, "exporterset", "pool", "-n", ns)["status"]
+
+    def said(status: dict[str, Any]) -> bool:
+        conditions = {c["type"]: c for c in status.get("conditions", [])}
+        message = conditions.get("Available", {}).get("message", "")
+        return f"standby Exporter {standby} keeps Leases pending" in message
+
+    # The status says so once a pass has seen the standby: the pass that created it wrote
+    # the status it had planned before.
+    status = wait(
+        "the status naming the standby",
+        lambda: said(s := get_json(plane, "exporterset", "pool", "-n", ns)["status"]) and s,
+    )
     assert status["replicas"] == 0
-    available = next(c for c in status["conditions"] if c["type"] == "Available")
-    assert f"standby Exporter {standby} keeps Leases pending" in available["message"]
 
     served = serve_one_lease(plane, ns, jumpstarter, "first")
     assert served == standby  # the standby became the instance: no second Exporter

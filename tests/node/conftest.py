@@ -50,11 +50,11 @@ class SharedCluster:
             self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
         return self.cluster
 
-    def jumpstarters(self, workdir: Path) -> JumpstarterSupply:
+    def jumpstarters(self, tmp: pytest.TempPathFactory) -> JumpstarterSupply:
         """One supply for every module on this cluster: the controller it starts while a
         module's last test runs serves the next module's first (a start is about 10 s)."""
         if self._jumpstarters is None:
-            self._jumpstarters = node_jumpstarters(self.get(), workdir, "pool")
+            self._jumpstarters = node_jumpstarters(self.get(), tmp.mktemp("jumpstarter"), "pool")
         return self._jumpstarters
 
     def stop(self) -> None:
@@ -132,11 +132,10 @@ def jumpstarters(
     """Fresh namespaces, each served by Jumpstarter's controller and router on the node IP
     (the next one started while a test uses the last): the shared cluster's supply, or a
     module's own on its own cluster."""
-    workdir = tmp_path_factory.mktemp("jumpstarter")
     if not getattr(request.module, OWN_NODE_CLUSTER, False):
-        yield shared_node_cluster.jumpstarters(workdir)
+        yield shared_node_cluster.jumpstarters(tmp_path_factory)
         return
-    supply = node_jumpstarters(node_cluster, workdir, "pool")
+    supply = node_jumpstarters(node_cluster, tmp_path_factory.mktemp("jumpstarter"), "pool")
     yield supply
     supply.close()
 

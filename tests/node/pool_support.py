@@ -371,6 +371,17 @@ class Pool:
         lines.append(f"reconciler log:\n  {self.reconciler.log_tail(40)}")
         return "\n".join(lines)
 
+    def instance_logs(self, tail: int = 60) -> str:
+        """Each instance Pod's log (`jmp run`: the exporter and its drivers), last lines."""
+        parts = []
+        for pod in self.pods():
+            name = pod["metadata"]["name"]
+            shown = self.cluster.kubectl(
+                "logs", name, "-n", self.namespace, f"--tail={tail}", check=False
+            )
+            parts.append(f"log of {name}:\n{shown.stdout}{shown.stderr}")
+        return "\n".join(parts)
+
     def wait(self, what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
         """`wait_for`, with the pool's state in the message when it times out."""
         try:

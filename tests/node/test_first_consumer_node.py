@@ -96,7 +96,7 @@ def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
     config = pool.jumpstarter.client_config("tester")
     for turn in (1, 2):
         run = run_client(config, SELECTOR, marker_guest, 1, tmp_path)
-        assert run.code == 0, run.output
+        assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
         acquired = run.first("lease acquired")
         lease = get_json(pool.cluster, "leases.jumpstarter.dev", acquired["lease"],
                          "-n", pool.namespace)  # fmt: skip

@@ -71,7 +71,7 @@ def _leased_boots(
     assert qemu["default_partitions"] == EXPORTER_FIRMWARE[arch], qemu
     client = pool.jumpstarter.client_config("tester")
     run = run_client(client, pool.selector, guest, boots, workdir)
-    assert run.code == 0, run.output
+    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
     assert run.first("lease acquired")["exporter"] == name, run.output
     markers = [e["line"] for e in run.events if e["event"] == "marker"]
     assert len(markers) == boots and all(m.startswith(MARKER) for m in markers), run.output
@@ -79,14 +79,11 @@ def _leased_boots(
     return name, run
 
 
-def _figure(what: str, name: str, guest: Path, run: ClientRun, boots: int) -> None:
+def _figure(what: str, name: str, guest: Path, run: ClientRun) -> None:
     flash = run.at("flashed") - run.at("flash started")
-    on_to_marker = ", ".join(
-        f"{run.at('marker', n) - run.at('power on', n):.1f} s" for n in range(boots)
-    )
     record_figure(
         f"{what} ({name}): flash {guest.stat().st_size >> 20} MiB {flash:.1f} s; "
-        f"power-on -> marker {on_to_marker}"
+        f"power-on -> marker {run.boot_times()}"
     )
 
 
@@ -97,7 +94,7 @@ def test_an_aarch64_instance_boots_its_guest_under_aavmf_and_power_cycles(
     to the marker, powers it off and on to the marker again, and releases it."""
     guest = uefi_guests["aarch64-uefi"]
     name, run = _leased_boots(arm_pool, "aarch64", guest, 2, tmp_path)
-    _figure("aarch64 guest, AAVMF, TCG", name, guest, run, 2)
+    _figure("aarch64 guest, AAVMF, TCG", name, guest, run)
 
 
 def test_an_x86_64_instance_named_uefi_boots_its_guest_under_ovmf(
@@ -105,4 +102,4 @@ def test_an_x86_64_instance_named_uefi_boots_its_guest_under_ovmf(
 ) -> None:
     guest = uefi_guests["x86_64-uefi"]
     name, run = _leased_boots(uefi_pool, "x86_64", guest, 1, tmp_path)
-    _figure("x86_64 guest, OVMF, TCG", name, guest, run, 1)
+    _figure("x86_64 guest, OVMF, TCG", name, guest, run)

@@ -178,17 +178,14 @@ def _lease(pool: Pool, tmp_path: Path, guest: Path, boots: int, where: Path) -> 
     driver wrote under `where` meanwhile."""
     config = pool.jumpstarter.client_config("tester")
     run, seen = run_client_watching_disk(lambda: where, config, SELECTOR, guest, boots, tmp_path)
-    assert run.code == 0, run.output
+    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
     assert run.count("marker") == boots, run.output
     assert seen.files, f"no guest disk seen under {where}\n{run.output}"
     # The flashed image, grown to the disk the pool names (1Gi: disk_size 1G, sparse).
     assert max(seen.files.values()) == 1 << 30, seen.files
-    boot_times = ", ".join(
-        f"{run.at('marker', n) - run.at('power on', n):.1f} s" for n in range(boots)
-    )
     record_figure(
         f"{pool.namespace}: flash {run.at('flashed') - run.at('flash started'):.1f} s, "
-        f"power-on -> marker {boot_times}"
+        f"power-on -> marker {run.boot_times()}"
     )
     return seen
 

@@ -248,6 +248,9 @@ class ControlPlane:
                 "audit-policy-file": str(policy),
                 "audit-log-path": str(self.audit_log),
                 "audit-log-mode": "blocking",  # each event written before the answer
+                # One file, never rotated: the readers read only it, and a long run's log
+                # passes the default 100 MB (5,000 pools' fill lost all but its tail).
+                "audit-log-maxsize": "0",
             }
         flags |= {
             "etcd-servers": etcd_url,

@@ -51,6 +51,10 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 START_TIMEOUT_S = 30.0
 
 
+# The class's `signal` method hides the module in its body: annotations name this.
+Signal = signal.Signals
+
+
 @dataclass
 class ChildProcess:
     """A product process started with the `virtualtarget` CLI, its output in a log file."""
@@ -97,8 +101,9 @@ class ChildProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, sig)
 
-    def stop(self, timeout: float = 10) -> None:
-        self.signal(signal.SIGTERM)
+    def stop(self, timeout: float = 10, sig: Signal | None = None) -> None:
+        """Signal it (SIGTERM unless `sig`), wait `timeout` seconds, then SIGKILL."""
+        self.signal(sig or signal.SIGTERM)
         try:
             self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -161,7 +166,7 @@ def running_webhook(
         _wait_healthy(server)
         yield server
     finally:
-        process.stop()
+        process.stop(sig=signal.SIGINT)  # at once: SIGTERM drains (webhook.server)
 
 
 def register_webhooks(plane: ControlPlane, server: WebhookServer) -> None:

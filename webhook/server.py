@@ -8,10 +8,14 @@ a rotated `tls.crt`/`tls.key` is served to new connections without a restart.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import ssl
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import uvicorn
 import uvloop
@@ -42,6 +46,63 @@ def tls_context(cert_dir: Path, client_ca: Path | None = None) -> ssl.SSLContext
 # a new TCP + TLS handshake (about 3 ms more per request, bench/RESULTS.md). Outlive it.
 KEEP_ALIVE_SECONDS = 120
 
+# After SIGTERM (the kubelet's, once the preStop sleep has let the endpoints move), keep
+# answering this long, each answer with `Connection: close`, before closing what is left.
+# kube-apiserver keeps its connections to a Pod that is going; closing an idle one under a
+# review it has just sent makes that admission fail with EOF (Go does not resend a POST).
+# A connection closed by the answer's header is closed by the client, with nothing lost.
+# SIGINT (or a second SIGTERM) stops at once.
+DRAIN_SECONDS = 5.0
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, draining for `drain` seconds on the first SIGTERM."""
+
+    def __init__(self, config: uvicorn.Config, drain: float = DRAIN_SECONDS) -> None:
+        super().__init__(config)
+        self.drain = drain
+        self.draining_since: float | None = None
+
+    @property
+    def draining(self) -> bool:
+        return self.draining_since is not None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGTERM and not self.draining and self.drain > 0:
+            self.draining_since = time.monotonic()
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.draining_since is not None and time.monotonic() - self.draining_since >= self.drain:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def closing_while(draining: Callable[[], bool], app: ASGIApp) -> ASGIApp:
+    """`app`, its answers saying `Connection: close` while `draining()`."""
+
+    async def closing(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not draining():
+            await app(scope, receive, send)
+            return
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_closing)
+
+    return closing
+
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -65,12 +126,14 @@ async def serve(
     on_started: Callable[[], None] = lambda: None,
     http: str = "httptools",
 ) -> None:
-    """Serve until SIGINT/SIGTERM; `on_started` runs once the server accepts connections."""
+    """Serve until SIGINT, or SIGTERM and the drain; `on_started` runs once the server
+    accepts connections."""
     host, port = sock.getsockname()[:2]
     # httptools parses HTTP in C: about half of a request's server time went to h11
     # (which the benchmark can still select, to compare).
+    server: DrainingServer | None = None
     config = uvicorn.Config(
-        app,
+        closing_while(lambda: server is not None and server.draining, app),
         host=host,
         port=port,
         http=http,
@@ -81,7 +144,7 @@ async def serve(
     )
     config.load()
     config.ssl = context
-    server = uvicorn.Server(config)
+    server = DrainingServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)

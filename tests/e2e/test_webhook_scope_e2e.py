@@ -8,6 +8,7 @@ created and updated: only the Exporters our pools own (the set label) go through
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def test_exporters_outside_the_pools_do_not_wait_on_a_stopped_webhook(
     with running_webhook(plane, tmp_path) as server:
         register_webhooks(plane, server)
         try:
-            server.process.stop()  # registered, but nothing answers any more
+            server.process.stop(sig=signal.SIGINT)  # registered, but nothing answers any more
 
             hardware = exporter("bench-rpi4", ns, {"board": "rpi4"})
             result = try_apply(plane, hardware)

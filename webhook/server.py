@@ -12,14 +12,14 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import uvicorn
 import uvloop
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from certs.reload import CertificateReloader
 
@@ -55,12 +55,6 @@ KEEP_ALIVE_SECONDS = 120
 # the drain is one it would pick last. 2 s: the uninstall waits for each going Pod (5 s
 # cost 16 s more in the node tier's uninstall). SIGINT (or a second SIGTERM) stops at once.
 DRAIN_SECONDS = 2.0
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class DrainingServer(uvicorn.Server):

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._apiserver import READ_VERBS, WRITE_VERBS, audit_requests, request_totals
+from bench._floor import FLOOR_NAMESPACE, Floor, read_back, write_floor
 from bench.webhook import _cpu_seconds as cpu_seconds
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.stack import register_webhooks, running_reconciler, running_webhook
@@ -64,6 +65,7 @@ WRITERS = 8  # client threads of the bare writes and of the apply
 QUIET = 20.0  # seconds without a pool write before the steady window
 WINDOW = 60.0  # seconds of the steady window
 USERS = ("reconciler", "webhook", "standin")
+SERVERS = ("kube-apiserver", "etcd", "webhook")  # what serves a write, whoever sends it
 PASSES = "controller_runtime_reconcile_total"
 GROUP, VERSION = "virtualtarget.jumpstarter.dev", "v1alpha1"
 
@@ -112,6 +114,7 @@ class Result:
     fill_passes: float = 0.0  # the reconciler's passes from the apply's start to the last Pod
     fill_reconciler_cpu: float = 0.0  # its CPU-seconds meanwhile
     steady_passes: float = 0.0  # its passes in the steady window
+    floor: Floor | None = None  # the fill's objects written again by the benchmark alone
 
 
 def _load() -> str:
@@ -268,23 +271,45 @@ def run(pools: int, namespaces: int = NAMESPACES) -> Result:
             census = Census(plane)
             census.start(stop)
             standin = CredentialStandIn(clients["standin"][1])
-            threading.Thread(target=standin.run, args=(stop,), daemon=True).start()
+            standin_thread = threading.Thread(target=standin.run, args=(stop,), daemon=True)
+            standin_thread.start()
             reconciler_config, _ = clients["reconciler"]
+            others = {
+                "webhook": Usage(webhook.process.popen.pid),
+                "kube-apiserver": Usage(plane.pid("kube-apiserver")),
+                "etcd": Usage(plane.pid("etcd")),
+                "benchmark + stand-in": Usage(os.getpid()),
+            }
             try:
                 with running_reconciler(plane, folder, kubeconfig=reconciler_config) as rec:
-                    usage = {
-                        "reconciler": Usage(rec.popen.pid),
-                        "webhook": Usage(webhook.process.popen.pid),
-                        "kube-apiserver": Usage(plane.pid("kube-apiserver")),
-                        "etcd": Usage(plane.pid("etcd")),
-                        "benchmark + stand-in": Usage(os.getpid()),
-                    }
+                    usage = {"reconciler": Usage(rec.popen.pid), **others}
                     _ = rec.health_url  # served: it has started
                     _measure(plane, rec, census, result, usage, expected, bench_client)
             finally:
                 stop.set()
+            standin_thread.join(10)
+            result.floor = _floor(plane, bench_client, _namespaces(pools, namespaces), others)
         result.load_end = _load()
     return result
+
+
+def _floor(
+    plane: ControlPlane, bench_client: Any, namespaces: list[str], usage: dict[str, Usage]
+) -> Floor:
+    """With the reconciler and the stand-in stopped: the fill's objects written again."""
+    plane.kubectl("create", "namespace", FLOOR_NAMESPACE)
+    plane.kubectl("apply", "-f", "-", input=_json(virtual_target_class("qemu", FLOOR_NAMESPACE)))
+    sets, instances = read_back(bench_client, namespaces)
+    _progress(f"the floor: writing {len(sets)} sets and {len(instances)} instances again")
+    for process in usage.values():
+        process.start()
+
+    def shares(seconds: float) -> dict[str, float]:
+        return {name: p.cpu_since() / seconds for name, p in usage.items()}
+
+    floor = write_floor(bench_client, sets, instances, WRITERS, shares)
+    _progress(f"the floor: {floor.writes:,} writes in {floor.seconds:.1f} s")
+    return floor
 
 
 def _measure(
@@ -366,7 +391,7 @@ def _user(name: str) -> str:
 
 
 def report(result: Result) -> str:
-    sections = (_summary, _fill, _at_rest, _by_process)
+    sections = (_summary, _fill, _floor_report, _at_rest, _by_process)
     return "\n".join(line for section in sections for line in section(result)) + "\n"
 
 
@@ -442,6 +467,34 @@ def _fill(result: Result) -> list[str]:
         "",
         "Share of a core during the fill: "
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in result.fill_cpu.items()),
+    ]
+
+
+def _floor_report(result: Result) -> list[str]:
+    """The floor against the bare writes and the fill."""
+    floor = result.floor
+    if floor is None or not floor.seconds:
+        return []
+    bare_rate = result.pools / result.bare_s
+    # The servers' CPU-seconds for the floor's writes, on every core of the machine with no
+    # client at all: no writer of these objects, on this machine, can take less.
+    cores = os.cpu_count() or 1
+    served = sum(floor.cpu.get(name, 0.0) for name in SERVERS) * floor.seconds / cores
+    return [
+        "",
+        f"The floor: the fill's objects written again by the benchmark alone ({WRITERS} "
+        f"threads, reconciler and stand-in stopped): {floor.sets:,} sets and "
+        f"{floor.instances:,} instances, {floor.writes:,} writes in {floor.seconds:.1f} s "
+        f"(**{floor.seconds / result.bare_s:.1f}x the bare writes**; "
+        f"{floor.writes / floor.seconds:.0f}/s, {floor.writes / floor.seconds / bare_rate:.2f} "
+        f"of the bare rate). The fill took {result.fill_s / floor.seconds:.2f}x the floor.",
+        "",
+        f"What serving them took ({', '.join(SERVERS)}: their CPU-seconds spread over all "
+        f"{cores} cores, no client): {served:.1f} s, **{served / result.bare_s:.1f}x the bare "
+        "writes**, a bound under any fill on this machine.",
+        "",
+        "Share of a core while writing the floor: "
+        + ", ".join(f"{name} {share * 100:.0f}%" for name, share in floor.cpu.items()),
     ]
 
 

@@ -14,14 +14,14 @@ the floor under the fill's."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from pool.model.keys import NAME_LABEL, SET_LABEL
 
-__all__ = ["FLOOR_NAMESPACE", "Floor", "Instance", "read_back", "write_floor"]
+__all__ = ["FLOOR_NAMESPACE", "Floor", "Instance", "fresh", "group", "read_back", "write_floor"]
 
 FLOOR_NAMESPACE = "scale-floor"
 JUMPSTARTER = ("jumpstarter.dev", "v1alpha1", "exporters")
@@ -57,7 +57,7 @@ class Floor:
     cpu: dict[str, float] = field(default_factory=dict)  # share of a core while writing
 
 
-def _fresh(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+def fresh(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     """`obj` as its creator sent it, into `namespace`: no server fields, no status."""
     metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
     body = {k: v for k, v in obj.items() if k != "status"}
@@ -88,28 +88,37 @@ def read_back(
         exporters = custom.list_namespaced_custom_object(
             *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], label_selector=SET_LABEL
         )["items"]
-        by_name = {e["metadata"]["name"]: Instance(e) for e in exporters}
-        for secret in _dicts(api_client, core.list_namespaced_secret(namespace).items):
-            instance = by_name.get(_owner(secret) or "")
-            if instance is None:
-                continue
-            credential = (instance.exporter.get("status") or {}).get("credential") or {}
-            if secret["metadata"]["name"] == credential.get("name"):
-                instance.credential = secret
-            elif NAME_LABEL in (secret["metadata"].get("labels") or {}):
-                instance.config.append(secret)
-        pods = core.list_namespaced_pod(namespace, label_selector=NAME_LABEL).items
-        for pod in _dicts(api_client, pods):
-            instance = by_name.get(_owner(pod) or "")
-            if instance is not None:
-                instance.pod = pod
-        instances += [i for i in by_name.values() if i.complete()]
+        secrets = _dicts(api_client, core.list_namespaced_secret(namespace).items)
+        pods = _dicts(
+            api_client, core.list_namespaced_pod(namespace, label_selector=NAME_LABEL).items
+        )
+        instances += group(exporters, secrets, pods)
     return sets, instances
 
 
-def _dicts(api_client: Any, models: list[Any]) -> Iterator[dict[str, Any]]:
-    for model in models:
-        yield api_client.sanitize_for_serialization(model)
+def group(
+    exporters: list[dict[str, Any]], secrets: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> list[Instance]:
+    """Each Exporter with the Secrets and the Pod it controls; only the complete ones."""
+    by_name = {e["metadata"]["name"]: Instance(e) for e in exporters}
+    for secret in secrets:
+        instance = by_name.get(_owner(secret) or "")
+        if instance is None:
+            continue
+        credential = (instance.exporter.get("status") or {}).get("credential") or {}
+        if secret["metadata"]["name"] == credential.get("name"):
+            instance.credential = secret
+        elif NAME_LABEL in (secret["metadata"].get("labels") or {}):
+            instance.config.append(secret)
+    for pod in pods:
+        instance = by_name.get(_owner(pod) or "")
+        if instance is not None:
+            instance.pod = pod
+    return [i for i in by_name.values() if i.complete()]
+
+
+def _dicts(api_client: Any, models: list[Any]) -> list[dict[str, Any]]:
+    return [api_client.sanitize_for_serialization(model) for model in models]
 
 
 def write_floor(
@@ -130,24 +139,24 @@ def write_floor(
 
     def write_set(obj: dict[str, Any]) -> None:
         custom.create_namespaced_custom_object(
-            *SETS[:2], namespace, SETS[2], _fresh(obj, namespace), **raw
+            *SETS[:2], namespace, SETS[2], fresh(obj, namespace), **raw
         )
 
     def write_instance(instance: Instance) -> None:
         exporter = instance.exporter
         name = exporter["metadata"]["name"]
         custom.create_namespaced_custom_object(
-            *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], _fresh(exporter, namespace), **raw
+            *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], fresh(exporter, namespace), **raw
         )
         assert instance.credential is not None and instance.pod is not None
-        core.create_namespaced_secret(namespace, _fresh(instance.credential, namespace), **raw)
+        core.create_namespaced_secret(namespace, fresh(instance.credential, namespace), **raw)
         custom.patch_namespaced_custom_object_status(
             *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], name,
             {"status": exporter.get("status") or {}}, **raw,
         )  # fmt: skip
         for secret in instance.config:
-            core.create_namespaced_secret(namespace, _fresh(secret, namespace), **raw)
-        core.create_namespaced_pod(namespace, _fresh(instance.pod, namespace), **raw)
+            core.create_namespaced_secret(namespace, fresh(secret, namespace), **raw)
+        core.create_namespaced_pod(namespace, fresh(instance.pod, namespace), **raw)
 
     started = time.monotonic()
     with ThreadPoolExecutor(writers) as pool:

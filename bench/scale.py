@@ -17,7 +17,10 @@ log of every request tells their requests apart. In order:
 4. steady: once no pool write has come for `QUIET` s, a window of `WINDOW` s at rest:
    requests per second by verb and resource from `apiserver_request_total`, the
    reconciler's and the stand-in's told apart by the audit log, and the RSS and CPU of
-   the reconciler, the webhook, kube-apiserver and etcd (from /proc).
+   the reconciler, the webhook, kube-apiserver and etcd (from /proc);
+5. the floor, once the reconciler and the stand-in are stopped: the fill's own objects
+   written again by the benchmark alone (`bench._floor`), against the bare writes and the
+   fill, and the servers' CPU for it spread over every core: a bound under any fill.
 
 Beside the times: the reconciler's passes (`controller_runtime_reconcile_total` from its
 metrics) per set, its CPU-seconds per pass, and the writes per instance, during the fill.

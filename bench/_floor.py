@@ -5,11 +5,11 @@ stand-in, this writes again, into a namespace of its own, what no fill of those 
 do without: each ExporterSet (through both webhooks), and for each instance its Exporter
 (through both webhooks), Jumpstarter's credential Secret and the Exporter's status (what
 Jumpstarter's controller writes), the config Secret and the Pod. The bodies are the fill's
-own, read back, so each write costs kube-apiserver what it cost in the fill. Nothing
-watches them but what watched the fill, nothing reconciles them, and the client reads no
-answer back into objects: the time it takes is the least any fill of these pools could
-take on this machine and this apiserver, whoever wrote it. Its ratio to the bare writes is
-the floor under the fill's."""
+own, read back, so each write costs kube-apiserver what it cost in the fill. Fewer watch
+them than watched the fill (the reconciler's watches are gone), nothing reconciles them,
+and the client reads no answer back into objects: the time it takes is the least any fill
+of these pools could take on this machine and this apiserver, whoever wrote it. Its ratio
+to the bare writes is the floor under the fill's."""
 
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pool.model.access import EXPORTERS, EXPORTERSETS
 from pool.model.keys import NAME_LABEL, SET_LABEL
 
 __all__ = ["FLOOR_NAMESPACE", "Floor", "Instance", "fresh", "group", "read_back", "write_floor"]
 
 FLOOR_NAMESPACE = "scale-floor"
-JUMPSTARTER = ("jumpstarter.dev", "v1alpha1", "exporters")
-SETS = ("virtualtarget.jumpstarter.dev", "v1alpha1", "exportersets")
+# (group, version, plural) as the custom-objects API takes them
+JUMPSTARTER = (EXPORTERS.group, EXPORTERS.version, EXPORTERS.plural)
+SETS = (EXPORTERSETS.group, EXPORTERSETS.version, EXPORTERSETS.plural)
 # Server-set metadata: a create must not carry it (a fill's creates never did).
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 

@@ -52,7 +52,7 @@ from bench.webhook import _cpu_seconds as cpu_seconds
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.stack import register_webhooks, running_reconciler, running_webhook
 from harness.standin import CredentialStandIn
-from pool.model.access import EXPORTERS, PODS
+from pool.model.access import EXPORTERS, EXPORTERSETS, PODS
 from pool.model.keys import NAME_LABEL
 from reconciler.runtime.cache import Informer, keep_only
 from reconciler.runtime.kube import Kube
@@ -70,7 +70,6 @@ WINDOW = 60.0  # seconds of the steady window
 USERS = ("reconciler", "webhook", "standin")
 SERVERS = ("kube-apiserver", "etcd", "webhook")  # what serves a write, whoever sends it
 PASSES = "controller_runtime_reconcile_total"
-GROUP, VERSION = "virtualtarget.jumpstarter.dev", "v1alpha1"
 
 
 @dataclass
@@ -146,7 +145,9 @@ def _create_all(api_client: Any, bodies: list[dict[str, Any]]) -> float:
         if body["kind"] == "ConfigMap":
             core.create_namespaced_config_map(namespace, body)
         else:
-            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "exportersets", body)
+            custom.create_namespaced_custom_object(
+                EXPORTERSETS.group, EXPORTERSETS.version, namespace, EXPORTERSETS.plural, body
+            )
 
     started = time.monotonic()
     with ThreadPoolExecutor(WRITERS) as pool:
@@ -223,7 +224,7 @@ def _wait(what: str, done: Callable[[], bool], timeout: float, alive: Callable[[
 # What the pools' writes touch; not the leader Lease, nor what kube-apiserver writes for
 # itself (its own Lease, flow control, CRD status, the `kubernetes` Service's endpoints).
 POOL_RESOURCES = frozenset(
-    {"exporters.jumpstarter.dev", f"exportersets.{GROUP}", "pods", "secrets", "events"}
+    {f"{r.plural}.{r.group}" for r in (EXPORTERS, EXPORTERSETS)} | {"pods", "secrets", "events"}
 )
 
 

@@ -141,6 +141,8 @@ def test_a_fix_in_the_middle_of_the_backoff_fills_the_pool_at_once(
             assert annotations.get(REVISION), annotations
         for exporter in new:
             registered(plane, ns, str(exporter["metadata"]["name"]))  # type: ignore[index]
-        wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
+        wait_for(
+            "Degraded False", lambda: condition(plane, ns, "Degraded").get("status") == "False"
+        )
     finally:
         stop.set()

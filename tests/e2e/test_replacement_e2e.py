@@ -224,7 +224,9 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
             and all(pods_of(plane, ns, e["metadata"]["uid"]) for e in instances(plane, ns)),
         )
         print(f"pool full {time.monotonic() - fixed_at:.1f} s after {probe} registered")
-        wait_for("Degraded False", lambda: condition(plane, ns, "Degraded")["status"] == "False")
+        wait_for(
+            "Degraded False", lambda: condition(plane, ns, "Degraded").get("status") == "False"
+        )
     finally:
         stop.set()
 

@@ -144,6 +144,11 @@ def surplus_memory(plane: ControlPlane, namespace: str, set_name: str) -> str | 
     return None if annotations is None else str(annotations.get(SURPLUS_SINCE) or "")
 
 
+def set_status(plane: ControlPlane, namespace: str, name: str = "pool") -> dict[str, Any]:
+    """An ExporterSet's status, or {} before the reconciler's first status write."""
+    return get_json(plane, "exporterset", name, "-n", namespace).get("status") or {}
+
+
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
     """Poll until `probe` returns something true, and return it (bounded, not a timing
     assertion: the timeout only ends a test that would otherwise hang)."""

@@ -35,6 +35,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     rotate_credential,
+    set_status,
     virtual_target_class,
     wait_for,
 )
@@ -145,10 +146,7 @@ def test_jmp_run_registers_from_the_rendered_config_and_a_rotated_token_follows(
             )
             wait_for(
                 "readyReplicas 1",
-                lambda: (get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}).get(
-                    "readyReplicas"
-                )
-                == 1,
+                lambda: set_status(plane, ns).get("readyReplicas") == 1,
             )
 
             reconciler.check_alive()

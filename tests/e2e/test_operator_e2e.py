@@ -47,6 +47,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     patch_spec,
+    set_status,
     surplus_memory,
     try_apply,
     virtual_target_class,
@@ -194,7 +195,7 @@ def test_the_operators_deployment_of_ours_fills_its_namespace_only(
 
         def filled() -> bool:
             controller.check_alive()
-            status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+            status = set_status(plane, ns)
             return (
                 status.get("replicas") == 2
                 and len(_names(plane, "pods", ns)) == 2

@@ -35,6 +35,7 @@ from tests.e2e.objects import (
     exporter_set,
     find_json,
     get_json,
+    set_status,
     virtual_target_class,
     wait_for,
 )
@@ -76,7 +77,7 @@ def pool(name: str, ns: str, drivers: list[Obj], **spec: Any) -> Obj:
 
 
 def condition(plane: ControlPlane, ns: str, name: str, kind: str) -> Obj:
-    status = get_json(plane, "exporterset", name, "-n", ns).get("status") or {}
+    status = set_status(plane, ns, name)
     return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
 
 

@@ -31,6 +31,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     patch_spec,
+    set_status,
     surplus_memory,
     virtual_target_class,
     wait_for,
@@ -68,7 +69,7 @@ def pods(plane: ControlPlane, ns: str) -> list[str]:
 
 
 def available(plane: ControlPlane, ns: str) -> int:
-    status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+    status = set_status(plane, ns)
     return int(status.get("availableReplicas") or 0)
 
 

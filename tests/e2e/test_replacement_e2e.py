@@ -39,6 +39,7 @@ from tests.e2e.objects import (
     exporter_set,
     find_json,
     get_json,
+    set_status,
     virtual_target_class,
     wait_for,
 )
@@ -89,7 +90,7 @@ def end_pod(plane: ControlPlane, ns: str, pod: str, code: int = 0, message: str 
 
 
 def condition(plane: ControlPlane, ns: str, kind: str) -> dict[str, Any]:
-    status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+    status = set_status(plane, ns)
     return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
 
 
@@ -181,7 +182,7 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
         log = reconcile()
         most_failed = 0  # podsFailed counts the failed Pods present (the backoff's record)
         while time.monotonic() < started + window:
-            status = get_json(plane, "exporterset", "pool", "-n", ns).get("status") or {}
+            status = set_status(plane, ns)
             most_failed = max(most_failed, status.get("podsFailed", 0))
             time.sleep(0.5)
         created = counter.since(started)

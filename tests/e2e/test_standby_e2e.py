@@ -27,7 +27,14 @@ from harness.stack import running_reconciler
 from pool.model.keys import SET_LABEL, STANDBY_LABEL
 from pool.model.timefmt import parse_time
 from tests.census import Census
-from tests.e2e.objects import apply, exporter_set, get_json, patch_spec, virtual_target_class
+from tests.e2e.objects import (
+    apply,
+    exporter_set,
+    get_json,
+    patch_spec,
+    set_status,
+    virtual_target_class,
+)
 from tests.e2e.objects import wait_for as wait
 from tests.exporters import ExporterProcesses
 
@@ -187,7 +194,7 @@ def test_a_first_consumer_pool_serves_a_lease_from_nothing_and_goes_back_to_its_
     # before the first status write lands.
     status = wait(
         "the status naming the standby",
-        lambda: said(s := get_json(plane, "exporterset", "pool", "-n", ns).get("status", {})) and s,
+        lambda: said(s := set_status(plane, ns)) and s,
     )
     assert status["replicas"] == 0
 

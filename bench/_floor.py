@@ -19,15 +19,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pool.model.access import EXPORTERS, EXPORTERSETS
+from pool.model.access import EXPORTERS, EXPORTERSETS, Resource
 from pool.model.keys import NAME_LABEL, SET_LABEL
 
-__all__ = ["FLOOR_NAMESPACE", "Floor", "Instance", "fresh", "group", "read_back", "write_floor"]
+__all__ = [
+    "FLOOR_NAMESPACE",
+    "Floor",
+    "Instance",
+    "custom_args",
+    "fresh",
+    "group",
+    "read_back",
+    "write_floor",
+]
 
 FLOOR_NAMESPACE = "scale-floor"
-# (group, version, plural) as the custom-objects API takes them
-JUMPSTARTER = (EXPORTERS.group, EXPORTERS.version, EXPORTERS.plural)
-SETS = (EXPORTERSETS.group, EXPORTERSETS.version, EXPORTERSETS.plural)
 # Server-set metadata: a create must not carry it (a fill's creates never did).
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 
@@ -59,6 +65,11 @@ class Floor:
     cpu: dict[str, float] = field(default_factory=dict)  # share of a core while writing
 
 
+def custom_args(resource: Resource, namespace: str) -> tuple[str, str, str, str]:
+    """Where `resource` is in `namespace`, as the custom-objects API's first arguments."""
+    return resource.group, resource.version, namespace, resource.plural
+
+
 def fresh(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     """`obj` as its creator sent it, into `namespace`: no server fields, no status."""
     metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_FIELDS}
@@ -86,9 +97,9 @@ def read_back(
     sets: list[dict[str, Any]] = []
     instances: list[Instance] = []
     for namespace in namespaces:
-        sets += custom.list_namespaced_custom_object(*SETS[:2], namespace, SETS[2])["items"]
+        sets += custom.list_namespaced_custom_object(*custom_args(EXPORTERSETS, namespace))["items"]
         exporters = custom.list_namespaced_custom_object(
-            *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], label_selector=SET_LABEL
+            *custom_args(EXPORTERS, namespace), label_selector=SET_LABEL
         )["items"]
         secrets = _dicts(api_client, core.list_namespaced_secret(namespace).items)
         pods = _dicts(
@@ -141,19 +152,19 @@ def write_floor(
 
     def write_set(obj: dict[str, Any]) -> None:
         custom.create_namespaced_custom_object(
-            *SETS[:2], namespace, SETS[2], fresh(obj, namespace), **raw
+            *custom_args(EXPORTERSETS, namespace), fresh(obj, namespace), **raw
         )
 
     def write_instance(instance: Instance) -> None:
         exporter = instance.exporter
         name = exporter["metadata"]["name"]
         custom.create_namespaced_custom_object(
-            *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], fresh(exporter, namespace), **raw
+            *custom_args(EXPORTERS, namespace), fresh(exporter, namespace), **raw
         )
         assert instance.credential is not None and instance.pod is not None
         core.create_namespaced_secret(namespace, fresh(instance.credential, namespace), **raw)
         custom.patch_namespaced_custom_object_status(
-            *JUMPSTARTER[:2], namespace, JUMPSTARTER[2], name,
+            *custom_args(EXPORTERS, namespace), name,
             {"status": exporter.get("status") or {}}, **raw,
         )  # fmt: skip
         for secret in instance.config:

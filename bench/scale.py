@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._apiserver import READ_VERBS, WRITE_VERBS, audit_requests, request_totals
-from bench._floor import FLOOR_NAMESPACE, Floor, read_back, write_floor
+from bench._floor import FLOOR_NAMESPACE, Floor, custom_args, read_back, write_floor
 from bench.webhook import _cpu_seconds as cpu_seconds
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.stack import register_webhooks, running_reconciler, running_webhook
@@ -145,9 +145,7 @@ def _create_all(api_client: Any, bodies: list[dict[str, Any]]) -> float:
         if body["kind"] == "ConfigMap":
             core.create_namespaced_config_map(namespace, body)
         else:
-            custom.create_namespaced_custom_object(
-                EXPORTERSETS.group, EXPORTERSETS.version, namespace, EXPORTERSETS.plural, body
-            )
+            custom.create_namespaced_custom_object(*custom_args(EXPORTERSETS, namespace), body)
 
     started = time.monotonic()
     with ThreadPoolExecutor(WRITERS) as pool:

@@ -34,6 +34,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -584,8 +585,33 @@ def _remove_host_files(ledger: Ledger, network: Network) -> None:
             if match := cached.fullmatch(entry.name):
                 (results / f"cni-loopback-{match.group(1)}-lo").unlink(missing_ok=True)
                 entry.unlink()
+    _remove_stale_sockets(SHIM_SOCKETS)
     for name in ledger.host_dirs:
         _remove_empty_tree(Path(name))
+
+
+def _remove_stale_sockets(folder: Path) -> None:
+    """Remove the sockets in `folder` that nothing listens on any more: a shim killed with
+    its node (SIGKILL, as a crash) leaves its socket file in SHIM_SOCKETS, which containerd
+    uses whatever its configuration says. A live one refuses nothing, whichever network
+    namespace its listener is in, so only the dead are removed."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.is_socket() and not _listened_on(entry):
+            entry.unlink(missing_ok=True)
+
+
+def _listened_on(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:  # busy, or not ours to judge: leave it
+            return True
+        return True
 
 
 def _remove_empty_tree(folder: Path) -> None:

@@ -74,9 +74,32 @@ def _host_state() -> dict[str, Any]:
 
 
 def assert_clean(workdir: Path, before: dict[str, Any], *, lock: bool = True) -> None:
-    """Nothing of the cluster in `workdir` is left: the host as `before` it started."""
+    """Nothing of the cluster in `workdir` is left: the host as `before` it started. The
+    failure names each part that differs, with its value before and after (this helper
+    module's asserts are not rewritten by pytest)."""
     after = host_state(lock=lock)
-    assert after.pop("node programs") <= before["node programs"]  # none started is left
-    assert after == {k: v for k, v in before.items() if k != "node programs"}
-    assert processes_of(workdir) == {}
-    assert mounts_under(workdir) == []
+    problems = [
+        f"{key}: before {was!r}, after {now!r}"
+        for key, (was, now) in _differences(before, after).items()
+    ]
+    if left := after.pop("node programs") - before["node programs"]:
+        problems.append(f"node programs still running: {sorted(left)}")
+    if processes := processes_of(workdir):
+        problems.append(f"processes of {workdir}: {processes}")
+    if mounts := mounts_under(workdir):
+        problems.append(f"mounts under {workdir}: {mounts}")
+    if problems:
+        raise AssertionError("the host is not as before the cluster:\n" + "\n".join(problems))
+
+
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Each key whose value differs (node programs aside: fewer after is clean), a dict's
+    own keys one by one, as `key` or `key / its key`."""
+    found: dict[str, tuple[Any, Any]] = {}
+    for key in sorted((before.keys() | after.keys()) - {"node programs"}):
+        was, now = before.get(key), after.get(key)
+        if isinstance(was, dict) and isinstance(now, dict):
+            found |= {f"{key} / {k}": pair for k, pair in _differences(was, now).items()}
+        elif was != now:
+            found[key] = (was, now)
+    return found

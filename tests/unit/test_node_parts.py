@@ -4,11 +4,12 @@ and the record of host changes (the cluster itself is tested in tests/node)."""
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 
 import pytest
 
-from harness.nodehost import MAX_NODES, NETWORK, Ledger
+from harness.nodehost import MAX_NODES, NETWORK, Ledger, _remove_stale_sockets
 from harness.nodeimages import BUSYBOX_IMAGE, PAUSE_IMAGE, normalize
 
 
@@ -79,3 +80,18 @@ def test_each_node_has_its_own_pod_range_ip_bridge_and_cgroup_inside_the_range()
     assert len({n.cni_network for n in nodes}) == MAX_NODES
     with pytest.raises(ValueError, match="1 to"):
         NETWORK.node(MAX_NODES)
+
+
+def test_a_killed_shims_socket_goes_and_a_listened_one_stays(tmp_path: Path) -> None:
+    """A shim killed with its node leaves its socket file in /run/containerd/s; the sweep
+    removes such a dead socket, and no file that something still listens on or that is
+    no socket."""
+    dead, alive, other = tmp_path / "dead", tmp_path / "alive", tmp_path / "not-a-socket"
+    with socket.socket(socket.AF_UNIX) as gone:
+        gone.bind(str(dead))  # bound and closed: the file stays, as a SIGKILLed shim's does
+    other.write_text("")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(alive))
+        listener.listen()
+        _remove_stale_sockets(tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["alive", "not-a-socket"]

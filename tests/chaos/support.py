@@ -40,18 +40,27 @@ def names(plane: ControlPlane, resource: str, namespace: str, *select: str) -> l
 
 
 def until(what: str, probe: Callable[[], Any], timeout: float) -> float:
-    """Poll `probe` until it holds (errors while the control plane is down count as not
-    yet); the seconds it took. AssertionError after `timeout`."""
+    """Poll `probe` until it holds (errors while the control plane is down, and the probe's
+    own failed asserts, count as not yet); the seconds it took. AssertionError after
+    `timeout`, from the probe's last failed assert when it made one, so its message shows."""
     started = time.monotonic()
     last: Any = None
-    while time.monotonic() - started < timeout:
+    refused: AssertionError | None = None
+    while True:
         try:
             last = probe()
+        except AssertionError as exc:  # the probe's own check: not yet, and kept to show
+            last = refused = exc
         except Exception as exc:  # the apiserver is still coming back
             last = exc
         if last is True or (last and not isinstance(last, Exception)):
             return time.monotonic() - started
-        time.sleep(0.2)
+        left = timeout - (time.monotonic() - started)
+        if left <= 0:
+            break
+        time.sleep(min(0.2, left))
+    if refused is not None:
+        raise AssertionError(f"{what}: not within {timeout:.0f}s: {refused}") from refused
     raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
 
 

@@ -1,0 +1,87 @@
+"""The `jumpstarter.dev` CRDs this project ships against Jumpstarter release 0.9.0's own,
+field by field (`tests.crddiff`: the whole spec, every version's openAPIV3Schema,
+descriptions' wording aside).
+
+Every difference must be listed, with where it comes from, in
+`api.jumpstarter.CRD_DIFFERENCES_FROM_RELEASE`; one that is not fails naming its path, and
+a listed one that is gone fails too. The release's CRDs are read from its source tarball
+(`harness.jumpstarter_crds`), the files `make jumpstarter` copies beside its build. The
+fields only ours has are pruned by the release's CRD: an Exporter stored by a release
+install reads as those fields' defaults (the end-to-end side:
+tests/e2e/test_release_crds_e2e.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api.jumpstarter import CRD_DIFFERENCES_FROM_RELEASE
+from harness.jumpstarter_crds import release_crd
+from pool.model.adapt import exporter_view
+from pool.rules.buckets import Bucket, classify, is_busy
+from tests.crddiff import ABSENT, differences
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "crds").rglob("jumpstarter.dev_*.yaml"))
+TABLE = "api.jumpstarter.CRD_DIFFERENCES_FROM_RELEASE"
+
+
+def _ours(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    return document
+
+
+def _kind(path: Path) -> str:
+    return str(_ours(path)["spec"]["names"]["kind"])
+
+
+def test_every_shipped_jumpstarter_dev_crd_is_compared() -> None:
+    assert [p.relative_to(ROOT).as_posix() for p in SHIPPED] == [
+        "crds/jumpstarter/jumpstarter.dev_exporters.yaml"
+    ]
+    assert sorted(CRD_DIFFERENCES_FROM_RELEASE) == sorted(_kind(p) for p in SHIPPED)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_a_shipped_crd_differs_from_the_releases_only_as_listed(path: Path) -> None:
+    found = differences(_ours(path), release_crd(path.name))
+    listed = CRD_DIFFERENCES_FROM_RELEASE.get(_kind(path), {})
+    unlisted = [f"{key}: ours {o!r}, the release's {r!r}" for key, (o, r) in found.items()
+                if key not in listed]  # fmt: skip
+    assert not unlisted, f"{path.name}: not in {TABLE}:\n" + "\n".join(unlisted)
+    gone = sorted(set(listed) - set(found))
+    assert not gone, f"{path.name}: listed in {TABLE}, no longer a difference: {gone}"
+
+
+def _only_ours() -> list[str]:
+    """The Exporter status fields only our CRD has, as the comparison finds them."""
+    found = differences(_ours(SHIPPED[0]), release_crd(SHIPPED[0].name))
+    fields = [key.split(" ")[1] for key, pair in found.items() if pair == ("present", ABSENT)]
+    return [f.removeprefix("status.") for f in fields if f.startswith("status.")]
+
+
+def test_the_fields_only_ours_has_are_the_listed_ones() -> None:
+    assert _only_ours() == ["leaseHooks", "recordsLeaseHooks", "tokenExpiresAt"]
+
+
+def test_an_exporter_a_release_install_stores_reads_as_the_fields_defaults() -> None:
+    """An exporter that owes its afterLease hook, as our CRD stores it, is busy; the same
+    status as the release's CRD stores it (those fields pruned) is an available one."""
+    status = {
+        "conditions": [{"type": t, "status": "True"} for t in ("Registered", "Online")],
+        "exporterStatus": "Available",
+        "leaseHooks": {"leaseRef": {"name": "l1"}, "leaseUID": "u1",
+                       "beforeLease": {"phase": "Succeeded"}},
+        "recordsLeaseHooks": True,
+        "tokenExpiresAt": "2026-01-01T00:00:00Z",
+    }  # fmt: skip
+    ours = {"metadata": {"name": "pool-a"}, "status": status}
+    pruned = {**ours, "status": {k: v for k, v in status.items() if k not in _only_ours()}}
+    recorded, stored = exporter_view(ours), exporter_view(pruned)
+    assert is_busy(recorded, ()) and not is_busy(stored, ())
+    assert (stored.records_lease_hooks, stored.hooks) == (False, None)
+    assert classify(stored, (), (), "ExitAndReplace", True) is Bucket.AVAILABLE

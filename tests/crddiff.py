@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["ABSENT", "ROOT", "differences"]
+__all__ = ["ABSENT", "ROOT", "differences", "only_ours"]
 
 ABSENT = "(absent)"
 ROOT = "openAPIV3Schema"  # the schema's own keywords are keyed under this name
@@ -87,3 +87,9 @@ def differences(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str,
         else:
             found[name] = tuple("present" if name in v else ABSENT for v in versions)
     return found
+
+
+def only_ours(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+    """The schema fields only `ours` has (the topmost of each), e.g. `status.leaseHooks`."""
+    found = differences(ours, theirs).items()
+    return [key.split(" ")[1] for key, pair in found if pair == ("present", ABSENT)]

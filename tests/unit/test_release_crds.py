@@ -21,9 +21,11 @@ import yaml
 
 from api.jumpstarter import CRD_DIFFERENCES_FROM_RELEASE
 from harness.jumpstarter_crds import release_crd
+from pool.model.access import ACCESS as RECONCILER_ACCESS
 from pool.model.adapt import exporter_view
 from pool.rules.buckets import Bucket, classify, is_busy
-from tests.crddiff import ABSENT, differences
+from tests.crddiff import differences, only_ours
+from webhook.access import ACCESS as WEBHOOK_ACCESS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "crds").rglob("jumpstarter.dev_*.yaml"))
@@ -59,13 +61,21 @@ def test_a_shipped_crd_differs_from_the_releases_only_as_listed(path: Path) -> N
 
 def _only_ours() -> list[str]:
     """The Exporter status fields only our CRD has, as the comparison finds them."""
-    found = differences(_ours(SHIPPED[0]), release_crd(SHIPPED[0].name))
-    fields = [key.split(" ")[1] for key, pair in found.items() if pair == ("present", ABSENT)]
-    return [f.removeprefix("status.") for f in fields if f.startswith("status.")]
+    fields = only_ours(_ours(SHIPPED[0]), release_crd(SHIPPED[0].name))
+    assert fields == ["status.leaseHooks", "status.recordsLeaseHooks", "status.tokenExpiresAt"]
+    return [f.removeprefix("status.") for f in fields]
 
 
-def test_the_fields_only_ours_has_are_the_listed_ones() -> None:
-    assert _only_ours() == ["leaseHooks", "recordsLeaseHooks", "tokenExpiresAt"]
+def test_neither_component_may_write_an_exporters_status() -> None:
+    """So neither writes a field the release's CRD would prune: their access tables (every
+    API call is checked against them; the RBAC is generated from them) grant nothing on
+    `exporters/status`, and the Exporter webhooks see `exporters` only, never its status."""
+    granted = [p.resource for p in (*RECONCILER_ACCESS, *WEBHOOK_ACCESS)]
+    assert "exporters" in granted and "exporters/status" not in granted
+    hooks = yaml.safe_load_all((ROOT / "deploy/base/webhook-configurations.yaml").read_text())
+    rules = [r for d in hooks for w in d["webhooks"] for r in w["rules"]
+             if "jumpstarter.dev" in r["apiGroups"]]  # fmt: skip
+    assert rules and all(r["resources"] == ["exporters"] for r in rules)
 
 
 def test_an_exporter_a_release_install_stores_reads_as_the_fields_defaults() -> None:

@@ -7,9 +7,9 @@
 A test module is touched when it changed, or when it imports, directly or through
 other modules, a Python module that changed (the import graph, from grimp, which
 import-linter uses). A change outside Python sources maps to the tests that read it:
-`schemas/`, `codegen/` and `crds/` to the codegen and CRD tests, `deploy/` to the deploy
-tests, `docs/` to the documentation tests, `images/` and the Dockerfile to the image
-tests. Anything else runs the unit tier. The tests run in parallel workers, as `make
+`schemas/`, `codegen/` and `crds/` to the codegen and CRD tests (ours against the
+release's too), `deploy/` to the deploy tests, `docs/` to the documentation tests,
+`images/` and the Dockerfile to the image tests. Anything else runs the unit tier. The tests run in parallel workers, as `make
 test` runs them; a node-tier or e2e module among them needs what those tiers need.
 """
 
@@ -29,8 +29,10 @@ PACKAGES = ("api", "bench", "certs", "codegen", "harness", "pool", "reconciler",
             "tests", "virtualtarget", "webhook")  # fmt: skip
 # Files that are not Python modules, by the folder they are in: the tests that read them.
 READERS = {
-    "schemas": ("tests/unit/test_codegen_*.py", "tests/e2e/test_crds_e2e.py"),
-    "crds": ("tests/unit/test_codegen_*.py", "tests/e2e/test_crds_e2e.py"),
+    "schemas": ("tests/unit/test_codegen_*.py", "tests/unit/test_release_crds.py",
+                "tests/e2e/test_crds_e2e.py"),
+    "crds": ("tests/unit/test_codegen_*.py", "tests/unit/test_release_crds.py",
+             "tests/e2e/test_crds_e2e.py"),
     "api": ("tests/unit/test_codegen_*.py",),
     "deploy": ("tests/unit/test_deploy_*.py", "tests/e2e/test_deploy_e2e.py"),
     "docs": ("tests/unit/test_docs_pages.py", "tests/unit/test_docpages.py",

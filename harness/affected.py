@@ -9,8 +9,9 @@ other modules, a Python module that changed (the import graph, from grimp, which
 import-linter uses). A change outside Python sources maps to the tests that read it:
 `schemas/`, `codegen/` and `crds/` to the codegen and CRD tests (ours against the
 release's too), `deploy/` to the deploy tests, `docs/` to the documentation tests,
-`images/` and the Dockerfile to the image tests. Anything else runs the unit tier. The tests run in parallel workers, as `make
-test` runs them; a node-tier or e2e module among them needs what those tiers need.
+`images/` and the Dockerfile to the image tests. Anything else runs the unit tier. The
+tests run in parallel workers, as `make test` runs them; a node-tier or e2e module among
+them needs what those tiers need.
 """
 
 from __future__ import annotations

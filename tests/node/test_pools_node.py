@@ -449,6 +449,7 @@ def _failed_counter(pool: Pool) -> Callable[[], bool]:
 def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(
     broken_pools: dict[int, Pool],
 ) -> None:
+    assert broken_pools.keys() == BROKEN_SHAPES.keys()
     first = min(pool.created_at for pool in broken_pools.values())
     remaining = BROKEN_WINDOW_S - (time.monotonic() - first)
     if remaining > 0:  # only when the tests before were quicker than the window
@@ -604,6 +605,7 @@ def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
 def test_the_broken_pool_once_fixed_fills_its_warm_buffer(
     broken_pools: dict[int, Pool],
 ) -> None:
+    assert broken_pools.keys() == BROKEN_SHAPES.keys()
     for slots, pool in broken_pools.items():
         fixed_at = _FIXED_AT.get(pool.namespace)
         assert fixed_at is not None, "the broken pool was not fixed (see the test before)"

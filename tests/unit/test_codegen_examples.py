@@ -73,9 +73,10 @@ def _breaks(rule: Rule, obj: dict[str, Any]) -> tuple[bool, bool]:
 def test_valid_example_passes_model_and_every_rule(path: Path) -> None:
     obj = _load(path)
     MODELS[obj["kind"]].model_validate(obj)
-    for rule in RULES:
-        if rule.kind == obj["kind"]:
-            assert _breaks(rule, obj) == (False, False), rule.id
+    rules = [rule for rule in RULES if rule.kind == obj["kind"]]
+    assert rules or obj["kind"] == "Exporter", obj["kind"]  # Jumpstarter's kind: none of ours
+    for rule in rules:
+        assert _breaks(rule, obj) == (False, False), rule.id
 
 
 def test_valid_examples_cover_the_three_kinds() -> None:

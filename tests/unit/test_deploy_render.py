@@ -63,9 +63,10 @@ def test_every_namespaced_object_is_in_the_product_namespace(rendered: list[Obj]
         "ClusterRoleBinding",
         *WEBHOOK_CONFIGURATION_KINDS,
     }
-    for obj in rendered:
-        if obj["kind"] not in cluster_scoped:
-            assert obj["metadata"].get("namespace") == WEBHOOK_NAMESPACE, obj["metadata"]
+    namespaced = [obj for obj in rendered if obj["kind"] not in cluster_scoped]
+    assert namespaced  # the Deployments, Services, ServiceAccounts, ... of every overlay
+    for obj in namespaced:
+        assert obj["metadata"].get("namespace") == WEBHOOK_NAMESPACE, obj["metadata"]
 
 
 def _crds(objects: list[Obj]) -> set[str]:
@@ -211,7 +212,9 @@ def test_self_signed_ca_bundle_verifies_the_serving_certificate(tmp_path: Path) 
     certs = ensure_certificates(tmp_path, WEBHOOK_SERVICE, WEBHOOK_NAMESPACE)
     objects = render_overlay("self-signed", ca_bundle=certs.ca_pem)
     leaf = x509.load_pem_x509_certificate(certs.cert.read_bytes())
-    for _, hook in webhooks(objects):
+    hooks = webhooks(objects)
+    assert len(hooks) == len(ENDPOINTS)
+    for _, hook in hooks:
         bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
         service = hook["clientConfig"]["service"]
         # The name kube-apiserver checks: <service>.<namespace>.svc

@@ -64,9 +64,11 @@ def test_the_readmes_commands_are_the_pages_commands() -> None:
 
 
 def test_every_link_of_the_readme_names_a_file_here() -> None:
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text()):
-        if not target.startswith("https://"):
-            assert (REPO / target).exists(), target
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    local = [target for target in links if not target.startswith("https://")]
+    assert local  # the README links its pages
+    for target in local:
+        assert (REPO / target).exists(), target
 
 
 def _citations() -> list[tuple[Path, str]]:
@@ -112,15 +114,22 @@ def test_every_flag_is_on_the_flags_page(command: str) -> None:
     title = f"`{command}`" if command == "exporter-set-controller" else f"`virtualtarget {command}`"
     page = FLAGS.read_text()
     section = page.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    for option in sorted(_options(command)):
+    options = sorted(_options(command))
+    assert options, command  # every command has flags
+    for option in options:
         assert f"`{option}" in section or f" `{option}`" in section, (command, option)
 
 
 def test_every_file_the_pages_name_is_here() -> None:
     """A page that names a source file (`pool/rules/planner.py`) follows it when it moves."""
     pages = [README, *sorted((REPO / "docs").glob("*.md"))]
-    for page in pages:
-        for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|md|txt))`", page.read_text()):
-            here = (REPO / path.split("/")[0]).exists()  # not another package's file
-            if here and not path.startswith("deploy/overlays/mine/"):
-                assert (REPO / path).exists(), f"{page.relative_to(REPO)}: {path}"
+    named = [
+        (page, path)
+        for page in pages
+        for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|yaml|md|txt))`", page.read_text())
+        if (REPO / path.split("/")[0]).exists()  # not another package's file
+        and not path.startswith("deploy/overlays/mine/")
+    ]
+    assert named  # e.g. docs/development.md names `harness/affected.py`
+    for page, path in named:
+        assert (REPO / path).exists(), f"{page.relative_to(REPO)}: {path}"

@@ -115,7 +115,9 @@ def test_prometheus_may_discover_the_services_and_read_their_metrics() -> None:
 
 
 def test_the_component_installs_in_the_product_namespace_with_the_product_label() -> None:
-    for obj in _component_objects():
+    objects = _component_objects()
+    assert objects
+    for obj in objects:
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "virtualtarget"
         if obj["kind"] != "ClusterRoleBinding":
             assert obj["metadata"]["namespace"] == WEBHOOK_NAMESPACE
@@ -134,7 +136,9 @@ def test_alerts_select_the_jobs_the_service_monitors_scrape() -> None:
     jobs = {
         selected_service(objects, m)["metadata"]["name"] for m in of_kind(objects, "ServiceMonitor")
     }
-    for rule in alerting_rules():
+    rules = alerting_rules()
+    assert rules
+    for rule in rules:
         named = set(re.findall(r'job="([^"]+)"', rule["expr"]))
         assert named and named <= jobs, rule["alert"]
 

@@ -65,6 +65,7 @@ def test_the_released_driver_boots_from_the_partitions_rendered() -> None:
         config = _config("exporter", arch, "uefi")
         driver = Qemu(**config)
         try:
+            assert config["default_partitions"], arch
             for key, path in config["default_partitions"].items():
                 assert f'validate_partition("{key}", use_default_partitions=True)' in on
                 resolved = driver.validate_partition(key, use_default_partitions=True)

@@ -60,6 +60,7 @@ def test_one_pass_reads_the_same_objects_in_a_namespace_ten_times_larger(
 def test_a_set_or_a_lease_wakes_only_the_sets_it_concerns(
     controllers: dict[int, Controller],
 ) -> None:
+    assert controllers.keys() == {SMALL, LARGE}
     for controller in controllers.values():
         # A new set wakes itself (no Lease matches it); a pending Lease the one pool it asks
         # for, in any namespace size.

@@ -19,11 +19,13 @@ def test_two_scenarios_ship() -> None:
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_scenario_runs_and_serves_every_lease(path: Path) -> None:
-    outcomes = run_scenario(yaml.safe_load(path.read_text()))
+    scenario = yaml.safe_load(path.read_text())
+    outcomes = run_scenario(scenario)
+    assert len(outcomes) == 1 + len(scenario.get("variants") or [])  # the base, each variant
     for outcome in outcomes:
         assert outcome.waits and outcome.unserved == 0
         assert outcome.percentile(50) <= outcome.percentile(95)
-        assert all(s.busy + s.available <= s.total for s in outcome.samples)
+        assert outcome.samples and all(s.busy + s.available <= s.total for s in outcome.samples)
 
 
 def test_a_bigger_warm_buffer_shortens_waits_and_costs_idle_time() -> None:

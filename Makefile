@@ -65,9 +65,10 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@touch $(CP_BINARIES) $(NODE_BINARIES)
 	@echo "control-plane: ready in $(BIN)/"
 
-## Jumpstarter's 0.9.0 controller and router, built from the release's source tarball
-## (../shared/vendor, or JUMPSTARTER_SOURCE) into $(BIN)/jumpstarter-<its digest>/, with the
-## release's jumpstarter.dev CRDs (first build: minutes; then cached).
+## Jumpstarter's 0.9.0 controller and router, and main's exporter-set controller and
+## operator, each built from its source tarball (../shared/vendor, or JUMPSTARTER_SOURCE and
+## JUMPSTARTER_MAIN_SOURCE) into $(BIN)/jumpstarter-<its digest>/, with the CRDs they need
+## (first build: minutes; then cached; harness/jumpstarter_build.py).
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 

@@ -1,16 +1,24 @@
-"""Jumpstarter's released controller and router, built from the release's source.
+"""Jumpstarter's own Go programs, built from the source tarballs in `../shared/vendor`.
 
-The tests and `make run` run Jumpstarter 0.9.0's own controller manager and router. Their Go
-module is not on the module proxy, but every dependency is, so they build here from the
-source tarball of the release (`../shared/vendor/jumpstarter-0.9.0-controller.tar.gz`, or
-the tarball `JUMPSTARTER_SOURCE` names): about 5.5 CPU-minutes with an empty Go cache.
+Two tarballs, one build description each (`SOURCES`), one mechanism:
 
-The build is cached beside the control plane's binaries under a key made from the
-tarball's digest, `.bin/jumpstarter-<digest>/`: `controller`, `router` and the release's
-`jumpstarter.dev` CRDs (`crds/`, from its operator's `config/crd/bases`). A folder is
-complete once its `BUILT` stamp exists, so an interrupted build is done again.
+- `RELEASE_SOURCE`: the 0.9.0 release's controller manager and router, which the tests and
+  `make run` run (`jumpstarter-0.9.0-controller.tar.gz`, or the tarball
+  `JUMPSTARTER_SOURCE` names), with its `jumpstarter.dev` CRDs;
+- `MAIN_SOURCE`: main's exporter-set controller and operator, the only upstream
+  exporter-set controller there is, which the takeover test runs
+  (`jumpstarter-main-b1f2bb4-controller.tar.gz`, or `JUMPSTARTER_MAIN_SOURCE`), with the
+  ExporterSet and VirtualTargetClass CRDs its operator installs (its controller reads those
+  kinds through its own Go types).
 
-    python -m harness.jumpstarter_build      # what `make jumpstarter` runs
+Jumpstarter's Go modules are not on the module proxy, but every dependency is. A build is
+cached beside the control plane's binaries under a key made from its tarball's digest,
+`.bin/jumpstarter-<digest>/`: the binaries and `crds/`. A folder is complete once its
+`BUILT` stamp exists, so an interrupted build is done again. Figures:
+docs/measurements.md.
+
+    python -m harness.jumpstarter_build          # what `make jumpstarter` runs: both
+    python -m harness.jumpstarter_build main     # one of them, by its key
 """
 
 from __future__ import annotations
@@ -28,54 +36,126 @@ from pathlib import Path
 from harness.controlplane import REPO_ROOT, binary_dir
 
 __all__ = [
+    "MAIN_SOURCE",
     "RELEASE",
+    "RELEASE_SOURCE",
+    "SOURCES",
+    "Binary",
     "JumpstarterBuild",
     "JumpstarterBuildError",
+    "Source",
     "build",
     "built",
     "source_tarball",
 ]
 
-RELEASE = "v0.9.0"
-RELEASE_COMMIT = "a084412198a554514ecba40be0bd6d4e53c2d9e7"  # the tag, ../shared/vendor/README.md
-TOP = "jumpstarter-0.9.0"  # the tarball's top folder
-CRD_DIR = "controller/deploy/operator/config/crd/bases"
-# The kinds Jumpstarter's controller serves (the operator's own CRD is not needed).
-CRDS = (
-    "jumpstarter.dev_clients.yaml",
-    "jumpstarter.dev_exporteraccesspolicies.yaml",
-    "jumpstarter.dev_exporters.yaml",
-    "jumpstarter.dev_leases.yaml",
-)
 _STAMP = "BUILT"
+_CRD_DIR = "controller/deploy/operator/config/crd/bases"  # what the operator installs
+
+
+@dataclass(frozen=True)
+class Binary:
+    """One program: `go build` of `package` in the Go module at `module` (a folder of the
+    tarball's top folder), written as `name`."""
+
+    name: str
+    package: str
+    module: str = "controller"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A tarball and what is built from it."""
+
+    key: str  # names it on the command line and in its build log
+    what: str  # for messages
+    top: str  # the tarball's top folder
+    tarball_env: str  # names another tarball
+    commit: str
+    version: str  # `main.version`; empty leaves the source's own default
+    binaries: tuple[Binary, ...]
+    crds: tuple[str, ...]  # from _CRD_DIR
+    archive: str  # how the tarball was made, for the message when it is missing
+
+    def tarball(self) -> Path:
+        default = REPO_ROOT.parent / "shared" / "vendor" / f"{self.top}-controller.tar.gz"
+        return Path(os.environ.get(self.tarball_env, default))
+
+    def ldflags(self) -> str:
+        flags = [f"-X main.gitCommit={self.commit}"]
+        if self.version:
+            flags.insert(0, f"-X main.version={self.version}")
+        return " ".join(flags)
+
+
+RELEASE = "v0.9.0"
+RELEASE_SOURCE = Source(
+    key="release",
+    what=f"Jumpstarter's {RELEASE} controller and router",
+    top="jumpstarter-0.9.0",
+    tarball_env="JUMPSTARTER_SOURCE",
+    commit="a084412198a554514ecba40be0bd6d4e53c2d9e7",  # the tag, ../shared/vendor/README.md
+    version=RELEASE,
+    binaries=(Binary("controller", "./cmd/"), Binary("router", "./cmd/router")),
+    # The kinds Jumpstarter's controller serves (the operator's own CRD is not needed).
+    crds=(
+        "jumpstarter.dev_clients.yaml",
+        "jumpstarter.dev_exporteraccesspolicies.yaml",
+        "jumpstarter.dev_exporters.yaml",
+        "jumpstarter.dev_leases.yaml",
+    ),
+    archive=f"git archive {RELEASE} controller LICENSE e2e",
+)
+MAIN_SOURCE = Source(
+    key="main",
+    what="Jumpstarter main's exporter-set controller and operator",
+    top="jumpstarter-main-b1f2bb4",
+    tarball_env="JUMPSTARTER_MAIN_SOURCE",
+    commit="b1f2bb41aac09cda79a2afa4b2f4fe07f3c6b0ea",  # ../shared/vendor/README.md
+    version="",  # an untagged commit: "dev", as a plain `go build` of it says
+    binaries=(
+        Binary("exporter-set-controller", "./cmd/exporter-set-controller"),
+        # a module of its own, with `replace .../controller => ../../`
+        Binary("operator", "./cmd", module="controller/deploy/operator"),
+    ),
+    crds=(
+        "virtualtarget.jumpstarter.dev_exportersets.yaml",
+        "virtualtarget.jumpstarter.dev_virtualtargetclasses.yaml",
+    ),
+    archive="git archive --prefix=jumpstarter-main-b1f2bb4/ b1f2bb41 controller LICENSE e2e",
+)
+SOURCES = {source.key: source for source in (RELEASE_SOURCE, MAIN_SOURCE)}
 
 
 class JumpstarterBuildError(RuntimeError):
     """The build cannot run or failed; the message says why and what to run."""
 
 
-def source_tarball() -> Path:
-    default = REPO_ROOT.parent / "shared" / "vendor" / f"{TOP}-controller.tar.gz"
-    return Path(os.environ.get("JUMPSTARTER_SOURCE", default))
+def source_tarball(source: Source = RELEASE_SOURCE) -> Path:
+    return source.tarball()
 
 
 @dataclass(frozen=True)
 class JumpstarterBuild:
-    """Where one built release lives."""
+    """Where one built tarball lives."""
 
     directory: Path
+    source: Source = RELEASE_SOURCE
+
+    def binary(self, name: str) -> Path:
+        return self.directory / name
 
     @property
     def controller(self) -> Path:
-        return self.directory / "controller"
+        return self.binary("controller")
 
     @property
     def router(self) -> Path:
-        return self.directory / "router"
+        return self.binary("router")
 
     @property
     def crds(self) -> list[Path]:
-        return [self.directory / "crds" / name for name in CRDS]
+        return [self.directory / "crds" / name for name in self.source.crds]
 
     @property
     def complete(self) -> bool:
@@ -90,45 +170,45 @@ def _digest(path: Path) -> str:
     return sha.hexdigest()[:16]
 
 
-def _cached(tarball: Path) -> JumpstarterBuild:
+def _cached(source: Source) -> JumpstarterBuild:
+    tarball = source.tarball()
     if not tarball.is_file():
         raise JumpstarterBuildError(
-            f"jumpstarter: no release source at {tarball}; set JUMPSTARTER_SOURCE to "
-            f"Jumpstarter's {RELEASE} source tarball "
-            f"(`git archive {RELEASE} controller LICENSE e2e`)"
+            f"jumpstarter: no source of {source.what} at {tarball}; set {source.tarball_env} "
+            f"to its tarball (`{source.archive}`)"
         )
-    return JumpstarterBuild(binary_dir() / f"jumpstarter-{_digest(tarball)}")
+    return JumpstarterBuild(binary_dir() / f"jumpstarter-{_digest(tarball)}", source)
 
 
-def built() -> JumpstarterBuild:
-    """The build of the configured source; raises with the command to run if it is missing."""
-    found = _cached(source_tarball())
+def built(source: Source = RELEASE_SOURCE) -> JumpstarterBuild:
+    """The build of the configured tarball; raises with the command to run if it is missing."""
+    found = _cached(source)
     if not found.complete:
         raise JumpstarterBuildError(
-            f"jumpstarter: Jumpstarter's {RELEASE} controller and router are not built in "
-            f"{found.directory}; run `make jumpstarter` (builds them from "
-            f"{source_tarball()}, minutes with an empty Go cache)"
+            f"jumpstarter: {source.what} are not built in {found.directory}; run "
+            f"`make jumpstarter` (builds them from {source.tarball()}, minutes with an "
+            f"empty Go cache)"
         )
     return found
 
 
-def _go_build(source: Path, out: Path, log: Path) -> None:
-    flags = f"-X main.version={RELEASE} -X main.gitCommit={RELEASE_COMMIT}"
-    command = ["go", "build", "-ldflags", flags, "-o", f"{out}/", "./cmd/", "./cmd/router"]
+def _go_build(source: Source, tree: Path, out: Path, log: Path) -> None:
     with log.open("wb") as sink:
-        result = subprocess.run(command, cwd=source / "controller", stdout=sink, stderr=sink)
-    if result.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-15:]
-        raise JumpstarterBuildError(
-            "\n".join([*tail, f"jumpstarter: go build failed (full log: {log})"])
-        )
-    (out / "cmd").rename(out / "controller")
+        for binary in source.binaries:
+            command = ["go", "build", "-ldflags", source.ldflags(), "-o", str(out / binary.name)]
+            result = subprocess.run(
+                [*command, binary.package], cwd=tree / binary.module, stdout=sink, stderr=sink
+            )
+            if result.returncode != 0:
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                raise JumpstarterBuildError(
+                    "\n".join([*tail, f"jumpstarter: go build failed (full log: {log})"])
+                )
 
 
-def build() -> JumpstarterBuild:
-    """Build the configured source unless its build is already cached; the build."""
-    tarball = source_tarball()
-    target = _cached(tarball)
+def build(source: Source = RELEASE_SOURCE) -> JumpstarterBuild:
+    """Build the configured tarball unless its build is already cached; the build."""
+    target = _cached(source)
     if target.complete:
         return target
     if shutil.which("go") is None:
@@ -136,27 +216,34 @@ def build() -> JumpstarterBuild:
     target.directory.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.directory.parent, prefix=".jumpstarter-") as tmp:
         work = Path(tmp)
-        with tarfile.open(tarball) as archive:
+        with tarfile.open(source.tarball()) as archive:
             archive.extractall(work / "src", filter="data")
-        source = work / "src" / TOP
+        tree = work / "src" / source.top
         out = work / "out"
         (out / "crds").mkdir(parents=True)
-        _go_build(source, out, binary_dir() / "jumpstarter-build.log")
-        for name in CRDS:
-            shutil.copy2(source / CRD_DIR / name, out / "crds" / name)
-        (out / _STAMP).write_text(f"{RELEASE} {RELEASE_COMMIT} from {tarball}\n")
+        _go_build(source, tree, out, binary_dir() / f"jumpstarter-{source.key}-build.log")
+        for name in source.crds:
+            shutil.copy2(tree / _CRD_DIR / name, out / "crds" / name)
+        (out / _STAMP).write_text(f"{source.what}, {source.commit}, from {source.tarball()}\n")
         shutil.rmtree(target.directory, ignore_errors=True)
         out.rename(target.directory)
     return target
 
 
-def main() -> int:
-    try:
-        found = build()
-    except JumpstarterBuildError as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(f"jumpstarter: Jumpstarter's {RELEASE} controller and router ready in {found.directory}")
+def main(argv: list[str] | None = None) -> int:
+    keys = (sys.argv[1:] if argv is None else argv) or list(SOURCES)
+    unknown = sorted(set(keys) - set(SOURCES))
+    if unknown:
+        print(f"jumpstarter: unknown {unknown}; known: {', '.join(SOURCES)}", file=sys.stderr)
+        return 2
+    for key in keys:
+        source = SOURCES[key]
+        try:
+            found = build(source)
+        except JumpstarterBuildError as error:
+            print(error, file=sys.stderr)
+            return 1
+        print(f"jumpstarter: {source.what} ready in {found.directory}", flush=True)
     return 0
 
 

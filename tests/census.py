@@ -34,6 +34,7 @@ class Census:
         self.most: Counter[str] = Counter()
         self._seen: dict[str, str] = {}
         self.ever: set[str] = set()  # every Exporter the watch has shown, standbys too
+        self.status_fields: set[str] = set()  # every status field any of them carried
         self._watch = watch_exporters(plane, ns, "--output-watch-events", "-o", "json")
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -48,6 +49,7 @@ class Census:
                 continue
             buffer = ""
             obj = event["object"]
+            self.status_fields |= set(obj.get("status") or {})
             labels = obj["metadata"].get("labels") or {}
             name, pool = obj["metadata"]["name"], labels.get(SET_LABEL, "")
             if event["type"] == "DELETED":

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from api.jumpstarter import CRD_DIFFERENCES_FROM_RELEASE
-from harness.jumpstarter_crds import release_crd
+from harness.jumpstarter_build import MAIN_SOURCE, source_tarball
+from harness.jumpstarter_crds import crd_in, release_crd
 from pool.model.access import ACCESS as RECONCILER_ACCESS
 from pool.model.adapt import exporter_view
 from pool.rules.buckets import Bucket, classify, is_busy
@@ -57,6 +58,16 @@ def test_a_shipped_crd_differs_from_the_releases_only_as_listed(path: Path) -> N
     assert not unlisted, f"{path.name}: not in {TABLE}:\n" + "\n".join(unlisted)
     gone = sorted(set(listed) - set(found))
     assert not gone, f"{path.name}: listed in {TABLE}, no longer a difference: {gone}"
+
+
+def test_main_at_b1f2bb41_has_the_releases_exporter_and_token_expiry_on_client() -> None:
+    """What the table says of Jumpstarter main at b1f2bb41: its Exporter CRD is the
+    release's (so what only ours has is in neither), and `tokenExpiresAt` is a field of
+    its Client's status, new since the release."""
+    main = source_tarball(MAIN_SOURCE)
+    exporters, clients = "jumpstarter.dev_exporters.yaml", "jumpstarter.dev_clients.yaml"
+    assert differences(crd_in(main, exporters), release_crd(exporters)) == {}
+    assert "status.tokenExpiresAt" in only_ours(crd_in(main, clients), release_crd(clients))
 
 
 def _only_ours() -> list[str]:

@@ -39,6 +39,7 @@ from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 from harness.stack import reconciler_args
 from harness.standin import CredentialStandIn
 from pool.model.access import EXPORTERS, PODS
+from pool.model.keys import BACKOFF_STEP, STANDBY_LABEL
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube
 from tests.e2e.objects import install_lease_crd
@@ -161,20 +162,26 @@ class SecretCollector:
 @dataclass
 class CreationCounter:
     """Every Exporter of `namespace` ever seen, by uid, with the local time it was first
-    seen."""
+    seen; and each instance (an Exporter seen without the standby label: created as one,
+    or a standby promoted) with the backoff step it carried then."""
 
     plane: ControlPlane
     namespace: str
     seen: dict[str, float] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.informer = Informer(Kube(self.plane.api_client()), EXPORTERS, self.namespace)
         self.informer.add_handler(self._on_exporter)
 
     def _on_exporter(self, _kind: str, new: dict[str, Any], _old: dict[str, Any] | None) -> None:
-        uid = (new.get("metadata") or {}).get("uid")
+        meta = new.get("metadata") or {}
+        uid = meta.get("uid")
         if uid:
             self.seen.setdefault(uid, time.monotonic())
+            if STANDBY_LABEL not in (meta.get("labels") or {}):
+                step = (meta.get("annotations") or {}).get(BACKOFF_STEP) or 0
+                self.steps.setdefault(uid, int(step))
 
     def start(self, stop: threading.Event) -> None:
         threading.Thread(target=self.informer.run, args=(stop,), daemon=True).start()

@@ -154,6 +154,17 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
     assert new_pod["metadata"]["ownerReferences"][0]["uid"] == new_uid
 
 
+def starts_by_step(counter: CreationCounter) -> dict[int, int]:
+    """How many instances started at each backoff step (0: before the first failure)."""
+    return dict(sorted(Counter(counter.steps.values()).items()))
+
+
+def one_probe_per_step(slots: int, starts: dict[int, int]) -> dict[int, int]:
+    """What a pool of `slots` whose every Pod fails starts, however long it is watched:
+    its slots, then one probe per failure in a row (each step once, none skipped)."""
+    return {0: slots, **dict.fromkeys(range(1, len(starts)), 1)}
+
+
 def failing_pool(
     plane: ControlPlane, ns: str, stop: threading.Event
 ) -> tuple[FailingKubelet, CreationCounter]:
@@ -185,18 +196,19 @@ def test_a_pool_whose_pods_fail_backs_off_says_so_and_fills_once_fixed(
             status = set_status(plane, ns)
             most_failed = max(most_failed, status.get("podsFailed", 0))
             time.sleep(0.5)
-        created = counter.since(started)
+        created, starts = counter.since(started), starts_by_step(counter)
         degraded = condition(plane, ns, "Degraded")
         status = get_json(plane, "exporterset", "pool", "-n", ns)["status"]
         events = get_json(plane, "events.events.k8s.io", "-n", ns)["items"]
         steps = [e["note"] for e in events if e.get("reason") == "BackOff"]
         print(
             f"\n{created} Exporters created in {window:.0f} s for 2 slots, every Pod failing "
-            f"({kubelet.ended} Pods ended); {len(steps)} BackOff Events; "
+            f"({kubelet.ended} Pods ended); instances started by backoff step {starts}; "
+            f"{len(steps)} BackOff Events; "
             f"podsFailed up to {most_failed}; Degraded: {degraded.get('message')}"
         )
-        # 2 at first, then one probe per backoff step (5 s, 10 s, 20 s, ...): no storm.
-        assert 2 <= created <= 8, log.read_text()
+        # 2 at first, then one probe per backoff step: no storm, whatever the window held.
+        assert starts == one_probe_per_step(2, starts), log.read_text()
         assert (degraded["status"], degraded["reason"]) == ("True", "PodsFailing")
         assert LAST_WORDS in degraded["message"]
         assert most_failed > 0
@@ -257,7 +269,7 @@ def test_a_pool_of_one_slot_whose_pods_fail_backs_off_at_its_ceiling(
                     if degraded or state == "True":
                         degraded.append(state)
                     time.sleep(0.5)
-        created = counter.since(started - 1)
+        created, starts = counter.since(started - 1), starts_by_step(counter)
         status = get_json(plane, "exporterset", "pool", "-n", ns)["status"]
     finally:
         stop.set()
@@ -268,11 +280,13 @@ def test_a_pool_of_one_slot_whose_pods_fail_backs_off_at_its_ceiling(
     logs = "\n".join(p.read_text() for p in sorted(tmp_path.glob("reconciler-*.log")))
     print(
         f"\nmaxReplicas 1, every Pod failing (phase only), a restart at 30 s: {created} "
-        f"Exporters in {window:.0f} s ({kubelet.ended} Pods ended); {len(events)} Events "
+        f"Exporters in {window:.0f} s ({kubelet.ended} Pods ended), instances started by "
+        f"backoff step {starts}; {len(events)} Events "
         f"{dict(sorted(reasons.items()))}; BackOff steps {steps}; podsFailed "
         f"{status.get('podsFailed')}; Degraded: {final.get('message')}"
     )
-    assert 1 <= created <= 5, logs
+    # The restart starts no count again: one probe per step, the first instance alone at 0.
+    assert starts == one_probe_per_step(1, starts), logs
     assert degraded and set(degraded) == {"True"}, (degraded, logs)
     assert (final["status"], final["reason"]) == ("True", "PodsFailing")
     assert "failure" in final["message"] and "exited" in final["message"]

@@ -1,0 +1,50 @@
+"""`harness.jumpstarter_build`: one build description per source tarball."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.jumpstarter_build import (
+    MAIN_SOURCE,
+    RELEASE_SOURCE,
+    SOURCES,
+    JumpstarterBuildError,
+    built,
+    main,
+)
+
+
+def test_each_source_is_named_by_its_key() -> None:
+    assert SOURCES == {"release": RELEASE_SOURCE, "main": MAIN_SOURCE}
+
+
+def test_the_release_is_stamped_with_its_tag_and_main_with_its_commit_only() -> None:
+    assert RELEASE_SOURCE.ldflags() == (
+        "-X main.version=v0.9.0 -X main.gitCommit=a084412198a554514ecba40be0bd6d4e53c2d9e7"
+    )
+    # an untagged commit keeps main's default version ("dev"): its provisioner then
+    # leaves the default images' `:latest` alone
+    assert MAIN_SOURCE.ldflags() == "-X main.gitCommit=b1f2bb41aac09cda79a2afa4b2f4fe07f3c6b0ea"
+
+
+def test_mains_operator_builds_in_its_own_module() -> None:
+    modules = {binary.name: binary.module for binary in MAIN_SOURCE.binaries}
+    assert modules == {
+        "exporter-set-controller": "controller",
+        "operator": "controller/deploy/operator",
+    }
+
+
+def test_a_missing_tarball_names_the_variable_that_sets_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUMPSTARTER_MAIN_SOURCE", str(tmp_path / "absent.tar.gz"))
+    with pytest.raises(JumpstarterBuildError, match="set JUMPSTARTER_MAIN_SOURCE"):
+        built(MAIN_SOURCE)
+
+
+def test_an_unknown_key_builds_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nightly"]) == 2
+    assert "known: release, main" in capsys.readouterr().err

@@ -39,10 +39,9 @@ from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 from harness.stack import reconciler_args
 from harness.standin import CredentialStandIn
 from pool.model.access import EXPORTERS, PODS
-from pool.model.keys import BACKOFF_STEP, STANDBY_LABEL
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube
-from tests.e2e.objects import install_lease_crd
+from tests.e2e.objects import install_lease_crd, instance_step
 
 WINDOW_S = 60.0
 # Condition Events a broken pool has no reason to write again and again.
@@ -175,13 +174,11 @@ class CreationCounter:
         self.informer.add_handler(self._on_exporter)
 
     def _on_exporter(self, _kind: str, new: dict[str, Any], _old: dict[str, Any] | None) -> None:
-        meta = new.get("metadata") or {}
-        uid = meta.get("uid")
+        uid = (new.get("metadata") or {}).get("uid")
         if uid:
             self.seen.setdefault(uid, time.monotonic())
-            if STANDBY_LABEL not in (meta.get("labels") or {}):
-                step = (meta.get("annotations") or {}).get(BACKOFF_STEP) or 0
-                self.steps.setdefault(uid, int(step))
+            if (step := instance_step(new)) is not None:
+                self.steps.setdefault(uid, step)
 
     def start(self, stop: threading.Event) -> None:
         threading.Thread(target=self.informer.run, args=(stop,), daemon=True).start()

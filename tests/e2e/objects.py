@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.controlplane import ControlPlane
 from pool.model.jumpstarter import TOKEN_KEY
-from pool.model.keys import SURPLUS_SINCE
+from pool.model.keys import BACKOFF_STEP, STANDBY_LABEL, SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
 from tests.kubeget import find_json as find_json  # the tests' reads, re-exported
 from tests.kubeget import get_json as get_json
@@ -179,6 +179,22 @@ def backoff_steps(events: list[dict[str, Any]]) -> list[int]:
     notes = (str(e.get("note") or e.get("message") or "") for e in events
              if e.get("reason") == "BackOff")  # fmt: skip
     return sorted(int(n) for note in notes for n in re.findall(r"failure (\d+) in a row", note))
+
+
+def instance_step(exporter: dict[str, Any]) -> int | None:
+    """The backoff step an Exporter started at (0: before any failure); None for a
+    standby, which counts once promoted."""
+    meta = exporter.get("metadata") or {}
+    if STANDBY_LABEL in (meta.get("labels") or {}):
+        return None
+    return int((meta.get("annotations") or {}).get(BACKOFF_STEP) or 0)
+
+
+def one_probe_per_step(slots: int, starts: dict[int, int]) -> dict[int, int]:
+    """What a pool of `slots` whose every Pod fails starts, however long it is watched
+    (`starts`: how many instances started at each step): its slots at step 0, then one
+    probe per failure in a row, each step once, none skipped."""
+    return {0: slots, **dict.fromkeys(range(1, len(starts)), 1)}
 
 
 # -- what Jumpstarter's controller writes -----------------------------------------------

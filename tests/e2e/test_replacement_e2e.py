@@ -39,6 +39,7 @@ from tests.e2e.objects import (
     exporter_set,
     find_json,
     get_json,
+    one_probe_per_step,
     set_status,
     virtual_target_class,
     wait_for,
@@ -157,12 +158,6 @@ def test_a_release_while_the_old_pod_terminates_never_removes_the_replacement(
 def starts_by_step(counter: CreationCounter) -> dict[int, int]:
     """How many instances started at each backoff step (0: before the first failure)."""
     return dict(sorted(Counter(counter.steps.values()).items()))
-
-
-def one_probe_per_step(slots: int, starts: dict[int, int]) -> dict[int, int]:
-    """What a pool of `slots` whose every Pod fails starts, however long it is watched:
-    its slots, then one probe per failure in a row (each step once, none skipped)."""
-    return {0: slots, **dict.fromkeys(range(1, len(starts)), 1)}
 
 
 def failing_pool(

@@ -30,10 +30,9 @@ import pytest
 
 from harness.guest import MARKER
 from harness.jumpstarter import JumpstarterSupply
-from pool.model.backoff import delay
 from pool.model.jumpstarter import CONFIG_KEY, QEMU_DRIVER, TOKEN_KEY
 from pool.model.keys import SERVED_LEASE
-from tests.e2e.objects import backoff_steps, get_json
+from tests.e2e.objects import backoff_steps, get_json, instance_step, one_probe_per_step
 from tests.exporters import DRIVER_NAMES, reported_drivers
 from tests.exporters import DRIVERS as DRIVERS_OK
 from tests.node.guest_support import monotonic, run_client
@@ -432,14 +431,14 @@ def test_scale_down_after_the_cooldown_removes_only_the_surplus(pool: Pool) -> N
 # -- a broken pool, watched beside the tests above (fixed here, checked further down) ----
 
 
-def _probes_within(window: float) -> int:
-    """How many probe instances the pool's backoff allows in `window` seconds, were every
-    instance to fail at once: the n with delay(0) + ... + delay(n - 1) <= window."""
-    count, spent = 0, 0.0
-    while spent + delay(count).total_seconds() <= window:
-        spent += delay(count).total_seconds()
-        count += 1
-    return count
+def _starts_by_step(pool: Pool) -> dict[int, int]:
+    """How many of the pool's instances started at each backoff step (0: before the first
+    failure), each as the watch first saw it an instance (a standby once promoted)."""
+    steps: dict[str, int] = {}
+    for event in list(pool.history.exporters):
+        if (step := instance_step(event.obj)) is not None:
+            steps.setdefault(event.uid, step)
+    return dict(sorted(Counter(steps.values()).items()))
 
 
 def _failed_counter(pool: Pool) -> Callable[[], bool]:
@@ -457,7 +456,7 @@ def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(
     for slots, pool in broken_pools.items():
         window = time.monotonic() - pool.created_at
         created = pool.history.created(pool.history.exporters)
-        bound = slots + _probes_within(window)
+        starts = _starts_by_step(pool)
         status = pool.status()
         degraded = pool.condition("Degraded")
         events = [  # the set's (the kubelet's about Pods are many more)
@@ -469,13 +468,15 @@ def test_a_broken_pool_stays_bounded_and_says_it_is_degraded(
         steps = backoff_steps(events)
         print(
             f"\nbroken pool (driver not installed), {BROKEN_SHAPES[slots]}: {len(created)} "
-            f"Exporters created in {window:.0f} s (bound {bound}); {len(events)} Events of the "
+            f"Exporters created in {window:.0f} s, started by backoff step {starts}; "
+            f"{len(events)} Events of the "
             f"set {dict(Counter(reasons))}; BackOff steps {steps}; "
             f"podsFailed {status.get('podsFailed')}; "
             f"Degraded={degraded.get('status')}/{degraded.get('reason')}: "
             f"{degraded.get('message')}\n{pool.table()}"
         )
-        assert len(created) <= bound
+        # Its slots, then one probe per failure in a row: no storm, whatever the window.
+        assert starts == one_probe_per_step(slots, starts), starts
         assert degraded.get("status") == "True"
         assert "ExporterSetRecovered" not in reasons, reasons  # Degraded never left True
         assert steps == list(range(1, len(steps) + 1)), steps  # one Event per step

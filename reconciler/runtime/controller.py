@@ -11,9 +11,9 @@ module of its own, as Kubernetes' ReplicaSet controller reads:
 4. carry out the steps of the pass's lane (`reconciler.runtime.lanes`) with the executor
    (`reconciler.runtime.executor`);
 5. keep the running instances' config Secrets current;
-6. report: the status and Events, after the work, and the steps carried out in the
-   planner's words (`pool.rules.explain`); a step that fails for good still gets its
-   pass's status written (`reconciler.runtime.failures`).
+6. report: the status and Events, after the work, and a log of the steps carried out
+   (`reconciler.runtime.report`); a step that fails for good still gets its pass's
+   status written (`reconciler.runtime.failures`).
 
 The pass is requeued at the next cooldown deadline the planner reports; failures back
 off per key. Which keys each watch event wakes is `reconciler.runtime.routing`'s; the
@@ -39,20 +39,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
 from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
-from pool.model.actions import Action
 from pool.model.views import Observation
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.provisioners.base import Provisioner
-from pool.rules.explain import UPDATE_STATUS, held, steps
 from pool.rules.planner import Plan, plan
-from pool.rules.steps import Wait
 from reconciler.runtime.cache import ObjKey
 from reconciler.runtime.caches import build_caches
 from reconciler.runtime.claims import Claims
@@ -62,12 +60,13 @@ from reconciler.runtime.executor import Executor, Pass, Runtime
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.failures import StepFailed
 from reconciler.runtime.kube import ApiError, Kube
-from reconciler.runtime.lanes import LANE_STEPS, Lane, lane_work, report
+from reconciler.runtime.lanes import LANE_STEPS, Lane, lane_work
 from reconciler.runtime.leftovers import Leftovers
 from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
 from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC
 from reconciler.runtime.observe import Observed, Observer
+from reconciler.runtime.report import log_pass, report
 from reconciler.runtime.routing import Router, set_key
 from reconciler.runtime.scope import Scope
 from reconciler.runtime.workqueue import WorkQueue
@@ -187,13 +186,13 @@ class Controller:
                     executor.run(report(result))
             finally:
                 self._pass_writes += executor.writes
-                _log_pass(key, executor.done, result.waits if ordinary else ())
+                log_pass(key, executor.done, result.waits if ordinary else ())
         except StepFailed as failed:
             self._report_failure(key, observed.observation, failed, executor, now)
             raise
         return result
 
-    def decide(self, exporter_set: dict[str, object], now: datetime) -> tuple[Plan, Observed] | str:
+    def decide(self, exporter_set: dict[str, Any], now: datetime) -> tuple[Plan, Observed] | str:
         """The plan for one set at `now`, with what it was made from; or, when the set
         gets no plan from this process, why."""
         observed = self.observer.observe(exporter_set)
@@ -217,7 +216,7 @@ class Controller:
             executor.run(report(result))
         finally:
             self._pass_writes += executor.writes
-            _log_pass(key, executor.done, ())
+            log_pass(key, executor.done, ())
 
     # -- running -------------------------------------------------------------------------
     def snapshot(self) -> None:
@@ -298,15 +297,3 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
-
-
-def _log_pass(key: ObjKey, done: Iterable[Action], waits: Iterable[Wait]) -> None:
-    """The steps a pass carried out and what it held back, in the planner's words: a
-    pass that acted at INFO (its status write at DEBUG), a quiet one at DEBUG."""
-    done = list(done)
-    level = logging.INFO if done else logging.DEBUG
-    if not log.isEnabledFor(level):
-        return
-    for step in steps(done) + held(waits):
-        quiet = step.verb == UPDATE_STATUS
-        log.log(logging.DEBUG if quiet else level, "%s/%s: %s", *key, step)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pool.model.actions import Action, CreateExporter, CreatePod, PatchStatus, RecordEvent
+from pool.model.actions import Action, CreateExporter, CreatePod
 from pool.rules.planner import Plan
+from reconciler.runtime.report import REPORT
 
-__all__ = ["LANE_STEPS", "REPORT", "Lane", "lane_work", "report"]
+__all__ = ["LANE_STEPS", "Lane", "lane_work"]
 
 
 class Lane(IntEnum):
@@ -27,10 +28,6 @@ class Lane(IntEnum):
 # What a pass taken from a lane above the ordinary one carries out.
 LANE_STEPS: dict[Lane, type] = {Lane.REFILL: CreateExporter, Lane.PODS: CreatePod}
 
-# The steps that report on a pass rather than change the pool: the status and Events. An
-# ordinary pass writes them after its work, so a status never claims work that failed.
-REPORT = (PatchStatus, RecordEvent)
-
 
 def lane_work(result: Plan, lane: Lane) -> list[Action]:
     """The steps of `result` a pass in `lane` carries out before its report: all but the
@@ -39,8 +36,3 @@ def lane_work(result: Plan, lane: Lane) -> list[Action]:
     if lane not in LANE_STEPS:
         return work
     return [a for a in work if isinstance(a, LANE_STEPS[lane])]
-
-
-def report(result: Plan) -> list[Action]:
-    """The steps that report on the pass: its status and Events."""
-    return [a for a in result.actions if isinstance(a, REPORT)]

@@ -24,9 +24,9 @@ from pool.rules.protection import busy_lease, leased_names, verdict
 from reconciler.runtime.cache import Informer, ObjKey, key_of
 from reconciler.runtime.claims import Claims
 from reconciler.runtime.events import build_event
-from reconciler.runtime.executor import without_protection
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.workqueue import WorkQueue
+from reconciler.runtime.writer import without_protection
 
 __all__ = ["Leftovers"]
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from api.imagepolicy import ImagePolicy
-from api.provisioners.check import check_parameters
 from pool.model.access import CLASSES, EXPORTERS, NODES, PODS, Resource
 from pool.model.adapt import class_view, controller_of, pool_view, remembered
 from pool.model.keys import SET_LABEL, instance_labels
@@ -166,11 +165,11 @@ class Observer:
                 f'VirtualTargetClass "{class_name}" not found in namespace "{namespace}"',
             )
         elif problem is None:
-            errors = check_parameters(
-                self.provisioner.name, merged_parameters(exporter_set, klass), merged=True
-            ).errors
-            if errors:
-                problem = (INVALID_PARAMETERS, "; ".join(map(str, errors)))
+            checked = self.provisioner.check_parameters(
+                merged_parameters(exporter_set, klass), merged=True
+            )
+            if checked.errors:
+                problem = (INVALID_PARAMETERS, "; ".join(map(str, checked.errors)))
         return pool, problem
 
     def pods(self, key: ObjKey) -> tuple[PodView, ...]:

@@ -168,9 +168,9 @@ class Controller:
         under the queue's backoff (a retry that fails the same way writes nothing more)."""
         exporter_set = self.watches[EXPORTERSETS].get(*key)
         now = self.clock()
-        self.leftovers.look_after(key, exporter_set, now)
+        self.leftovers.look_after(key, exporter_set, now)  # what a deleted set left
         observed = self.observer.observe(exporter_set) if exporter_set is not None else "gone"
-        if exporter_set is None or isinstance(observed, str):
+        if exporter_set is None or isinstance(observed, str):  # gone, or not this process's
             self.plans.pop(key, None)  # its metric series go with it
             return None
         result = self.plans[key] = plan(observed.observation, now)
@@ -180,10 +180,10 @@ class Controller:
         executor = Executor(self.runtime, Pass(exporter_set, observed.klass, now, credentials))
         try:
             try:
-                executor.run(work)
+                executor.run(work)  # carry out the lane's steps
                 if ordinary:
                     executor.keep_current(result.keep_current, result.keep_token)
-                    executor.run(report(result))
+                    executor.run(report(result))  # status and Events, after the work
             finally:
                 self._pass_writes += executor.writes
                 log_pass(key, executor.done, result.waits if ordinary else ())

@@ -19,7 +19,7 @@ from pool.model.adapt import controller_of
 from pool.model.jumpstarter import config_secret_name
 from pool.rendering.credentials import credential_secret_name, resolve
 from pool.rendering.render import Credentials
-from reconciler.runtime.cache import Cache, Informer, key_of
+from reconciler.runtime.cache import Cache, Informer, key_of, meta_of
 from reconciler.runtime.named import NamedCache
 
 __all__ = ["InstanceCredentials", "owner_sets"]
@@ -27,16 +27,11 @@ __all__ = ["InstanceCredentials", "owner_sets"]
 Obj = dict[str, Any]
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def owner_sets(obj: Obj) -> Iterable[tuple[str, str]]:
     """The set that controls `obj`, if one does."""
-    for ref in _meta(obj).get("ownerReferences") or []:
+    for ref in meta_of(obj).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == EXPORTERSETS.kind:
-            yield _meta(obj).get("namespace", ""), ref.get("name", "")
+            yield meta_of(obj).get("namespace", ""), ref.get("name", "")
 
 
 class InstanceCredentials:
@@ -49,7 +44,7 @@ class InstanceCredentials:
         """An Exporter's credentials from the caches, or why it has none yet. A Secret of
         the instance's name that another Exporter controls (an earlier one of that name,
         its config Secret not yet collected) is never taken for this one's."""
-        meta = _meta(exporter)
+        meta = meta_of(exporter)
         namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
         secrets = self.secrets
         config_name = config_secret_name(meta.get("name", ""))
@@ -74,7 +69,7 @@ class InstanceCredentials:
         credentials = dict(observed)
         for exporter in self._confirm(namespace, work):
             if klass is not None:
-                credentials[_meta(exporter).get("name", "")] = self.of(exporter, klass)
+                credentials[meta_of(exporter).get("name", "")] = self.of(exporter, klass)
         return credentials
 
     def _confirm(self, namespace: str, actions: Iterable[Action]) -> list[Obj]:

@@ -21,7 +21,7 @@ from pool.model.adapt import controller_of, exporter_view
 from pool.model.keys import LEASE_PROTECTION, SET_LABEL
 from pool.model.reasons import INSTANCE_KEPT, INSTANCE_LOST, INSTANCE_RELEASED
 from pool.rules.protection import busy_lease, leased_names, verdict
-from reconciler.runtime.cache import Informer, ObjKey, key_of
+from reconciler.runtime.cache import Informer, ObjKey, key_of, meta_of
 from reconciler.runtime.claims import Claims
 from reconciler.runtime.events import build_event
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
@@ -33,11 +33,6 @@ __all__ = ["Leftovers"]
 log = logging.getLogger("reconciler.controller")  # stable: log filters select by it
 
 Obj = dict[str, Any]
-
-
-def _meta(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 class Leftovers:
@@ -55,7 +50,7 @@ class Leftovers:
     def note_if_lost(self, exporter: Obj) -> None:
         """A pool's Exporter deleted while a lease held it, without the protection (it
         was deleted before the pool could add it): an Event will say so."""
-        meta = _meta(exporter)
+        meta = meta_of(exporter)
         set_name = (meta.get("labels") or {}).get(SET_LABEL)
         if not set_name or LEASE_PROTECTION in (meta.get("finalizers") or ()):
             return
@@ -75,12 +70,12 @@ class Leftovers:
         namespace = key[0]
         with self._lock:
             lost = self._lost.pop(key, [])
-        live = None if exporter_set is None else _meta(exporter_set)
+        live = None if exporter_set is None else meta_of(exporter_set)
         owner = "" if live is None or live.get("deletionTimestamp") else live.get("uid", "")
         leftovers = [
             obj
             for obj in self.exporters.by_index("set", key)
-            if LEASE_PROTECTION in (_meta(obj).get("finalizers") or ())
+            if LEASE_PROTECTION in (meta_of(obj).get("finalizers") or ())
             and (not owner or controller_of(obj) != owner)
         ]
         if not leftovers and not lost:
@@ -92,7 +87,7 @@ class Leftovers:
         )
         for exporter, lease in lost:
             note = (
-                f"Exporter {_meta(exporter).get('name')} was deleted while {lease} held it, "
+                f"Exporter {meta_of(exporter).get('name')} was deleted while {lease} held it, "
                 "before the pool protected it"
             )
             self._event(exporter, INSTANCE_LOST, "Delete", note, now, warning=True)
@@ -136,7 +131,7 @@ class Leftovers:
             now=now,
             warning=warning,
         )
-        namespace = _meta(regarding).get("namespace", "")
+        namespace = meta_of(regarding).get("namespace", "")
         try:
             self.kube.create(EVENTS, namespace, event)
             self.writes += 1

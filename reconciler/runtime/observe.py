@@ -34,7 +34,7 @@ from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.render import Credentials, merged_parameters
 from pool.rules.claims import matches
 from pool.rules.planner import Plan
-from reconciler.runtime.cache import Informer, ObjKey
+from reconciler.runtime.cache import Informer, ObjKey, meta_of
 from reconciler.runtime.claims import Claims
 from reconciler.runtime.credentials import InstanceCredentials
 from reconciler.runtime.expectations import EXPORTER, POD, POD_DELETED, Expectations
@@ -69,11 +69,6 @@ class Observed:
     credentials: Mapping[str, Credentials | str]
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 @dataclass
 class Observer:
     """What observing reads: the caches, the claims, the credentials, this process's
@@ -92,7 +87,7 @@ class Observer:
     def observe(self, exporter_set: Obj) -> Observed | str:
         """The planner's input for one set, with its class and the credentials of its
         instances; or, when the set gets no plan from this process, why."""
-        meta = _meta(exporter_set)
+        meta = meta_of(exporter_set)
         if meta.get("deletionTimestamp"):
             # (garbage collection; a leased instance is held by its lease protection)
             return "being deleted; its instances go with it, a leased one when its lease ends"
@@ -112,7 +107,9 @@ class Observer:
         credentials: dict[str, Credentials | str] = {}
         if klass is not None:
             for exporter in exporters.by_index("owner", uid):
-                credentials[_meta(exporter).get("name", "")] = self.credentials.of(exporter, klass)
+                credentials[meta_of(exporter).get("name", "")] = self.credentials.of(
+                    exporter, klass
+                )
         pods = self.pods(key)
         with_pods = {pod.owner_uid for pod in pods}
         labels = instance_labels(name, pool.template_labels)
@@ -140,7 +137,7 @@ class Observer:
     ) -> tuple[PoolView, tuple[str, str] | None]:
         """The set as the planner sees it, with its memory and the status this process
         last wrote, and the problem that stops its scaling, if any."""
-        meta = _meta(exporter_set)
+        meta = meta_of(exporter_set)
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         pool, problem = pool_view(exporter_set)
         if self.memory is not None:
@@ -229,7 +226,7 @@ class Observer:
         live, _ = self.live.list(EXPORTERS, namespace, f"{SET_LABEL}={name}")
         cache = self.watches[EXPORTERS]
         for exporter in live:
-            found = _meta(exporter).get("name", "")
+            found = meta_of(exporter).get("name", "")
             if controller_of(exporter) == uid and cache.get(namespace, found) is None:
                 self.expectations.expect(key, EXPORTER, found)
 

@@ -29,7 +29,7 @@ from pool.model.nodes import node_lost
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.credentials import ca_source, credential_secret_name
 from pool.rules.planner import Plan
-from reconciler.runtime.cache import Cache, Informer, ObjKey, key_of
+from reconciler.runtime.cache import Cache, Informer, ObjKey, key_of, meta_of
 from reconciler.runtime.claims import Claims
 from reconciler.runtime.credentials import InstanceCredentials, owner_sets
 from reconciler.runtime.expectations import Expectations
@@ -47,11 +47,6 @@ class LostInstances(Protocol):
     """Where a pool's Exporter deleted while leased is noted (`reconciler.runtime.leftovers`)."""
 
     def note_if_lost(self, exporter: Obj) -> None: ...
-
-
-def _meta(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 class Router:
@@ -96,13 +91,13 @@ class Router:
         if kind == "DELETED":
             self.plans.pop(key, None)  # its metric series go with it
             if self.memory is not None:
-                self.memory.forget(str(_meta(new).get("uid", "")))
+                self.memory.forget(str(meta_of(new).get("uid", "")))
             self.expectations.forget(key)
         self.queue.add(key)
         if old is None or kind == "DELETED" or _claim_changed(old, new):
             # Which set counts a Lease the set matches (matched) may have changed: wake the
             # sets those Leases match, and only them (`pool.rules.claims`).
-            going = kind == "DELETED" or _meta(new).get("deletionTimestamp")
+            going = kind == "DELETED" or meta_of(new).get("deletionTimestamp")
             for claim in self.claims.update(key, None if going else new):
                 for lease in self.claims.leases_matching(key[0], claim.labels):
                     for other in self.claims.matching(key[0], lease.selector, unreadable=True):
@@ -121,25 +116,25 @@ class Router:
 
     def on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
         for obj in (new, old):
-            name = (_meta(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
+            name = (meta_of(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
             if obj is not None and name:
-                self.queue.add((_meta(obj).get("namespace", ""), name))
+                self.queue.add((meta_of(obj).get("namespace", ""), name))
 
     def on_node(self, kind: str, new: Obj, old: Obj | None) -> None:
         """A node lost, back, or gone: wake the pools with a Pod on it (a heartbeat that
         changes neither wakes none)."""
         if kind != "DELETED" and old is not None and node_lost(new) == node_lost(old):
             return
-        for pod in self.watches[PODS].by_index("node", _meta(new).get("name")):
-            if name := (_meta(pod).get("labels") or {}).get(NAME_LABEL):
-                self.queue.add((_meta(pod).get("namespace", ""), name))
+        for pod in self.watches[PODS].by_index("node", meta_of(new).get("name")):
+            if name := (meta_of(pod).get("labels") or {}).get(NAME_LABEL):
+                self.queue.add((meta_of(pod).get("namespace", ""), name))
 
     def on_lease(self, _kind: str, new: Obj, old: Obj | None) -> None:
         """Wake the pools a Lease concerns: the one owning the Exporter it names (now or
         before) and those its selector matches (it is pending for them, or was), found by
         the claim index's labels, not by matching every set of the namespace. In the
         refill lane: a Lease takes capacity, so the refill it may call for goes first."""
-        namespace = _meta(new).get("namespace", "")
+        namespace = meta_of(new).get("namespace", "")
         views = [lease_view(lease) for lease in (new, old) if lease is not None]
         exporters = self.watches[EXPORTERS]
         for view in views:
@@ -151,7 +146,7 @@ class Router:
                 self.queue.add((namespace, claim.name), Lane.REFILL)
 
     def on_class(self, _kind: str, new: Obj, _old: Obj | None) -> None:
-        key = (_meta(new).get("namespace"), _meta(new).get("name"))
+        key = (meta_of(new).get("namespace"), meta_of(new).get("name"))
         for exporter_set in self.watches[EXPORTERSETS].by_index("class", key):
             self.queue.add(set_key(exporter_set))
 
@@ -159,12 +154,12 @@ class Router:
         """A credential Secret (token issued or rotated) wakes the pools of the Exporters
         naming it (a new one in the Pods lane); a config Secret (changed or deleted by
         someone) wakes its own pool."""
-        namespace = _meta(new).get("namespace", "")
+        namespace = meta_of(new).get("namespace", "")
         lane = Lane.PODS if kind == "ADDED" else Lane.ORDINARY
         for exporter in self.watches[EXPORTERS].by_index("credential", key_of(new)):
             for key in owner_sets(exporter):
                 self.queue.add(key, lane)
-        owner = (_meta(new).get("labels") or {}).get(NAME_LABEL)
+        owner = (meta_of(new).get("labels") or {}).get(NAME_LABEL)
         if owner:
             self.queue.add((namespace, owner))
 
@@ -173,7 +168,7 @@ class Router:
         of those classes, by the class index: the namespace's classes are few)."""
         namespace, name = key_of(new)
         for klass in self.watches[CLASSES].items():
-            meta = _meta(klass)
+            meta = meta_of(klass)
             if meta.get("namespace") == namespace and ca_source(klass)[0] == name:
                 for exporter_set in self.watches[EXPORTERSETS].by_index(
                     "class", (namespace, meta.get("name"))
@@ -182,7 +177,7 @@ class Router:
 
 
 def set_key(obj: Obj) -> ObjKey:
-    meta = _meta(obj)
+    meta = meta_of(obj)
     return meta.get("namespace", ""), meta.get("name", "")
 
 
@@ -191,17 +186,17 @@ def pool_keys(exporter: Obj) -> set[ObjKey]:
     (the same while the set controls it; after a deletion or an orphaning only the label
     is left, and its lease protection is still looked after: `reconciler.runtime.leftovers`)."""
     keys = set(owner_sets(exporter))
-    name = (_meta(exporter).get("labels") or {}).get(SET_LABEL)
+    name = (meta_of(exporter).get("labels") or {}).get(SET_LABEL)
     if name:
-        keys.add((_meta(exporter).get("namespace", ""), name))
+        keys.add((meta_of(exporter).get("namespace", ""), name))
     return keys
 
 
 def _claim_changed(old: Obj, new: Obj) -> bool:
     """What the claim rule reads of a set changed (its labels, selector, deletion)."""
-    return pool_claim(old) != pool_claim(new) or bool(_meta(old).get("deletionTimestamp")) != bool(
-        _meta(new).get("deletionTimestamp")
-    )
+    return pool_claim(old) != pool_claim(new) or bool(
+        meta_of(old).get("deletionTimestamp")
+    ) != bool(meta_of(new).get("deletionTimestamp"))
 
 
 def _issued(exporter: Obj) -> bool:

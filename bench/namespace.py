@@ -37,15 +37,15 @@ NAMESPACE = "ns-0"
 # The functions a pass's time is reported by: (what, file, function) as cProfile names them.
 STAGES = (
     ("the pass (Controller.sync)", "runtime/controller.py", "sync"),
-    ("observe the set", "runtime/controller.py", "observe"),
-    ("its rivals for the claim rule", "runtime/controller.py", "_rivals"),
-    ("its Leases", "runtime/controller.py", "_leases"),
-    ("its pool view", "runtime/controller.py", "_pool_view"),
-    ("its credentials", "runtime/controller.py", "credentials"),
-    ("its Pods", "runtime/controller.py", "_pods"),
+    ("observe the set", "runtime/observe.py", "observe"),
+    ("its rivals for the claim rule", "runtime/observe.py", "rivals"),
+    ("its Leases", "runtime/observe.py", "leases"),
+    ("its pool view", "runtime/observe.py", "pool_view"),
+    ("its credentials", "runtime/credentials.py", "of"),
+    ("its Pods", "runtime/observe.py", "pods"),
     ("plan (pool.rules.planner.plan)", "rules/planner.py", "plan"),
     ("execute (Executor.run)", "runtime/executor.py", "run"),
-    ("leftover instances", "runtime/controller.py", "_leftovers"),
+    ("leftover instances", "runtime/leftovers.py", "look_after"),
 )
 
 

@@ -1,8 +1,8 @@
 """VirtualTargetClass checks the CRD's CEL cannot express: provisioner name, references,
 toleration effects, nodeSelector label syntax, resource quantities, images, the
-provisioner's parameters (the class's own; a set's are checked merged over them), a
-runtime image its QEMU layout does not run (a warning), and a firmware or architecture
-its exporter image cannot boot.
+provisioner's parameters (the class's own; a set's are checked merged over them) and what
+else the provisioner finds of it (`Provisioner.class_findings`; for QEMU a runtime image
+its layout does not run, a firmware or architecture its exporter image cannot boot).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 
 from api.fielderrors import FieldError, join_path
 from api.labels import dns_subdomain_errors, labels_errors, qualified_name_errors
-from api.provisioners.check import check_parameters
-from api.provisioners.qemu_layout import class_layout_findings
+from pool.rendering.provisioners import known
 from webhook.checks_common import child, images_errors, resources_errors
 from webhook.verdict import Verdict
 
@@ -31,13 +30,15 @@ def check_class(obj: Mapping[str, Any]) -> Verdict:
     provisioner = spec.get("provisioner")
     verdict.errors += _provisioner_errors(provisioner)
     parameters = spec.get("parameters")
-    if isinstance(provisioner, str) and isinstance(parameters, dict):
-        found = check_parameters(provisioner, parameters)
+    plugin = known(provisioner)  # one this product does not know: its controller checks
+    if plugin is not None and isinstance(parameters, dict):
+        found = plugin.check_parameters(parameters)
         verdict.errors += found.errors
         verdict.warnings += found.warnings
-    layout_errors, layout_warnings = class_layout_findings(spec)
-    verdict.errors += layout_errors
-    verdict.warnings += layout_warnings
+    if plugin is not None:
+        class_errors, class_warnings = plugin.class_findings(spec)
+        verdict.errors += class_errors
+        verdict.warnings += class_warnings
     verdict.errors += _reference_errors(
         spec.get("caBundleConfigMapRef"), "spec.caBundleConfigMapRef"
     )

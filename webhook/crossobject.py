@@ -11,11 +11,9 @@ from typing import Any
 from api.fielderrors import FieldError
 from api.imagepolicy import ImagePolicy
 from api.merge import deep_merge
-from api.provisioners import DEFAULT_IMAGES
-from api.provisioners.check import check_parameters
-from api.provisioners.qemu_layout import set_layout_findings
 from api.warmbuffer import AUTO, WARM_BUFFER
 from pool.model.adapt import pool_claim
+from pool.rendering.provisioners import Provisioner, known
 from webhook.checks_images import inherited_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.jsontext import compact_json
@@ -41,9 +39,9 @@ async def check_set_against_class(
     image_policy: ImagePolicy | None = None,
     old: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """The set's class exists, agrees with the warm buffer, and accepts the merged
-    parameters, and its images can run the QEMU layout they name
-    (`api.provisioners.qemu_layout`); the set's own unknown parameter keys are warnings.
+    """The set's class exists, agrees with the warm buffer, and its provisioner accepts
+    the merged parameters and the set (`Provisioner.set_findings`: for QEMU, its images
+    can run the layout they name); the set's own unknown parameter keys are warnings.
     With an image allow-list, the images the set leaves to its class must be on it
     (`old`: the set before an UPDATE)."""
     set_spec = _mapping(exporter_set.get("spec"))
@@ -61,22 +59,29 @@ async def check_set_against_class(
     class_spec = _mapping(found.get("spec"))
     verdict = _warm_findings(exporter_set, name, class_spec)
     provisioner = class_spec.get("provisioner")
+    plugin = known(provisioner)  # one this product does not know: its controller checks
     if isinstance(provisioner, str):
-        errors, warnings = _set_parameter_findings(
-            provisioner, found, class_spec.get("parameters"), set_spec.get("parameters")
-        )
-        verdict.errors += errors
-        verdict.warnings += warnings
-        merged = deep_merge(
-            _mapping(class_spec.get("parameters")), _mapping(set_spec.get("parameters"))
-        )
-        layout_errors, layout_warnings = set_layout_findings(set_spec, class_spec, merged)
-        verdict.errors += layout_errors
-        verdict.warnings += layout_warnings
+        errors: tuple[FieldError, ...] = ()
+        if plugin is not None:
+            errors, warnings = _set_parameter_findings(
+                plugin, found, class_spec.get("parameters"), set_spec.get("parameters")
+            )
+            verdict.errors += errors
+            verdict.warnings += warnings
+            merged = deep_merge(
+                _mapping(class_spec.get("parameters")), _mapping(set_spec.get("parameters"))
+            )
+            set_errors, set_warnings = plugin.set_findings(set_spec, class_spec, merged)
+            verdict.errors += set_errors
+            verdict.warnings += set_warnings
         if not errors:  # what an instance would be: the apiserver must be able to store it
             verdict.errors += storable_errors(exporter_set, found)
     if image_policy is not None:
-        defaults = DEFAULT_IMAGES.get(provisioner, {}) if isinstance(provisioner, str) else {}
+        defaults = (
+            {role: image.image for role, image in plugin.default_images.items()}
+            if plugin is not None
+            else {}
+        )
         verdict.extend(
             inherited_image_findings(image_policy, exporter_set, old, name, found, defaults)
         )
@@ -115,7 +120,7 @@ Findings = tuple[tuple[FieldError, ...], tuple[str, ...]]
 
 
 def _set_parameter_findings(
-    provisioner: str, found: Mapping[str, Any], class_parameters: Any, set_parameters: Any
+    plugin: Provisioner, found: Mapping[str, Any], class_parameters: Any, set_parameters: Any
 ) -> Findings:
     """Errors of the merged parameters, and warnings for the unknown keys the set itself
     adds (the class's own were reported when the class was admitted), remembered per
@@ -130,8 +135,8 @@ def _set_parameter_findings(
         own = _mapping(set_parameters)
         merged = deep_merge(_mapping(class_parameters), own)
         return (
-            check_parameters(provisioner, merged, merged=True).errors,
-            tuple(check_parameters(provisioner, own).warnings),
+            plugin.check_parameters(merged, merged=True).errors,
+            tuple(plugin.check_parameters(own).warnings),
         )
 
     metadata = _mapping(found.get("metadata"))
@@ -139,7 +144,7 @@ def _set_parameter_findings(
     if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
         return check()  # a class from files: no version to remember it by
     try:
-        key = (uid, version, provisioner, compact_json(set_parameters))
+        key = (uid, version, plugin.name, compact_json(set_parameters))
     except (TypeError, ValueError):  # values JSON cannot spell
         return check()
     findings = _CHECKED_PARAMETERS.get(key)

@@ -25,7 +25,7 @@ from pool.model.adapt import exporter_view, lease_view
 from pool.model.jumpstarter import CONFIG_KEY
 from pool.model.keys import SET_LABEL, generate_name
 from pool.model.views import PoolClaim
-from pool.rendering.provisioners import PROVISIONERS
+from pool.rendering.provisioners import known
 from pool.rendering.render import (
     Credentials,
     config_secret,
@@ -78,7 +78,7 @@ class Rendered:
 def render_instance(exporter_set: Obj, klass: Obj) -> Rendered | None:
     """An instance of the set rendered with its class, None when the class names a
     provisioner this product does not render."""
-    provisioner = PROVISIONERS.get(str(_map(klass.get("spec")).get("provisioner", "")))
+    provisioner = known(_map(klass.get("spec")).get("provisioner"))
     if provisioner is None:
         return None
     meta = _map(exporter_set.get("metadata"))

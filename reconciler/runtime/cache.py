@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from pool.model.access import Resource
 from reconciler.runtime.kube import ApiError, Kube, WatchExpired
 
-__all__ = ["Cache", "Informer", "ObjKey", "interned", "keep_only", "key_of"]
+__all__ = ["Cache", "Informer", "ObjKey", "interned", "keep_only", "key_of", "meta_of"]
 
 log = logging.getLogger("reconciler.cache")  # stable: log filters select by it
 
@@ -59,6 +59,12 @@ class Cache(Protocol):
     def stalled_for(self, now: float | None = None) -> float: ...
     def observed_write(self, obj: Obj) -> None: ...
     def __len__(self) -> int: ...
+
+
+def meta_of(obj: Obj) -> dict[str, Any]:
+    """The object's metadata, {} where it has none (or not a mapping)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def key_of(obj: Obj) -> ObjKey:

@@ -47,7 +47,7 @@ from pool.rendering.credentials import (
     keep_credentials,
 )
 from pool.rules.claimindex import anchor
-from reconciler.runtime.cache import Cache, Informer, keep_only
+from reconciler.runtime.cache import Cache, Informer, keep_only, meta_of
 from reconciler.runtime.kube import Kube
 from reconciler.runtime.named import NamedCache
 from reconciler.runtime.scope import Scope
@@ -82,11 +82,6 @@ class Caches:
     watches: dict[Resource, Informer]  # the caches that list and watch
     secrets: Cache  # a watch of Secrets, or the Secrets read by name
     informers: dict[Resource, Cache]  # every resource of WATCHED (and Nodes) -> its cache
-
-
-def meta_of(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def secrets_by_name(scope: Scope) -> bool:

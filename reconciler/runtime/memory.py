@@ -26,6 +26,7 @@ from typing import Any
 
 from pool.model.access import MEMORY_LEASES
 from pool.model.keys import BACKOFF, DEMAND, LEGACY_SURPLUS_SINCE, SURPLUS_SINCE
+from reconciler.runtime.cache import meta_of
 from reconciler.runtime.kube import ApiError, Kube
 
 __all__ = ["MemoryLeases", "lease_name"]
@@ -50,11 +51,6 @@ def lease_name(set_name: str) -> str:
     return f"{name[: _MAX_NAME - len(digest) - 1]}.{digest}"
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 class MemoryLeases:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -64,15 +60,15 @@ class MemoryLeases:
 
     def read(self, exporter_set: Obj) -> Mapping[str, str] | None:
         """The annotations of the set's Lease, None while it has none."""
-        uid = str(_meta(exporter_set).get("uid", ""))
+        uid = str(meta_of(exporter_set).get("uid", ""))
         with self._lock:
             if uid in self._known:
                 return self._known[uid]
-        meta = _meta(exporter_set)
+        meta = meta_of(exporter_set)
         lease = self.kube.get(MEMORY_LEASES, meta.get("namespace", ""), lease_name(meta["name"]))
         held = None
         if lease is not None:
-            annotations = _meta(lease).get("annotations") or {}
+            annotations = meta_of(lease).get("annotations") or {}
             held = {str(k): v for k, v in annotations.items() if isinstance(v, str)}
         with self._lock:
             self._known[uid] = held
@@ -81,7 +77,7 @@ class MemoryLeases:
     def remember(self, exporter_set: Obj, marks: Mapping[str, str | None]) -> None:
         """Write these annotations (None: remove one) into the set's Lease, creating it
         if needed."""
-        meta = _meta(exporter_set)
+        meta = meta_of(exporter_set)
         uid, namespace = str(meta.get("uid", "")), str(meta.get("namespace", ""))
         name = lease_name(meta["name"])
         held = self.read(exporter_set)

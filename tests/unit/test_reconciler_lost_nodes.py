@@ -19,6 +19,7 @@ from pool.rules.buckets import Bucket
 from pool.rules.planner import Plan, plan
 from pool.rules.planreport import SetPlan, as_json, as_text
 from reconciler.runtime.controller import Controller
+from reconciler.runtime.observe import lost_nodes
 from reconciler.runtime.scope import Scope
 from tests.unit.test_reconciler_support import T0, klass, pool, ready
 
@@ -174,22 +175,24 @@ def test_a_cluster_wide_reconciler_reads_nodes_and_wakes_the_pools_on_one_lost()
     pods.replace([_pod("pool-0", "node-a"), _pod("pool-1", DEAD)])
     views = tuple(controller.watches[PODS].derived_by_index("set", ("lab", "pool")))
     assert {v.node for v in views} == {"node-a", DEAD}
-    assert controller._lost_nodes(views) == {}
+    assert lost_nodes(controller.watches.get(NODES), views) == {}
     drained = len(controller.queue)
     nodes.apply("MODIFIED", _node(DEAD, "True", heartbeat="later"))  # a heartbeat: no pass
     assert len(controller.queue) == drained
     nodes.apply("MODIFIED", _node(DEAD, "Unknown"))
     assert controller.queue.get(timeout=0) == ("lab", "pool")
-    assert controller._lost_nodes(views) == {DEAD: "Ready Unknown"}
+    assert lost_nodes(controller.watches.get(NODES), views) == {DEAD: "Ready Unknown"}
     nodes.apply("DELETED", _node(DEAD, "Unknown"))
-    assert controller._lost_nodes(views) == {DEAD: GONE}
+    assert lost_nodes(controller.watches.get(NODES), views) == {DEAD: GONE}
     assert any("watch" in r.verbs for r in _cluster_rules())
 
 
 def test_a_namespaced_reconciler_reads_no_nodes() -> None:
     controller = _controller(Scope(("lab",)))
     assert NODES not in controller.watches and NODES not in controller.informers
-    assert controller._lost_nodes((PodView("p", "e", "Running", node=DEAD),)) == {}
+    assert (
+        lost_nodes(controller.watches.get(NODES), (PodView("p", "e", "Running", node=DEAD),)) == {}
+    )
     assert not allowed(NODES, "list", mode=NAMESPACED)
 
 

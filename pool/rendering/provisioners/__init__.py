@@ -1,17 +1,27 @@
 """Provisioner plug-ins, by the name a VirtualTargetClass gives in `provisioner`.
 
-Adding a backend means adding a module with a `Provisioner` and one line here.
+Adding a backend means adding a module with a `Provisioner` and one line here
+(docs/development.md, "Adding a provisioner"). A class naming a provisioner not listed
+is its own controller's: admission checks nothing of its parameters, and this product
+renders none of its instances.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from api.provisioners.qemu import Layout
 from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.provisioners.qemu import QemuProvisioner
 
-__all__ = ["PROVISIONERS", "Provisioner", "provisioner"]
+__all__ = ["PROVISIONERS", "Provisioner", "known", "provisioner"]
 
 PROVISIONERS: dict[str, Provisioner] = {p.name: p for p in (QemuProvisioner(),)}
+
+
+def known(name: Any) -> Provisioner | None:
+    """The plug-in a class's `provisioner` names, None for one this product does not know."""
+    return PROVISIONERS.get(name) if isinstance(name, str) else None
 
 
 def provisioner(name: str, *, qemu_layout: str | None = None) -> Provisioner:

@@ -1,10 +1,13 @@
-"""The provisioner plug-in interface.
+"""The provisioner plug-in interface: everything that belongs to one provisioner.
 
-A provisioner turns one instance (its Exporter and an `InstanceContext`) into what runs
-it, and states the facts that belong to it: its name (the value of a class's
-`provisioner`) and its default images. The parts every provisioner shares (the Exporter,
-the config Secret around the drivers) are `pool.rendering.render`'s; parameters are
-checked by `api.provisioners.check`. Pure: rendering returns dicts, it never calls the
+A provisioner states its name (the value of a class's `provisioner`) and its default
+images, checks the parameters a class and a set give it, says what admission finds of a
+class or set beyond its parameters (for QEMU: images that cannot run the layout or boot
+the firmware named), and turns one instance (its Exporter and an `InstanceContext`) into
+what runs it. The parts every provisioner shares (the Exporter, the config Secret around
+the drivers) are `pool.rendering.render`'s. Admission (`webhook/`) and the reconcile loop
+(`reconciler/`) reach a provisioner only through this interface and the registry in
+`pool.rendering.provisioners`. Pure: it returns dicts and findings, it never calls the
 API.
 """
 
@@ -13,14 +16,41 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from api.fielderrors import FieldError
+from api.provisioners.check import ParameterCheck
 from pool.rendering.render import Image, InstanceContext
 
-__all__ = ["Provisioner"]
+__all__ = ["Findings", "Provisioner"]
+
+# (errors, warnings) of an admission check
+Findings = tuple[list[FieldError], list[str]]
 
 
 class Provisioner(Protocol):
     name: str
     default_images: Mapping[str, Image]
+
+    def check_parameters(
+        self, parameters: Mapping[str, Any], *, merged: bool = False
+    ) -> ParameterCheck:
+        """Errors and warnings of `parameters`: a class's own, or (`merged`) a set's
+        deep-merged over its class's. A set whose merged parameters have errors is not
+        scaled; admission refuses them."""
+        ...
+
+    def class_findings(self, class_spec: Mapping[str, Any]) -> Findings:
+        """What admission finds of a class beyond its parameters."""
+        ...
+
+    def set_findings(
+        self,
+        set_spec: Mapping[str, Any],
+        class_spec: Mapping[str, Any],
+        merged: Mapping[str, Any],
+    ) -> Findings:
+        """What admission finds of a set against its class, `merged` its parameters
+        deep-merged over the class's."""
+        ...
 
     def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
         """The template's drivers as this provisioner runs them (the config's `export`)."""

@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from api.provisioners.check import ParameterCheck, check_parameters
 from api.provisioners.qemu import DEFAULT_IMAGES as IMAGE_REFERENCES
 from api.provisioners.qemu import (
     PROVISIONER,
@@ -45,6 +46,7 @@ from api.provisioners.qemu import (
     qemu_size,
 )
 from api.provisioners.qemu_firmware import default_partitions, named_firmware
+from api.provisioners.qemu_layout import class_layout_findings, set_layout_findings
 from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
 from pool.model.access import PODS
@@ -60,6 +62,7 @@ from pool.model.jumpstarter import (
     readiness_command,
     run_command,
 )
+from pool.rendering.provisioners.base import Findings
 from pool.rendering.provisioners.disk import (
     DISK_DIR,
     disk_mount,
@@ -233,6 +236,22 @@ class QemuProvisioner:
 
     def __init__(self, default_layout: Layout = Layout.EXPORTER) -> None:
         self.default_layout = default_layout
+
+    def check_parameters(
+        self, parameters: Mapping[str, Any], *, merged: bool = False
+    ) -> ParameterCheck:
+        return check_parameters(self.name, parameters, merged=merged)
+
+    def class_findings(self, class_spec: Mapping[str, Any]) -> Findings:
+        return class_layout_findings(class_spec)
+
+    def set_findings(
+        self,
+        set_spec: Mapping[str, Any],
+        class_spec: Mapping[str, Any],
+        merged: Mapping[str, Any],
+    ) -> Findings:
+        return set_layout_findings(set_spec, class_spec, merged)
 
     def layout(self, parameters: Mapping[str, Any]) -> Layout:
         """The layout the merged parameters name, else this entry point's default."""

@@ -21,11 +21,10 @@ times (creationTimestamp has a 1 s resolution):
 - its Pod's ADDED event, once the stand-in has issued its credentials (whose event is
   recorded too, to split Jumpstarter's part from ours).
 
-Two reconcilers run as processes, each on its own namespaces, in alternating rounds:
-`virtualtarget reconcile` (ours) and the same program made to create one instance per
-pass and requeue (`bench._one_per_pass`), the pace of Jumpstarter's own exporter-set
-controller. Scenarios: one pool, rounds one after another; and 100 pools in one
-namespace, every pool's burst sent at once.
+`virtualtarget reconcile` runs as a process on namespaces of its own. Scenarios: one
+pool, rounds one after another; and 100 pools in one namespace, every pool's burst sent at
+once. Against Jumpstarter main's own exporter-set controller, with the 0.9.0 release
+assigning the Leases: `python -m bench versus`.
 
     VIRTUALTARGET_BIN_DIR=... python -m bench refill
 """
@@ -80,14 +79,14 @@ STANDIN_WORKERS = 4
 EXTRA_ARGS: tuple[str, ...] = ()  # more arguments for both reconcilers
 TARGET_P95_S = 1.0
 WAIT_S = 120.0
-RECONCILERS = {"ours": "virtualtarget.cli", "one per pass": "bench._one_per_pass"}
+RECONCILERS = {"ours": "virtualtarget.cli"}
 GROUP, VERSION = "jumpstarter.dev", "v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
 CLASS = {"provisioner": "qemu.jumpstarter.dev", "parameters": {"resources": {"cpu": 1}}}
 
 
 def ns_of(reconciler: str, pools: int) -> str:
-    return f"refill-{'ours' if reconciler == 'ours' else 'base'}-{pools}"
+    return f"refill-{reconciler}-{pools}"
 
 
 # -- what the bench sees: local receive times of watch events ---------------------------

@@ -1,0 +1,51 @@
+"""The side-by-side benchmark's pure parts: the run order, the writes it counts, the ratios."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bench.versus import ELECTION, Run, figures, orders, ratio_rows, writes_of
+
+USER = "system:serviceaccount:vs0-ours:jumpstarter-exporterset-qemu-jumpstarter-dev"
+
+
+def test_runs_alternate_which_controller_goes_first() -> None:
+    assert orders(1) == ["theirs", "ours", "ours", "theirs"]
+    assert orders(2) == ["theirs", "ours", "ours", "theirs"] * 2
+
+
+def test_only_the_users_writes_are_counted() -> None:
+    counts = Counter(
+        {
+            (USER, "create", "pods"): 4,
+            (USER, "get", "pods"): 9,
+            (USER, "update", ELECTION): 3,
+            ("admin", "create", "pods"): 7,
+        }
+    )
+    assert writes_of(counts, USER) == Counter({("create", "pods"): 4, ("update", ELECTION): 3})
+
+
+def test_figures_keep_the_election_lease_apart() -> None:
+    run = Run("ours", pools=2, refill_pools=1, fill_s=3.0, refill_s=None, filled=4, kept=5)
+    run.fill_writes = Counter({("create", "pods"): 4, ("update", ELECTION): 6})
+    run.rest_writes = Counter({("update", ELECTION): 5, ("patch", "secrets"): 1})
+    found = figures(run)
+    assert found["fill writes per instance"] == 1.0  # 4 writes, 4 instances
+    assert found["instances per pool, after the rest"] == 2.5
+    assert found["writes at rest (election Lease apart)"] == 1.0
+    assert found["election Lease writes at rest"] == 5.0
+    assert found["refill s"] is None
+
+
+def test_ratios_are_ours_over_theirs_of_the_medians() -> None:
+    runs = [
+        Run("theirs", 1, 1, fill_s=10.0, refill_s=4.0),
+        Run("ours", 1, 1, fill_s=2.0, refill_s=None),
+        Run("ours", 1, 1, fill_s=4.0, refill_s=1.0),
+        Run("theirs", 1, 1, fill_s=30.0, refill_s=8.0),
+    ]
+    rows = {name: (theirs, ours, ratio) for name, theirs, ours, ratio in ratio_rows(runs)}
+    assert rows["fill s"] == (20.0, 3.0, 0.15)
+    assert rows["refill s"] == (6.0, None, None)  # a run of ours never refilled
+    assert rows["CPU s at rest"] == (0.0, 0.0, None)  # nothing to divide by

@@ -3,8 +3,9 @@ components' API access tables.
 
 Each component lists every API call it makes once, in its `access` module
 (`webhook.access.ACCESS`, `pool.model.access.ACCESS`, entries of
-`api.access.Permission`). This module turns those tables into RBAC, so RBAC grants exactly
-what the code uses:
+`api.access.Permission`; the reconciler's beside what its provisioners' own resources need,
+`pool.rendering.provisioners.PROVISIONED_ACCESS`). This module turns those tables into
+RBAC, so RBAC grants exactly what the code uses:
 
 - `deploy/base/rbac/`: the cluster-wide install, a ClusterRole per component (and, for
   calls confined to the component's own namespace, a Role) with their bindings;
@@ -36,6 +37,7 @@ import yaml
 
 from api.access import CLUSTER, NAMESPACED, Permission, merge
 from harness.deploy_render import REPO, WEBHOOK_NAMESPACE
+from pool.rendering.provisioners import PROVISIONED_ACCESS
 from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 
 __all__ = [
@@ -232,7 +234,8 @@ def generate(tables: dict[str, Sequence[Permission]] | None = None) -> dict[str,
 
 
 def _tables() -> dict[str, Sequence[Permission]]:
-    """Each component's ACCESS; a component whose access module is not written yet has none."""
+    """Each component's ACCESS, the reconciler's with what its provisioners' own resources
+    need (`PROVISIONED_ACCESS`); a component whose access module is not written yet has none."""
     tables = {}
     for component, module in COMPONENTS.items():
         try:
@@ -241,6 +244,8 @@ def _tables() -> dict[str, Sequence[Permission]]:
             if err.name != module:
                 raise
             print(f"rbac: {module} does not exist: no RBAC for the {component}", file=sys.stderr)
+    if SCOPED in tables:
+        tables[SCOPED] = (*tables[SCOPED], *PROVISIONED_ACCESS)
     return tables
 
 

@@ -4,11 +4,14 @@
 `reconciler.runtime.scope`), the runtime builds its list-and-watch caches from the
 resources in `WATCHED`, and `reconciler.runtime.kube` refuses (before sending) any call
 whose verb the table does not grant in the scope it runs in, so the table cannot drift
-from the code. No I/O.
+from the code. What a provisioner's own resources need (`Provisioner.watches`) is
+`provisioned_access` of them, granted beside the table only where a provisioner declares
+some. No I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from api.access import CLUSTER, NAMESPACED, SCRAPE_REVIEWS, Permission
@@ -30,6 +33,7 @@ __all__ = [
     "WATCHED",
     "Resource",
     "allowed",
+    "provisioned_access",
 ]
 
 
@@ -136,13 +140,26 @@ WATCHED: tuple[Resource, ...] = (
 )
 
 
-def allowed(resource: Resource, verb: str, sub: str = "", mode: str = CLUSTER) -> bool:
-    """The table grants `verb` on the resource (or its subresource) in install scope `mode`."""
+def provisioned_access(watches: Iterable[Resource]) -> tuple[Permission, ...]:
+    """The calls on a provisioner's own resources (`Provisioner.watches`): read into a
+    cache over the install's scope, and deleted where its `cleanup` names them."""
+    return tuple(Permission(r.group, r.plural, (*_READ, "delete")) for r in watches)
+
+
+def allowed(
+    resource: Resource,
+    verb: str,
+    sub: str = "",
+    mode: str = CLUSTER,
+    provisioned: Iterable[Permission] = (),
+) -> bool:
+    """The table, or `provisioned` (`provisioned_access`), grants `verb` on the resource
+    (or its subresource) in install scope `mode`."""
     plural = f"{resource.plural}/{sub}" if sub else resource.plural
     return any(
         p.api_group == resource.group
         and p.resource == plural
         and verb in p.verbs
         and p.applies(mode)
-        for p in ACCESS
+        for p in (*ACCESS, *provisioned)
     )

@@ -21,6 +21,7 @@ from typing import Any
 from pool.model.backoff import Backoff
 from pool.model.demand import DemandMemory
 from pool.model.reasons import RECYCLE
+from pool.model.views import ProvisionedView
 
 __all__ = [
     "Action",
@@ -94,9 +95,10 @@ class DeletePod:
 class Remove:
     """Take an instance out, in two passes. With `fence`: fence it (`enabled=false`,
     FENCED_AT, and FENCED_FOR carrying `event` and `why` to the pass that deletes) and
-    stop there. Without: read the Leases live and delete the Exporter only if none holds
-    it; then its Pods. A pool's fence settles before its delete
-    (`pool.rules.stages.settle`). Each delete carries the uid it was planned for."""
+    stop there. Without: read the Leases live and, only if none holds it, delete what
+    its provisioner's `cleanup` names of `provisioned`, its Exporter, then its Pods. A
+    pool's fence settles before its delete (`pool.rules.stages.settle`). Each delete
+    carries the uid it was planned for."""
 
     name: str
     fence: bool
@@ -104,6 +106,8 @@ class Remove:
     uid: str = field(default="", compare=False)
     pods: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (name, uid)
     event: str = field(default=RECYCLE, compare=False)  # the Event's reason (ScaleDown)
+    # its objects of the provisioner's own resources, as observed (`Observation.provisioned`)
+    provisioned: tuple[ProvisionedView, ...] = field(default=(), compare=False)
 
     @property
     def fenced_for(self) -> str:

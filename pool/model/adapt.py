@@ -23,6 +23,7 @@ from typing import Any
 
 from api.duration import parse_go_duration
 from api.warmbuffer import settings_of
+from pool.model.access import Resource
 from pool.model.backoff import decode
 from pool.model.defaults import spec_defaults
 from pool.model.demand import decode_demand
@@ -33,6 +34,7 @@ from pool.model.keys import (
     DEMAND,
     FENCED_AT,
     FENCED_FOR,
+    INSTANCE_LABEL,
     LEASE_PROTECTION,
     LEGACY_SURPLUS_SINCE,
     REVISION,
@@ -54,6 +56,7 @@ from pool.model.views import (
     PodView,
     PoolClaim,
     PoolView,
+    ProvisionedView,
 )
 
 __all__ = [
@@ -67,6 +70,7 @@ __all__ = [
     "pod_view_after",
     "pool_claim",
     "pool_view",
+    "provisioned_view",
     "remembered",
 ]
 
@@ -318,6 +322,18 @@ def lease_view(obj: Mapping[str, Any]) -> LeaseView:
         ended=status.get("ended") is True,
         created=_time(meta.get("creationTimestamp")),
         begin=_time(spec.get("beginTime")),
+    )
+
+
+def provisioned_view(resource: Resource, obj: Mapping[str, Any]) -> ProvisionedView:
+    """An object of a provisioner's own resource, its instance read from INSTANCE_LABEL."""
+    meta = _map(obj.get("metadata"))
+    return ProvisionedView(
+        resource=resource,
+        name=_str(meta.get("name")),
+        instance=_str(_map(meta.get("labels")).get(INSTANCE_LABEL)),
+        uid=_str(meta.get("uid")),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

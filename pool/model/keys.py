@@ -21,6 +21,7 @@ __all__ = [
     "FENCED_AT",
     "FENCED_FOR",
     "GROUP",
+    "INSTANCE_LABEL",
     "JUMPSTARTER_SET_GROUP",
     "LEASE_PROTECTION",
     "LEGACY_SURPLUS_SINCE",
@@ -53,6 +54,11 @@ SET_LABEL = f"{GROUP}/exporterset"
 STANDBY_LABEL = f"{GROUP}/standby"
 # On every instance Pod and config Secret: the set (Jumpstarter's key; selects the Pods).
 NAME_LABEL = f"{JUMPSTARTER_SET_GROUP}/name"
+# Beside NAME_LABEL, on each object a provisioner makes for one instance beyond its
+# Exporter, Pod and Secrets (`Provisioner.watches`): the instance, by its Exporter's name.
+# Jumpstarter has no such key in a release (its KubeVirt provisioner, still under review,
+# labels its VirtualMachines `jumpstarter.dev/exporter`), so it is this product's.
+INSTANCE_LABEL = f"{GROUP}/instance"
 
 # On the ExporterSet: since when the pool has had more capacity than it needs (RFC 3339,
 # UTC), Jumpstarter's key, so a takeover keeps a cooldown that is running. An annotation

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.warmbuffer import WarmBufferSettings
+from pool.model.access import Resource
 from pool.model.backoff import Backoff
 from pool.model.demand import DemandMemory
 from pool.model.status import ConditionSpec
@@ -28,6 +29,7 @@ __all__ = [
     "PodView",
     "PoolClaim",
     "PoolView",
+    "ProvisionedView",
     "ReclaimPolicy",
     "RecycleStrategy",
     "StepFailure",
@@ -157,6 +159,19 @@ class PodView:
 
 
 @dataclass(frozen=True, slots=True)
+class ProvisionedView:
+    """An object of one instance of a resource its provisioner watches
+    (`Provisioner.watches`), labelled with the set and the instance (`INSTANCE_LABEL`);
+    also what a provisioner's `cleanup` names for deletion."""
+
+    resource: Resource
+    name: str
+    instance: str  # the Exporter's name
+    uid: str = ""  # "" in a reference built by name: the delete has no uid precondition
+    deleting: bool = False  # metadata.deletionTimestamp set
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseView:
     """A Jumpstarter Lease in the set's namespace."""
 
@@ -254,6 +269,8 @@ class Observation:
     namespace, not being deleted, for the claim rule of pending Leases
     (`pool.rules.claims`). `lost_nodes` are the nodes that stopped answering or
     report NotReady: an instance whose every Pod is on one serves nothing more.
+    `provisioned` are the objects of the provisioner's own resources
+    (`Provisioner.watches`) by instance (Exporter name); none for QEMU.
     """
 
     pool: PoolView
@@ -273,3 +290,4 @@ class Observation:
     # The nodes the instances' Pods are on that are lost (`pool.model.nodes`), each with
     # what was seen of it; empty where Nodes cannot be read (a namespaced install).
     lost_nodes: Mapping[str, str] = field(default_factory=dict)
+    provisioned: Mapping[str, tuple[ProvisionedView, ...]] = field(default_factory=dict)

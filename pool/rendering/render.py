@@ -26,7 +26,7 @@ from pool.model.jumpstarter import (
     EXPORTER_CONFIG_KIND,
     config_secret_name,
 )
-from pool.model.keys import NAME_LABEL, SET_LABEL, instance_labels
+from pool.model.keys import INSTANCE_LABEL, NAME_LABEL, SET_LABEL, instance_labels
 from pool.model.views import RecycleStrategy
 
 __all__ = [
@@ -100,6 +100,11 @@ class InstanceContext:
     def secret_labels(self) -> dict[str, str]:
         """Exactly Jumpstarter's label of a config Secret."""
         return {NAME_LABEL: self.set_name}
+
+    def provisioned_labels(self) -> dict[str, str]:
+        """The labels each object of a provisioner's own resources (`Provisioner.watches`)
+        carries: the set's, as on its Pod and Secrets, and the instance's."""
+        return {NAME_LABEL: self.set_name, INSTANCE_LABEL: self.exporter}
 
 
 def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.access import Permission
 from api.provisioners.qemu import Layout
+from pool.model.access import provisioned_access
 from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.provisioners.qemu import QemuProvisioner
 
-__all__ = ["PROVISIONERS", "Provisioner", "known", "provisioner"]
+__all__ = ["PROVISIONED_ACCESS", "PROVISIONERS", "Provisioner", "known", "provisioner"]
 
 PROVISIONERS: dict[str, Provisioner] = {p.name: p for p in (QemuProvisioner(),)}
+
+# What the deploy RBAC grants the reconciler beside its table (`pool.model.access.ACCESS`):
+# the calls on every registered provisioner's own resources (none for QEMU). A running
+# reconciler's client allows only its own provisioner's.
+PROVISIONED_ACCESS: tuple[Permission, ...] = provisioned_access(
+    dict.fromkeys(r for p in PROVISIONERS.values() for r in p.watches)
+)
 
 
 def known(name: Any) -> Provisioner | None:

@@ -5,19 +5,23 @@ images, checks the parameters a class and a set give it, says what admission fin
 class or set beyond its parameters (for QEMU: images that cannot run the layout or boot
 the firmware named), and turns one instance (its Exporter and an `InstanceContext`) into
 what runs it. The parts every provisioner shares (the Exporter, the config Secret around
-the drivers) are `pool.rendering.render`'s. Admission (`webhook/`) and the reconcile loop
-(`reconciler/`) reach a provisioner only through this interface and the registry in
-`pool.rendering.provisioners`. Pure: it returns dicts and findings, it never calls the
-API.
+the drivers) are `pool.rendering.render`'s. For the reconcile loop it names the resources
+its instances are made of beyond those (`watches`: cached, woken from and observed by
+instance), and what of them goes when an instance is removed (`cleanup`). Admission
+(`webhook/`) and the reconcile loop (`reconciler/`) reach a provisioner only through
+this interface and the registry in `pool.rendering.provisioners`. Pure: it returns
+dicts, findings and references, it never calls the API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from api.fielderrors import FieldError
 from api.provisioners.check import ParameterCheck
+from pool.model.access import Resource
+from pool.model.views import ProvisionedView
 from pool.rendering.render import Image, InstanceContext
 
 __all__ = ["Findings", "Provisioner"]
@@ -29,6 +33,12 @@ Findings = tuple[list[FieldError], list[str]]
 class Provisioner(Protocol):
     name: str
     default_images: Mapping[str, Image]
+    # The resources its instances are made of beyond the Exporter, Pod and Secrets, each
+    # object in the set's namespace with `InstanceContext.provisioned_labels`: the
+    # reconcile loop caches them, wakes their set on their events and observes them by
+    # instance (`Observation.provisioned`); the access table grants list, watch and
+    # delete of them (`pool.model.access.provisioned_access`). QEMU: none.
+    watches: tuple[Resource, ...]
 
     def check_parameters(
         self, parameters: Mapping[str, Any], *, merged: bool = False
@@ -58,4 +68,13 @@ class Provisioner(Protocol):
 
     def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:
         """The Pod of one instance (name, labels and ownerReference included)."""
+        ...
+
+    def cleanup(
+        self, instance: str, provisioned: Sequence[ProvisionedView]
+    ) -> tuple[ProvisionedView, ...]:
+        """What to delete when the instance (its Exporter's name) is removed, given its
+        objects of `watches` as the pass observed them: the removal deletes each, by uid
+        where one is given, before the Exporter. Nothing for what the Exporter owns: the
+        garbage collector follows ownerReferences."""
         ...

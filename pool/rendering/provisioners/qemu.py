@@ -29,7 +29,7 @@ Kubernetes API. The Pod never restarts: the pool replaces a finished instance. N
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,7 +49,7 @@ from api.provisioners.qemu_firmware import default_partitions, named_firmware
 from api.provisioners.qemu_layout import class_layout_findings, set_layout_findings
 from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
-from pool.model.access import PODS
+from pool.model.access import PODS, Resource
 from pool.model.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
@@ -62,6 +62,7 @@ from pool.model.jumpstarter import (
     readiness_command,
     run_command,
 )
+from pool.model.views import ProvisionedView
 from pool.rendering.provisioners.base import Findings
 from pool.rendering.provisioners.disk import (
     DISK_DIR,
@@ -233,6 +234,7 @@ def _exporter_fields() -> dict[str, Any]:
 class QemuProvisioner:
     name = PROVISIONER
     default_images = DEFAULT_IMAGES
+    watches: tuple[Resource, ...] = ()  # a Pod (with its volumes) and nothing else
 
     def __init__(self, default_layout: Layout = Layout.EXPORTER) -> None:
         self.default_layout = default_layout
@@ -272,6 +274,11 @@ class QemuProvisioner:
         if not has_tcp and TCP_DRIVER["name"] not in names:
             drivers.append(copy.deepcopy(TCP_DRIVER))
         return drivers
+
+    def cleanup(
+        self, instance: str, provisioned: Sequence[ProvisionedView]
+    ) -> tuple[ProvisionedView, ...]:
+        return ()  # the Pod and Secrets go with the Exporter (ownerReferences)
 
     def render_pod(self, ctx: InstanceContext) -> dict[str, Any]:
         if self.layout(ctx.parameters) is Layout.SIDECAR:

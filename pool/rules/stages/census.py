@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pool.model.actions import Remove
 from pool.model.views import (
     ExporterView,
     Observation,
     PodView,
+    ProvisionedView,
     ReclaimPolicy,
     RecycleStrategy,
 )
@@ -50,6 +51,8 @@ class Census:
     revision: str
     # busy instances on a lost node: (instance, node, lease), kept while the lease lasts
     stranded: tuple[tuple[str, str, str], ...] = ()
+    # each instance's objects of the provisioner's own resources (`Observation.provisioned`)
+    provisioned: Mapping[str, tuple[ProvisionedView, ...]] = field(default_factory=dict)
 
     def pods(self, exporter: ExporterView) -> tuple[PodView, ...]:
         return tuple(self.pods_of.get(exporter.identity, ()))
@@ -65,10 +68,12 @@ class Census:
         return next((p.node for p in self.pods_of.get(exporter.identity, ()) if p.node), "")
 
     def remove(self, exporter: ExporterView, fence: bool, why: str) -> Remove:
-        """The step that takes the instance out, with its own Pods by uid."""
+        """The step that takes the instance out, with its own Pods by uid and its
+        provisioned objects."""
         own = self.pods_of.get(exporter.identity, ())
         pods = tuple((p.name, p.uid) for p in own if not p.deleting)
-        return Remove(exporter.name, fence, why, exporter.uid, pods)
+        provisioned = self.provisioned.get(exporter.name, ())
+        return Remove(exporter.name, fence, why, exporter.uid, pods, provisioned=provisioned)
 
 
 def census(obs: Observation) -> Census:
@@ -104,5 +109,5 @@ def census(obs: Observation) -> Census:
     revision = revision_of(pool, klass)
     return Census(
         members, count, pods_of, tuple(orphans), leased_by, tuple(expected), retain,
-        release_served, revision, tuple(stranded),
+        release_served, revision, tuple(stranded), obs.provisioned,
     )  # fmt: skip

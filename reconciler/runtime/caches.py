@@ -12,11 +12,15 @@ from. The indexes let one pass read its set's objects without scanning the clust
 its namespace: sets by class; Exporters by owner, set label and credential Secret; Pods
 by set; Leases by the Exporter they name and by their selector's anchor (a namespace
 of thousands of pools, as Jumpstarter's controller serves one, costs a pass its own).
+The provisioner's own resources (`Provisioner.watches`) get a cache each, of the objects
+labelled with a set and an instance, kept as their views and indexed by set as Pods are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from api.access import NAMESPACED
@@ -38,8 +42,9 @@ from pool.model.adapt import (
     lease_view,
     pod_view,
     pod_view_after,
+    provisioned_view,
 )
-from pool.model.keys import NAME_LABEL, SET_LABEL
+from pool.model.keys import INSTANCE_LABEL, NAME_LABEL, SET_LABEL
 from pool.model.nodes import node_lost
 from pool.rendering.credentials import (
     credential_secret_name,
@@ -81,7 +86,18 @@ SHAPES: dict[Resource, dict[str, Any]] = {
 class Caches:
     watches: dict[Resource, Informer]  # the caches that list and watch
     secrets: Cache  # a watch of Secrets, or the Secrets read by name
-    informers: dict[Resource, Cache]  # every resource of WATCHED (and Nodes) -> its cache
+    informers: dict[Resource, Cache]  # every resource cached (WATCHED, Nodes, provisioned)
+    provisioned: tuple[Resource, ...] = ()  # the provisioner's own, among `watches`
+
+
+def _provisioned_shape(resource: Resource) -> dict[str, Any]:
+    """A provisioner's own resource: its objects labelled with a set and an instance
+    (`InstanceContext.provisioned_labels`), their metadata and views kept."""
+    return {
+        "transform": keep_only(),
+        "derive": partial(provisioned_view, resource),
+        "label_selector": f"{NAME_LABEL},{INSTANCE_LABEL}",
+    }
 
 
 def secrets_by_name(scope: Scope) -> bool:
@@ -90,18 +106,23 @@ def secrets_by_name(scope: Scope) -> bool:
     return scope.mode != NAMESPACED
 
 
-def build_caches(kube: Kube, scope: Scope, secret_resync: float, secret_budget: float) -> Caches:
-    """The caches of `scope`, indexed. A cluster-wide install's safety resync of the
-    Secrets it reads by name reads at most `secret_budget` a second in all, none more
-    often than every `secret_resync` seconds."""
+def build_caches(
+    kube: Kube,
+    scope: Scope,
+    secret_resync: float,
+    secret_budget: float,
+    provisioned: Sequence[Resource] = (),
+) -> Caches:
+    """The caches of `scope`, indexed, with one for each of the provisioner's own
+    resources (`provisioned`: `Provisioner.watches`). A cluster-wide install's safety
+    resync of the Secrets it reads by name reads at most `secret_budget` a second in all,
+    none more often than every `secret_resync` seconds."""
+    if taken := [r.plural for r in provisioned if r in (*WATCHED, NODES)]:
+        raise ValueError(f"a provisioner watches only resources of its own, not {taken}")
     by_name = secrets_by_name(scope)
-    watches: dict[Resource, Informer] = {
-        r: Informer(kube, r, namespaces=scope.namespaces, **SHAPES.get(r, {}))
-        if scope.namespaces is not None
-        else Informer(kube, r, **SHAPES.get(r, {}))
-        for r in WATCHED
-        if not (by_name and r == SECRETS)
-    }
+    shapes = {r: SHAPES.get(r, {}) for r in WATCHED if not (by_name and r == SECRETS)}
+    shapes.update((r, _provisioned_shape(r)) for r in provisioned)
+    watches = {r: Informer(kube, r, namespaces=scope.namespaces, **s) for r, s in shapes.items()}
     if allowed(NODES, "watch", mode=scope.mode):
         watches[NODES] = Informer(kube, NODES, **SHAPES[NODES])
     secrets: Cache = watches[SECRETS] if SECRETS in watches else NamedCache(
@@ -112,18 +133,23 @@ def build_caches(kube: Kube, scope: Scope, secret_resync: float, secret_budget: 
         after=watches[EXPORTERS].synced,
         budget=secret_budget,
     )  # fmt: skip
-    _index(watches)
+    _index(watches, provisioned)
     informers: dict[Resource, Cache] = {r: watches.get(r, secrets) for r in WATCHED}
-    if NODES in watches:
-        informers[NODES] = watches[NODES]
-    return Caches(watches, secrets, informers)
+    informers.update((r, watches[r]) for r in (NODES, *provisioned) if r in watches)
+    return Caches(watches, secrets, informers, tuple(provisioned))
 
 
 def _node_name(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def _index(watches: dict[Resource, Informer]) -> None:
+def _labelled_set(obj: Obj) -> list[tuple[str, str | None]]:
+    """The set an instance's Pod or provisioned object names (NAME_LABEL), by key."""
+    meta = meta_of(obj)
+    return [(meta.get("namespace", ""), (meta.get("labels") or {}).get(NAME_LABEL))]
+
+
+def _index(watches: dict[Resource, Informer], provisioned: Sequence[Resource]) -> None:
     sets, exporters = watches[EXPORTERSETS], watches[EXPORTERS]
     sets.add_index(
         "class",
@@ -145,10 +171,8 @@ def _index(watches: dict[Resource, Informer]) -> None:
     watches[PODS].add_index("node", lambda o: [n] if (n := _node_name(o)) else [])
     if NODES in watches:
         watches[NODES].add_index("name", lambda o: [meta_of(o).get("name")])
-    watches[PODS].add_index(
-        "set",
-        lambda o: [(meta_of(o).get("namespace"), (meta_of(o).get("labels") or {}).get(NAME_LABEL))],
-    )
+    for labelled in (PODS, *provisioned):
+        watches[labelled].add_index("set", _labelled_set)
     leases = watches[JUMPSTARTER_LEASES]
     # A pass reads the Leases naming its Exporters and those whose selector may match its
     # instances (`pool.rules.claimindex.anchor`), not every Lease of the namespace.

@@ -46,7 +46,7 @@ from typing import Any
 
 from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
-from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES
+from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, provisioned_access
 from pool.model.views import Observation
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.provisioners.base import Provisioner
@@ -97,7 +97,8 @@ class Controller:
         any image)."""
         self.kube, self.provisioner, self.clock, self.workers = kube, provisioner, clock, workers
         self.scope = scope or (Scope((namespace,)) if namespace else Scope())
-        kube.mode = self.scope.mode  # the calls the access table grants in this scope
+        # the calls the access table grants in this scope, and on the provisioner's own objects
+        kube.mode, kube.provisioned = self.scope.mode, provisioned_access(provisioner.watches)
         self.queue: WorkQueue[ObjKey] = WorkQueue()
         self.events = EventSender(kube)  # started by `run`; until then a pass sends its own
         self.configs = ConfigSync()
@@ -108,7 +109,7 @@ class Controller:
         self.plans: dict[ObjKey, Plan] = {}
         self._pass_writes = 0
         self._caches_started = False
-        caches = build_caches(kube, self.scope, secret_resync, secret_budget)
+        caches = build_caches(kube, self.scope, secret_resync, secret_budget, provisioner.watches)
         self.watches, self.secrets = caches.watches, caches.secrets
         self.informers = caches.informers
         # Where the pools' memory lives when the set itself may not be written.
@@ -140,8 +141,7 @@ class Controller:
         )
         Router(
             self.queue,
-            self.watches,
-            self.secrets,
+            caches,
             claims,
             self.credentials,
             plans=self.plans,

@@ -119,13 +119,14 @@ class Executor(Removals, ConfigWrites):
                 self._create_pod(name)
             case DeletePod(name, _, uid):
                 self._delete_pod_if_stale(name, uid)
-            case Remove(name, fence, why, planned_uid, pods, reason):
+            case Remove(name, fence, why, planned_uid, pods, reason, provisioned):
                 if fence:  # the pass's whole part: the delete pass reads the Leases live
                     return self._fence(name, action.fenced_for)
                 if not self._fence_and_check(name, False):
                     return False
                 exporter = self._cached_exporter(name) or {}
                 uid = planned_uid or str((exporter.get("metadata") or {}).get("uid", ""))
+                self._clean_up(name, provisioned)  # first: a failure keeps the Exporter
                 self._write(lambda: self.kube.delete(EXPORTERS, self.namespace, name, uid))
                 for pod_name, pod_uid in pods:  # the instance's own Pods, by uid
                     self._delete_pod_if_stale(pod_name, pod_uid, owner_gone=True)

@@ -2,8 +2,8 @@
 
 Objects stay plain dicts end to end (the planner's adapter reads dicts), custom and
 built-in resources go through one code path, and every call is checked against
-`pool.model.access.ACCESS` before it is sent, so an undeclared call fails in tests
-rather than in a cluster with generated RBAC.
+`pool.model.access.ACCESS` (and the provisioner's `provisioned`) before it is sent, so an
+undeclared call fails in tests rather than in a cluster with generated RBAC.
 
 Writes are counted by verb and resource (a metric), and each one is preceded by the
 `may_write` check, if one is set: leader election sets it, so a leader that has not
@@ -26,7 +26,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.watch.watch import iter_resp_lines
 
-from api.access import CLUSTER
+from api.access import CLUSTER, Permission
 from pool.model.access import Resource, allowed
 
 __all__ = ["ApiError", "ConfigError", "Kube", "NotLeading", "WatchExpired", "api_client"]
@@ -87,6 +87,8 @@ class Kube:
         self.api = api_client
         self.timeout = request_timeout
         self.mode = mode  # the install scope whose access-table entries apply
+        # the calls on the provisioner's own resources (`pool.model.access.provisioned_access`)
+        self.provisioned: tuple[Permission, ...] = ()
         self.may_write: Callable[[], bool] | None = None
         self.write_namespaces: frozenset[str] | None = None  # None: any namespace
         # (verb, resource plural with its subresource) -> writes sent
@@ -132,7 +134,7 @@ class Kube:
         return json.loads(data) if data else {}
 
     def _check(self, resource: Resource, verb: str, sub: str = "") -> None:
-        if not allowed(resource, verb, sub, self.mode):
+        if not allowed(resource, verb, sub, self.mode, self.provisioned):
             raise PermissionError(
                 f"{verb} {resource.plural}{'/' + sub if sub else ''} is not in ACCESS"
                 f" for a {self.mode} install"

@@ -4,9 +4,9 @@ For one ExporterSet: the pool view with its memory and the status this process l
 wrote, the problem that stops its scaling (no class, unusable parameters), its owned
 Exporters, its Pods with this process's deletes applied, the Leases that name or may
 match its instances, the other sets the claim rule weighs against it (rivals), the lost
-nodes under its Pods, its instances' credentials and its images' condition. Everything
-is read through the cache indexes, so observing a set costs the size of its pool, not
-of the cluster.
+nodes under its Pods, its instances' objects of the provisioner's own resources, its
+instances' credentials and its images' condition. Everything is read through the cache
+indexes, so observing a set costs the size of its pool, not of the cluster.
 
 It writes nothing: its only read past the caches is the quorum list of a doubted set's
 Exporters (`reconciler.runtime.expectations`), through `LiveReader`; the pool's memory
@@ -28,7 +28,14 @@ from pool.model.keys import SET_LABEL, instance_labels
 from pool.model.nodes import GONE
 from pool.model.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
 from pool.model.status import ConditionSpec
-from pool.model.views import LeaseView, Observation, PodView, PoolClaim, PoolView
+from pool.model.views import (
+    LeaseView,
+    Observation,
+    PodView,
+    PoolClaim,
+    PoolView,
+    ProvisionedView,
+)
 from pool.rendering.imagecheck import images_condition
 from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.render import Credentials, merged_parameters
@@ -129,6 +136,7 @@ class Observer:
             images=self._images(exporter_set, klass),
             rivals=self.rivals(namespace, name, labels, leases),
             lost_nodes=lost_nodes(self.watches.get(NODES), pods),
+            provisioned=self.provisioned(key),
         )
         return Observed(observation, klass, credentials)
 
@@ -180,6 +188,18 @@ class Observer:
         if not deleted:
             return pods
         return tuple(replace(p, deleting=True) if p.uid in deleted else p for p in pods)
+
+    def provisioned(self, key: ObjKey) -> dict[str, tuple[ProvisionedView, ...]]:
+        """The set's objects of the provisioner's own resources (`Provisioner.watches`)
+        by instance (Exporter name), each instance's in a stable order."""
+        found: dict[str, list[ProvisionedView]] = {}
+        for resource in self.provisioner.watches:
+            for view in self.watches[resource].derived_by_index("set", key):
+                found.setdefault(view.instance, []).append(view)
+        return {
+            name: tuple(sorted(views, key=lambda v: (v.resource.plural, v.name)))
+            for name, views in sorted(found.items())
+        }
 
     def leases(
         self, namespace: str, labels: Mapping[str, str], exporters: Iterable[Any]

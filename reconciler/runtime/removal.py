@@ -8,6 +8,9 @@
   holds the instance, the fence is lifted and nothing is deleted;
 - deletes carry a uid precondition, so a newer object of the same name survives, and a
   Pod already being deleted is not deleted again;
+- what the provisioner names of an instance's own objects (`Provisioner.cleanup`) is
+  deleted before its Exporter, so a cleanup that fails leaves the fenced Exporter for
+  the next pass to try again;
 - an instance's lease protection (`pool.rules.protection`) is added and taken off with
   conditional patches, in the same write as the fence or the detach where there is one.
 """
@@ -15,7 +18,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pool.model.access import EXPORTERS, JUMPSTARTER_LEASES, PODS
@@ -31,6 +35,7 @@ from pool.model.keys import (
 )
 from pool.model.reasons import FENCE_LIFTED, INSTANCE_RELEASED
 from pool.model.timefmt import format_time
+from pool.model.views import ProvisionedView
 from reconciler.runtime.expectations import POD_DELETED
 from reconciler.runtime.kube import ApiError
 from reconciler.runtime.writer import Writer, because, finalizers, versioned, without_protection
@@ -123,6 +128,21 @@ class Removals(Writer):
                     raise
                 return
             self.runtime.expectations.expect(self._key, POD_DELETED, live_uid)
+
+    def _clean_up(self, name: str, provisioned: Sequence[ProvisionedView]) -> None:
+        """Delete what the provisioner names of the instance's objects as the plan saw
+        them (`Provisioner.cleanup`); one being deleted already, gone, or of a newer uid
+        is left."""
+        for ref in self.runtime.provisioner.cleanup(name, provisioned):
+            if ref.deleting:
+                continue
+            try:
+                self._write(
+                    partial(self.kube.delete, ref.resource, self.namespace, ref.name, ref.uid)
+                )
+            except ApiError as exc:
+                if exc.status != 409:  # the precondition: a newer object took the name
+                    raise
 
     def _detach(self, name: str) -> None:
         """reclaimPolicy Retain: the Pod first, then the Exporter, leave the set."""

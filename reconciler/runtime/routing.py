@@ -1,16 +1,17 @@
 """Event routing: which pools' keys each cache's event wakes, and in which lane.
 
 Every watch event (a set, an Exporter, a Pod, a Node, a Lease, a class, a Secret, a
-ConfigMap) wakes only the pools it concerns, found through the cache indexes and the claim
-index, never by passing every set of a namespace. Waking every pool of the namespace per
-Lease event cost, with 100 pools in one, a pass of each: passes queued 1.3 s on average
-and a refill took seconds (bench/RESULTS.md). A routing handler writes nothing: it queues
-keys and forgets what belonged to what is gone.
+ConfigMap, an object of the provisioner's own resources) wakes only the pools it
+concerns, found through the cache indexes and the claim index, never by passing every
+set of a namespace. Waking every pool of the namespace per Lease event cost, with 100
+pools in one, a pass of each: passes queued 1.3 s on average and a refill took seconds
+(bench/RESULTS.md). A routing handler writes nothing: it queues keys and forgets what
+belonged to what is gone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any, Protocol
 
 from pool.model.access import (
@@ -21,7 +22,6 @@ from pool.model.access import (
     JUMPSTARTER_LEASES,
     NODES,
     PODS,
-    Resource,
 )
 from pool.model.adapt import lease_view, pool_claim
 from pool.model.keys import NAME_LABEL, SET_LABEL
@@ -29,7 +29,8 @@ from pool.model.nodes import node_lost
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.credentials import ca_source, credential_secret_name
 from pool.rules.planner import Plan
-from reconciler.runtime.cache import Cache, Informer, ObjKey, key_of, meta_of
+from reconciler.runtime.cache import ObjKey, key_of, meta_of
+from reconciler.runtime.caches import Caches
 from reconciler.runtime.claims import Claims
 from reconciler.runtime.credentials import InstanceCredentials, owner_sets
 from reconciler.runtime.expectations import Expectations
@@ -53,8 +54,7 @@ class Router:
     def __init__(
         self,
         queue: WorkQueue[ObjKey],
-        watches: Mapping[Resource, Informer],
-        secrets: Cache,
+        caches: Caches,
         claims: Claims,
         credentials: InstanceCredentials,
         *,
@@ -66,7 +66,8 @@ class Router:
     ) -> None:
         """What is kept per set or per instance (its last plan, expectations, memory,
         last config) is forgotten here when it goes."""
-        self.queue, self.watches, self.secrets = queue, watches, secrets
+        self.queue, self.watches, self.secrets = queue, caches.watches, caches.secrets
+        self.provisioned = caches.provisioned
         self.claims, self.credentials = claims, credentials
         self.plans, self.expectations, self.configs = plans, expectations, configs
         self.memory, self.lost = memory, lost
@@ -78,7 +79,8 @@ class Router:
         if isinstance(self.secrets, NamedCache):
             exporters.add_handler(self.credentials.track)  # first: a pass may read them
         exporters.add_handler(self.on_owned)
-        self.watches[PODS].add_handler(self.on_pod)
+        for labelled in (PODS, *self.provisioned):
+            self.watches[labelled].add_handler(self.on_labelled)
         self.watches[JUMPSTARTER_LEASES].add_handler(self.on_lease)
         self.watches[CLASSES].add_handler(self.on_class)
         self.secrets.add_handler(self.on_secret)
@@ -114,7 +116,9 @@ class Router:
                 for key in pool_keys(obj):
                     self.queue.add(key, lane)
 
-    def on_pod(self, _kind: str, new: Obj, old: Obj | None) -> None:
+    def on_labelled(self, _kind: str, new: Obj, old: Obj | None) -> None:
+        """A Pod, or an object of the provisioner's own resources: wake the set its
+        NAME_LABEL names, before and after."""
         for obj in (new, old):
             name = (meta_of(obj).get("labels") or {}).get(NAME_LABEL) if obj else None
             if obj is not None and name:

@@ -9,20 +9,25 @@ Two tarballs, one build description each (`SOURCES`), one mechanism:
   exporter-set controller there is, which the takeover test runs
   (`jumpstarter-main-b1f2bb4-controller.tar.gz`, or `JUMPSTARTER_MAIN_SOURCE`), with the
   ExporterSet and VirtualTargetClass CRDs its operator installs (its controller reads those
-  kinds through its own Go types).
+  kinds through its own Go types);
+- `RELEASE_OPERATOR_SOURCE`: the 0.9.0 release's operator, from the release's tarball, with
+  its `Jumpstarter` CRD, for the release's images (`harness.jumpstarter_images`). `make
+  jumpstarter` leaves it out (`DEFAULT_KEYS`): nothing the tests run needs it yet.
 
 Jumpstarter's Go modules are not on the module proxy, but every dependency is. A build is
 cached beside the control plane's binaries under a key made from its tarball's digest,
-`.bin/jumpstarter-<digest>/`: the binaries and `crds/`. A folder is complete once its
+`.bin/jumpstarter-<digest>/` (`jumpstarter-<digest>-<part>/` for a second part of one
+tarball): the binaries and `crds/`. A folder is complete once its
 `BUILT` stamp exists, so an interrupted build is done again. Figures:
 docs/measurements.md.
 
-    python -m harness.jumpstarter_build          # what `make jumpstarter` runs: both
-    python -m harness.jumpstarter_build main     # one of them, by its key
+    python -m harness.jumpstarter_build           # what `make jumpstarter` runs: release, main
+    python -m harness.jumpstarter_build operator  # one of them, by its key
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -36,8 +41,10 @@ from pathlib import Path
 from harness.controlplane import REPO_ROOT, binary_dir
 
 __all__ = [
+    "DEFAULT_KEYS",
     "MAIN_SOURCE",
     "RELEASE",
+    "RELEASE_OPERATOR_SOURCE",
     "RELEASE_SOURCE",
     "SOURCES",
     "Binary",
@@ -76,6 +83,7 @@ class Source:
     binaries: tuple[Binary, ...]
     crds: tuple[str, ...]  # from _CRD_DIR
     archive: str  # how the tarball was made, for the message when it is missing
+    part: str = ""  # names the cache folder of a second build from the same tarball
 
     def tarball(self) -> Path:
         default = REPO_ROOT.parent / "shared" / "vendor" / f"{self.top}-controller.tar.gz"
@@ -124,7 +132,17 @@ MAIN_SOURCE = Source(
     ),
     archive="git archive --prefix=jumpstarter-main-b1f2bb4/ b1f2bb41 controller LICENSE e2e",
 )
-SOURCES = {source.key: source for source in (RELEASE_SOURCE, MAIN_SOURCE)}
+RELEASE_OPERATOR_SOURCE = dataclasses.replace(
+    RELEASE_SOURCE,
+    key="operator",
+    what=f"Jumpstarter's {RELEASE} operator",
+    # a module of its own, with `replace .../jumpstarter-controller => ../../`
+    binaries=(Binary("operator", "./cmd", module="controller/deploy/operator"),),
+    crds=("operator.jumpstarter.dev_jumpstarters.yaml",),
+    part="operator",
+)
+SOURCES = {source.key: source for source in (RELEASE_SOURCE, MAIN_SOURCE, RELEASE_OPERATOR_SOURCE)}
+DEFAULT_KEYS = (RELEASE_SOURCE.key, MAIN_SOURCE.key)  # what the tests run
 
 
 class JumpstarterBuildError(RuntimeError):
@@ -177,7 +195,8 @@ def _cached(source: Source) -> JumpstarterBuild:
             f"jumpstarter: no source of {source.what} at {tarball}; set {source.tarball_env} "
             f"to its tarball (`{source.archive}`)"
         )
-    return JumpstarterBuild(binary_dir() / f"jumpstarter-{_digest(tarball)}", source)
+    folder = "-".join(filter(None, ["jumpstarter", _digest(tarball), source.part]))
+    return JumpstarterBuild(binary_dir() / folder, source)
 
 
 def built(source: Source = RELEASE_SOURCE) -> JumpstarterBuild:
@@ -231,7 +250,7 @@ def build(source: Source = RELEASE_SOURCE) -> JumpstarterBuild:
 
 
 def main(argv: list[str] | None = None) -> int:
-    keys = (sys.argv[1:] if argv is None else argv) or list(SOURCES)
+    keys = (sys.argv[1:] if argv is None else argv) or list(DEFAULT_KEYS)
     unknown = sorted(set(keys) - set(SOURCES))
     if unknown:
         print(f"jumpstarter: unknown {unknown}; known: {', '.join(SOURCES)}", file=sys.stderr)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
 from harness.jumpstarter_build import (
+    DEFAULT_KEYS,
     MAIN_SOURCE,
+    RELEASE_OPERATOR_SOURCE,
     RELEASE_SOURCE,
     SOURCES,
     JumpstarterBuildError,
@@ -17,7 +21,40 @@ from harness.jumpstarter_build import (
 
 
 def test_each_source_is_named_by_its_key() -> None:
-    assert SOURCES == {"release": RELEASE_SOURCE, "main": MAIN_SOURCE}
+    assert SOURCES == {
+        "release": RELEASE_SOURCE,
+        "main": MAIN_SOURCE,
+        "operator": RELEASE_OPERATOR_SOURCE,
+    }
+    assert DEFAULT_KEYS == ("release", "main")  # `make jumpstarter`: what the tests run
+
+
+def test_the_releases_operator_is_a_second_part_of_the_release_tarball(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert RELEASE_OPERATOR_SOURCE.tarball() == RELEASE_SOURCE.tarball()
+    assert RELEASE_OPERATOR_SOURCE.ldflags() == RELEASE_SOURCE.ldflags()
+    (binary,) = RELEASE_OPERATOR_SOURCE.binaries
+    assert (binary.name, binary.package, binary.module) == (
+        "operator",
+        "./cmd",
+        "controller/deploy/operator",
+    )
+    tarball = tmp_path / "jumpstarter-0.9.0-controller.tar.gz"
+    tarball.write_bytes(b"one tarball")
+    monkeypatch.setenv("JUMPSTARTER_SOURCE", str(tarball))
+    monkeypatch.setenv("VIRTUALTARGET_BIN_DIR", str(tmp_path / "bin"))
+    with pytest.raises(JumpstarterBuildError) as release:
+        built(RELEASE_SOURCE)
+    with pytest.raises(JumpstarterBuildError) as operator:
+        built(RELEASE_OPERATOR_SOURCE)
+    # each its own cache folder: one's stamp never stands for the other's build
+    folders = [re.search(r"built in (\S+);", str(e.value)) for e in (release, operator)]
+    digest = hashlib.sha256(b"one tarball").hexdigest()[:16]
+    assert [Path(m[1]).name if m else None for m in folders] == [
+        f"jumpstarter-{digest}",
+        f"jumpstarter-{digest}-operator",
+    ]
 
 
 def test_the_release_is_stamped_with_its_tag_and_main_with_its_commit_only() -> None:
@@ -47,4 +84,4 @@ def test_a_missing_tarball_names_the_variable_that_sets_another(
 
 def test_an_unknown_key_builds_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nightly"]) == 2
-    assert "known: release, main" in capsys.readouterr().err
+    assert "known: release, main, operator" in capsys.readouterr().err

@@ -45,7 +45,7 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ __all__ = [
     "ImageError",
     "Unpacked",
     "archive_config",
+    "build",
+    "build_once",
     "build_product",
     "build_qemu_exporter",
     "ensure_base",
@@ -377,21 +379,35 @@ def _build_qemu_exporter(archive: Path | None, layer_cache: bool, cache: Path) -
         if path.is_file():
             inputs.update(path.relative_to(QEMU_EXPORTER_CONTEXT).as_posix().encode())
             inputs.update(path.read_bytes())
+    return build_once(
+        archive,
+        inputs.hexdigest(),
+        QEMU_EXPORTER_IMAGE,
+        lambda: build(
+            QEMU_EXPORTER_CONTEXT,
+            archive,
+            QEMU_EXPORTER_IMAGE,
+            build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE},
+            layer_cache=layer_cache,
+            cache=cache,
+        ),
+        layer_cache=layer_cache,
+    )
+
+
+def build_once(
+    archive: Path, inputs: str, what: str, make: Callable[[], object], *, layer_cache: bool
+) -> Path:
+    """`archive` as `make()` writes it, unless it was made from the same `inputs` (a
+    digest of them, kept beside it) and the layer cache is on."""
     stamp = archive.with_name(archive.name + ".inputs")
-    current = archive.is_file() and stamp.is_file() and stamp.read_text() == inputs.hexdigest()
+    current = archive.is_file() and stamp.is_file() and stamp.read_text() == inputs
     if layer_cache and current:
-        print(f"images: {QEMU_EXPORTER_IMAGE} in {archive} is current")
+        print(f"images: {what} in {archive} is current")
         return archive
     stamp.unlink(missing_ok=True)
-    build(
-        QEMU_EXPORTER_CONTEXT,
-        archive,
-        QEMU_EXPORTER_IMAGE,
-        build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE},
-        layer_cache=layer_cache,
-        cache=cache,
-    )
-    stamp.write_text(inputs.hexdigest())
+    make()
+    stamp.write_text(inputs)
     return archive
 
 

@@ -17,7 +17,7 @@ CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane jumpstarter test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -71,6 +71,14 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 ## (first build: minutes; then cached; harness/jumpstarter_build.py).
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
+
+## Jumpstarter's 0.9.0 images, the controller-and-router image and the operator image, each
+## its release Containerfile's final stage on the local debootstrap base with the programs
+## built from the release's source (the operator too, cached as `make jumpstarter` caches),
+## as docker-archives in .cache/images tagged with the names the release's manifests run
+## them by, once per set of inputs (harness/jumpstarter_images.py).
+jumpstarter-images: $(STAMP)
+	$(PY) -m harness.jumpstarter_images
 
 # Parallel workers of `make test` (pytest-xdist): the node tier is one unit of work, every
 # other test module one each (tests/conftest.py); the tests mostly wait, so more workers

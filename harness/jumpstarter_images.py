@@ -9,9 +9,9 @@ same way), and each image is the release Containerfile's own final stage, read f
 tarball and changed in two places only: it starts from the project's debootstrap base
 (`harness.images`), and what it copies from the builder stage comes from the build
 context, at the builder's paths. Its working folder, files, user and entrypoint are the
-release's. The programs are linked against the base's glibc (the release links them
-statically, `CGO_ENABLED=0`); the base is the machine's own Debian release, which they
-were built on.
+release's. The programs are linked against the build machine's glibc and run on the
+base's (the release links them statically, `CGO_ENABLED=0`); the image test runs each one
+in its image.
 
 Each image is a docker-archive in the images cache, tagged with the names the release's
 manifests run it by (`CONTROLLER_IMAGE`, `OPERATOR_IMAGES`), so that Deployments with

@@ -86,7 +86,7 @@ jumpstarter-images: $(STAMP)
 TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests.
-test: $(STAMP) control-plane jumpstarter
+test: $(STAMP) control-plane jumpstarter jumpstarter-images
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
@@ -102,7 +102,7 @@ e2e: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
-node: $(STAMP) control-plane jumpstarter
+node: $(STAMP) control-plane jumpstarter jumpstarter-images
 	$(PY) -m pytest -m node
 
 ## The product image and the QEMU exporter image (images/qemu-exporter) on a local

@@ -51,7 +51,13 @@ from harness.controlplane import ControlPlane, ControlPlaneError
 from harness.jumpstarter_build import RELEASE, JumpstarterBuild, built
 from harness.netns import NetworkNamespace
 
-__all__ = ["CA_CONFIGMAP", "Jumpstarter", "install_crds", "running_jumpstarter"]
+__all__ = [
+    "CA_CONFIGMAP",
+    "Jumpstarter",
+    "create_client_config",
+    "install_crds",
+    "running_jumpstarter",
+]
 
 CONFIGMAP = "jumpstarter-controller"
 CA_CONFIGMAP = "jumpstarter-service-ca-cert"
@@ -77,6 +83,34 @@ def install_crds(plane: ControlPlane, release: JumpstarterBuild | None = None) -
     args = [arg for path in files for arg in ("-f", str(path))]
     plane.kubectl("apply", "--server-side", "--force-conflicts", *args)
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+
+
+def create_client_config(
+    namespace: str, kubeconfig: Path, name: str, out: Path, *, ca_pem: str = ""
+) -> Path:
+    """A Jumpstarter `Client` in `namespace` and its ClientConfig file `out`: what the
+    release's `jmp admin create client NAME --unsafe --out FILE --nointeractive` does,
+    through the same library calls, in this process (a `jmp` start is 2-3 CPU-seconds
+    of imports). The token is the credential the controller issues for the Client; the CA
+    is the namespace's `jumpstarter-service-ca-cert`, or `ca_pem` where that is empty (an
+    operator install without cert-manager)."""
+    from jumpstarter.config.client import ClientConfigV1Alpha1
+    from jumpstarter_kubernetes import ClientsV1Alpha1Api
+
+    async def create() -> Any:
+        async with ClientsV1Alpha1Api(namespace, str(kubeconfig), None) as api:
+            await api.create_client(name, {}, None)
+            return await api.get_client_config(name, allow=[], unsafe=True)
+
+    try:
+        config = asyncio.run(create())
+    except Exception as error:
+        raise ControlPlaneError(f"jmp admin create client {name} failed: {error!r}") from error
+    config.drivers.unsafe, config.drivers.allow, config.tls.insecure = True, [], False
+    if ca_pem and not config.tls.ca:
+        config.tls.ca = base64.b64encode(ca_pem.encode()).decode()
+    ClientConfigV1Alpha1.save(config, out)
+    return out
 
 
 @dataclass
@@ -214,28 +248,12 @@ class Jumpstarter:
     # -- clients ------------------------------------------------------------------
 
     def client_config(self, name: str) -> Path:
-        """A Jumpstarter `Client` in the namespace and its ClientConfig file: what the
-        release's `jmp admin create client NAME --unsafe --out FILE --nointeractive` does,
-        through the same library calls, in this process (a `jmp` start is 2-3 CPU-seconds
-        of imports). The token is the credential the controller issues for the Client."""
+        """A Jumpstarter `Client` in the namespace and its ClientConfig file
+        (`create_client_config`), made once."""
         out = self.workdir / f"client-{name}.yaml"
         if out.exists():
             return out
-        from jumpstarter.config.client import ClientConfigV1Alpha1
-        from jumpstarter_kubernetes import ClientsV1Alpha1Api
-
-        async def create() -> Any:
-            async with ClientsV1Alpha1Api(self.namespace, str(self.plane.kubeconfig), None) as api:
-                await api.create_client(name, {}, None)
-                return await api.get_client_config(name, allow=[], unsafe=True)
-
-        try:
-            config = asyncio.run(create())
-        except Exception as error:
-            raise ControlPlaneError(f"jmp admin create client {name} failed: {error!r}") from error
-        config.drivers.unsafe, config.drivers.allow, config.tls.insecure = True, [], False
-        ClientConfigV1Alpha1.save(config, out)
-        return out
+        return create_client_config(self.namespace, self.plane.kubeconfig, name, out)
 
     def client(self, name: str = "dev") -> Any:
         """The release's client library, what `jmp` runs, as the Client `name` (made on

@@ -17,7 +17,10 @@ __all__ = [
     "INSTALL_CERT_MANAGER",
     "INSTALL_SELF_SIGNED",
     "NODE_INSTALL",
+    "NODE_JUMPSTARTER",
     "NODE_OVERLAY",
+    "NODE_POOL",
+    "NODE_PRODUCT",
     "OWN_OVERLAY_FILE",
     "PAGE",
     "UNINSTALL",
@@ -30,6 +33,9 @@ PAGE = REPO / "docs" / "install.md"
 INSTALL_SELF_SIGNED = "install-self-signed"
 INSTALL_CERT_MANAGER = "install-cert-manager"
 NODE_INSTALL = "node-install"
+NODE_JUMPSTARTER = "node-jumpstarter"
+NODE_PRODUCT = "node-product"
+NODE_POOL = "node-pool"
 EXAMPLES_APPLY = "examples-apply"
 EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"

@@ -1,7 +1,7 @@
 """The runtime loop: caches feed a keyed work queue, each key gets a pass.
 
-A pass (`Controller.sync`) over one ExporterSet reads as a sequence, each step a
-module of its own, as Kubernetes' ReplicaSet controller reads:
+A pass (`Controller.sync`) over one ExporterSet reads as a sequence, each step a module
+of its own, as Kubernetes' ReplicaSet controller reads:
 
 1. look after the instances the set left behind (`reconciler.runtime.leftovers`: lease
    protection of those it no longer controls);
@@ -15,11 +15,10 @@ module of its own, as Kubernetes' ReplicaSet controller reads:
    (`reconciler.runtime.report`); a step that fails for good still gets its pass's
    status written (`reconciler.runtime.failures`).
 
-The pass is requeued at the next cooldown deadline the planner reports; failures back
-off per key. Which keys each watch event wakes is `reconciler.runtime.routing`'s; the
-caches are made and indexed once (`reconciler.runtime.caches`); what every pass works
-with is one `Runtime` value, what one pass is about one `Pass`
-(`reconciler.runtime.executor`).
+The pass is requeued at the next cooldown deadline the planner reports; failures back off
+per key. Which keys each watch event wakes is `reconciler.runtime.routing`'s; the caches
+are made and indexed once (`reconciler.runtime.caches`); what every pass works with is one
+`Runtime` value, what one pass is about one `Pass` (`reconciler.runtime.executor`).
 
 `virtualtarget plan` uses the same pieces read-only: `snapshot` fills the caches with
 one list each (no watch), and `decide` is the observing and planning half of `sync`.
@@ -117,7 +116,9 @@ class Controller:
         claims = Claims(self.watches[JUMPSTARTER_LEASES])
         self.claims = claims.index  # the namespace's sets as the claim rule sees them
         self.credentials = InstanceCredentials(self.watches, self.secrets)
-        self.leftovers = Leftovers(kube, self.watches[EXPORTERS], claims, self.queue)
+        self.leftovers = Leftovers(
+            kube, self.watches[EXPORTERSETS], self.watches[EXPORTERS], claims, self.queue
+        )
         self.observer = Observer(
             provisioner,
             self.watches,
@@ -166,9 +167,8 @@ class Controller:
         but not its report: the pass is planned again with the failure, and that plan's
         status and Events are written; then StepFailed goes to the worker, which retries
         under the queue's backoff (a retry that fails the same way writes nothing more)."""
-        exporter_set = self.watches[EXPORTERSETS].get(*key)
         now = self.clock()
-        self.leftovers.look_after(key, exporter_set, now)  # what a deleted set left
+        exporter_set = self.leftovers.look_after(key, now)  # what a deleted set left
         observed = self.observer.observe(exporter_set) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(observed, str):  # gone, or not this process's
             self.plans.pop(key, None)  # its metric series go with it

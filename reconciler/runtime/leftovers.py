@@ -37,9 +37,15 @@ Obj = dict[str, Any]
 
 class Leftovers:
     def __init__(
-        self, kube: Kube, exporters: Informer, claims: Claims, queue: WorkQueue[ObjKey]
+        self,
+        kube: Kube,
+        sets: Informer,
+        exporters: Informer,
+        claims: Claims,
+        queue: WorkQueue[ObjKey],
     ) -> None:
-        self.kube, self.exporters, self.claims, self.queue = kube, exporters, claims, queue
+        self.kube, self.sets, self.exporters = kube, sets, exporters
+        self.claims, self.queue = claims, queue
         # The uids whose stay was announced, and per set the instances deleted while
         # leased before they were protected, with the lease, for an Event each.
         self._announced: set[str] = set()
@@ -64,7 +70,14 @@ class Leftovers:
                     (exporter, f"lease {lease}")
                 )
 
-    def look_after(self, key: ObjKey, exporter_set: Obj | None, now: datetime) -> None:
+    def look_after(self, key: ObjKey, now: datetime) -> Obj | None:
+        """Look after what the set `key` left (`_tend`); the set as cached (None: it is
+        gone), for the rest of the pass."""
+        exporter_set = self.sets.get(*key)
+        self._tend(key, exporter_set, now)
+        return exporter_set
+
+    def _tend(self, key: ObjKey, exporter_set: Obj | None, now: datetime) -> None:
         """Release, keep or announce the leftovers labelled for the set `key` (None: it is
         gone), and say which lost instances were deleted while leased."""
         namespace = key[0]

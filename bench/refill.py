@@ -3,7 +3,7 @@
 The warm buffer exists so that a lease never waits for a boot: when a lease takes the
 last warm instance, the replacement must be on its way at once. This benchmark plays
 Jumpstarter on a loopback kube-apiserver (`harness.controlplane`), as the
-end-to-end tests do: it creates a Lease (the tests' stand-in of Jumpstarter's Lease CRD),
+end-to-end tests do: it creates a Lease (of Jumpstarter's release Lease CRD),
 assigns it (the Lease's `status.exporterRef`, then the Exporter's `status.leaseRef`),
 issues credentials as Jumpstarter's controller would (`CredentialStandIn.issue`, driven
 by a watch rather than its half-second sweep, so its own pace is not measured) and marks
@@ -225,7 +225,7 @@ class Jumpstarter:
             namespace,
             "leases",
             lease,
-            {"status": {"exporterRef": {"name": exporter}}},
+            {"status": {"exporterRef": {"name": exporter}, "ended": False}},
         )
         status = {"status": {"leaseRef": {"name": lease}, "exporterStatus": "LeaseReady"}}
         api.patch_namespaced_custom_object_status(

@@ -9,22 +9,20 @@ from __future__ import annotations
 import shlex
 
 from harness.deploy_render import OWN_OVERLAY, REPO
-from tests.docpages import Command, Substitution, commands
+from tests.docpages import Command, commands
 
 __all__ = [
     "EXAMPLES_APPLY",
     "EXAMPLES_DELETE",
     "INSTALL_CERT_MANAGER",
     "INSTALL_SELF_SIGNED",
+    "INSTALL_WITHOUT_JUMPSTARTER",
     "NODE_INSTALL",
     "NODE_JUMPSTARTER",
-    "NODE_OVERLAY",
     "NODE_POOL",
-    "NODE_PRODUCT",
     "OWN_OVERLAY_FILE",
     "PAGE",
     "UNINSTALL",
-    "UNINSTALL_LEASE_CRD",
     "documented_certs_run",
     "words",
 ]
@@ -32,19 +30,14 @@ __all__ = [
 PAGE = REPO / "docs" / "install.md"
 INSTALL_SELF_SIGNED = "install-self-signed"
 INSTALL_CERT_MANAGER = "install-cert-manager"
+INSTALL_WITHOUT_JUMPSTARTER = "install-without-jumpstarter"
 NODE_INSTALL = "node-install"
 NODE_JUMPSTARTER = "node-jumpstarter"
-NODE_PRODUCT = "node-product"
 NODE_POOL = "node-pool"
 EXAMPLES_APPLY = "examples-apply"
 EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"
-UNINSTALL_LEASE_CRD = "uninstall-lease-crd"
 OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
-# The one change the page states for the node: the overlay it installs there.
-NODE_OVERLAY = Substitution(
-    "deploy/overlays/self-signed", "deploy/overlays/self-signed-exporter-crd"
-)
 
 
 def words(command: Command) -> list[str]:

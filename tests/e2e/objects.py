@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.controlplane import ControlPlane
+from harness.jumpstarter_crds import release_crd
 from pool.model.jumpstarter import TOKEN_KEY
 from pool.model.keys import BACKOFF_STEP, STANDBY_LABEL, SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
@@ -20,43 +21,19 @@ from tests.kubeget import get_json as get_json
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"
 
-# Jumpstarter's Lease CRD is not part of this project: a minimal stand-in with the fields
-# the reconciler reads (spec.selector, spec.beginTime, status.exporterRef, status.ended).
-LEASE_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "leases.jumpstarter.dev"},
-    "spec": {
-        "group": "jumpstarter.dev",
-        "names": {
-            "kind": "Lease",
-            "plural": "leases",
-            "singular": "lease",
-            "listKind": "LeaseList",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+# Jumpstarter's Lease CRD, the release's (its operator installs it).
+LEASES_CRD_FILE = "jumpstarter.dev_leases.yaml"
+# The Client a Lease written here names (`spec.clientRef`, required by the release's CRD).
+LEASE_CLIENT = "tester"
 
 
 def install_lease_crd(plane: ControlPlane) -> None:
-    plane.kubectl("apply", "-f", "-", input=json.dumps(LEASE_CRD))
+    """Jumpstarter's release Lease CRD alone, as in a cluster where Jumpstarter serves
+    Leases (read from the release's source tarball: `harness.jumpstarter_crds`)."""
+    crd = release_crd(LEASES_CRD_FILE)
+    plane.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(crd))
     plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/leases.jumpstarter.dev"
+        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
     )
 
 
@@ -64,8 +41,12 @@ def lease(
     name: str, namespace: str, labels: dict[str, str], begin: str | None = None
 ) -> dict[str, Any]:
     """A pending Jumpstarter Lease asking for an exporter with `labels`, booked for
-    `begin` when given (`spec.beginTime`, as Jumpstarter's client asks for a later begin)."""
-    spec: dict[str, Any] = {"selector": {"matchLabels": dict(labels)}}
+    `begin` when given (`spec.beginTime`, as Jumpstarter's client asks for a later begin),
+    for the Client `LEASE_CLIENT`."""
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": dict(labels)},
+        "clientRef": {"name": LEASE_CLIENT},
+    }
     if begin is not None:
         spec["beginTime"] = begin
     return {

@@ -1,12 +1,11 @@
 """The product installed on the node cluster by docs/install.md's own commands, and
 uninstalled by them.
 
-The page's blocks `node-install` and `examples-apply` run word for word
-(tests/docpages.py), in one shell, from a copy of the checkout as a reader has it; that
-copy's `.cluster` is this cluster's folder (the page's is `make cluster`'s, the
-repository's `.cluster`). `uninstall()` runs `examples-delete`, `uninstall` with the one
-change the page states for the node (the overlay it installs there) and
-`uninstall-lease-crd`. Each command's time is kept for the figures."""
+The page's blocks `node-jumpstarter` (Jumpstarter 0.9.0 by its own operator),
+`node-install` and `examples-apply` run word for word (tests/docpages.py), in one shell,
+from a copy of the checkout as a reader has it; that copy's `.cluster` is this cluster's
+folder (the page's is `make cluster`'s, the repository's `.cluster`). `uninstall()` runs
+`examples-delete` and `uninstall`. Each command's time is kept for the figures."""
 
 from __future__ import annotations
 
@@ -25,10 +24,9 @@ from tests.installpage import (
     EXAMPLES_APPLY,
     EXAMPLES_DELETE,
     NODE_INSTALL,
-    NODE_OVERLAY,
+    NODE_JUMPSTARTER,
     PAGE,
     UNINSTALL,
-    UNINSTALL_LEASE_CRD,
 )
 
 NAMESPACE = "virtualtarget-system"
@@ -82,11 +80,9 @@ class Install:
 
     def uninstall(self) -> list[Ran]:
         """The page's uninstall on the node: the examples, the pools, the classes, the
-        overlay, then the Lease CRD applied for this."""
-        NODE_OVERLAY.check(PAGE)
+        overlay (Jumpstarter, the operator's, stays)."""
         ran = self.shell.run_all(commands(PAGE, EXAMPLES_DELETE))
-        ran += self.shell.run_all(commands(PAGE, UNINSTALL), [NODE_OVERLAY])
-        ran += self.shell.run_all(commands(PAGE, UNINSTALL_LEASE_CRD))
+        ran += self.shell.run_all(commands(PAGE, UNINSTALL))
         return ran
 
 
@@ -117,12 +113,13 @@ def readers_shell(tree: Path, work: Path) -> Session:
 
 
 def install(cluster: NodeCluster, work: Path) -> Install:
-    """The page's node install and examples, run as written; then both Deployments
-    rolled out."""
+    """The page's node install (Jumpstarter by its operator, then this product) and the
+    examples, run as written; then both Deployments rolled out."""
     tree = readers_checkout(work, cluster)
     shell = readers_shell(tree, work)
     done = Install(cluster, tree, shell, product_image())
-    done.installed = shell.run_all(commands(PAGE, NODE_INSTALL))
+    done.installed = shell.run_all(commands(PAGE, NODE_JUMPSTARTER))
+    done.installed += shell.run_all(commands(PAGE, NODE_INSTALL))
     done.installed += shell.run_all(commands(PAGE, EXAMPLES_APPLY))
     for deployment in DEPLOYMENTS:
         done.rollout_status(deployment)

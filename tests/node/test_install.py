@@ -31,7 +31,7 @@ from tests.e2e.examples import (
     rule_examples,
     write_examples,
 )
-from tests.e2e.objects import LEASE_CRD, exporter_set, lease, virtual_target_class
+from tests.e2e.objects import exporter_set, lease, virtual_target_class
 from tests.installpage import EXAMPLES_APPLY, PAGE
 from tests.node.install import (
     DEPLOYMENTS,
@@ -47,8 +47,8 @@ from tests.node.support import apply, record_figure, wait_for_phase
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
 # cache) about 5 minutes, which the first test's setup would otherwise not be given.
 pytestmark = pytest.mark.timeout(900)
-# A cluster of its own: the install replaces the jumpstarter.dev CRDs, the uninstall
-# removes them, and a drain evicts every Pod on the node.
+# A cluster of its own: the install puts Jumpstarter's operator and the product, which serves
+# the whole cluster, on it, and a drain evicts every Pod on the node.
 OWN_NODE_CLUSTER = True
 
 PROBE_FAILURE = "Unhealthy"  # the kubelet's Event reason for a failed probe
@@ -519,22 +519,24 @@ CLUSTER_KINDS = (
 
 
 def test_the_page_uninstalls_everything_it_installed(installed: Install) -> None:
-    """Last: the examples, the pools, the classes, the overlay and the Lease CRD go, by the
-    page's commands (each must exit 0), and nothing of the product is left."""
+    """Last: the examples, the pools, the classes and the overlay go, by the page's commands
+    (each must exit 0), and nothing of the product is left; Jumpstarter's CRDs, its
+    operator's, stay."""
     ran = installed.uninstall()
     record_figure(figure("uninstall by docs/install.md", ran))
     kubectl = installed.kubectl
     gone = kubectl("get", "namespace", NAMESPACE, check=False)
     assert "NotFound" in gone.stderr, gone.stdout + gone.stderr
     crds = kubectl("get", "crds", "-o", "name").stdout.split()
-    ours = {"virtualtarget.jumpstarter.dev", "jumpstarter.dev"}
-    assert [c for c in crds if c.split(".", 1)[1] in ours] == []
-    assert LEASE_CRD["metadata"]["name"] not in " ".join(crds)  # type: ignore[index]
+    assert [c for c in crds if c.split(".", 1)[1] == "virtualtarget.jumpstarter.dev"] == []
+    jumpstarters = {"exporters", "leases", "clients", "exporteraccesspolicies"}
+    assert {f"customresourcedefinition.apiextensions.k8s.io/{k}.jumpstarter.dev" for k in
+            jumpstarters} <= set(crds), crds  # fmt: skip
     left = kubectl(
         "get", CLUSTER_KINDS, "-l", "app.kubernetes.io/part-of=virtualtarget", "-o", "name"
     )
     assert left.stdout == ""
-    # The pools' objects went with their sets, their Exporters and the CRDs.
+    # The pools' objects went with their sets and their Exporters.
     pods = installed.json(
         "get", "pods", "--all-namespaces", "-l", "exporterset.jumpstarter.dev/name"
     )

@@ -1,6 +1,6 @@
 """The install a Jumpstarter user makes, on the node: Jumpstarter 0.9.0 by its own operator
 from the release's manifests, its `Jumpstarter` resource, then this product, then a pool,
-each by docs/install.md's own blocks (`node-jumpstarter`, `node-product`, `node-pool`) run
+each by docs/install.md's own blocks (`node-jumpstarter`, `node-install`, `node-pool`) run
 word for word in a copy of the checkout (tests/node/install.py). A real 0.9.0 client, its
 config made as `jmp admin create client` makes one, leases the pool's instance, flashes
 the marker guest, boots it to the marker and releases it; the successor comes up.
@@ -26,7 +26,7 @@ from pool.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
 from pool.model.keys import instance_selector
 from tests.docpages import Ran, Session, commands
 from tests.e2e.objects import get_json, wait_for
-from tests.installpage import NODE_JUMPSTARTER, NODE_POOL, NODE_PRODUCT, PAGE
+from tests.installpage import NODE_INSTALL, NODE_JUMPSTARTER, NODE_POOL, PAGE
 from tests.node.guest_support import monotonic, run_client
 from tests.node.install import DEPLOYMENTS, NAMESPACE, figure, readers_checkout, readers_shell
 from tests.node.support import record_figure
@@ -78,8 +78,8 @@ def lab(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="module")
 def product(lab: Lab) -> Lab:
-    """This product and the pool, by the page's `node-product` and `node-pool`."""
-    lab.run(NODE_PRODUCT)
+    """This product and the pool, by the page's `node-install` and `node-pool`."""
+    lab.run(NODE_INSTALL)
     lab.run(NODE_POOL)
     return lab
 

@@ -3,10 +3,8 @@ goes in the order it explains (the node tier runs them: tests/node/test_install.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -14,24 +12,27 @@ import yaml
 from harness.cluster import DEFAULT_WORKDIR
 from harness.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
 from harness.images import CACHE
+from harness.jumpstarter_images import IMAGES
+from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
 from tests.docpages import commands
-from tests.e2e.objects import LEASE_CRD
 from tests.installpage import (
     EXAMPLES_APPLY,
     EXAMPLES_DELETE,
     INSTALL_CERT_MANAGER,
     INSTALL_SELF_SIGNED,
+    INSTALL_WITHOUT_JUMPSTARTER,
     NODE_INSTALL,
-    NODE_OVERLAY,
+    NODE_JUMPSTARTER,
+    NODE_POOL,
     PAGE,
     UNINSTALL,
-    UNINSTALL_LEASE_CRD,
     documented_certs_run,
     words,
 )
 from virtualtarget.cli import main
 
 EXAMPLES = REPO / "examples"
+OPERATOR_FOLDER = ".run/jumpstarter-operator"  # where the page writes the operator's manifests
 
 
 def _words(name: str) -> list[list[str]]:
@@ -43,10 +44,17 @@ def _applied(name: str) -> list[str]:
 
 
 def test_each_shipped_overlay_is_installed_by_one_documented_command() -> None:
-    installs = (INSTALL_SELF_SIGNED, INSTALL_CERT_MANAGER, NODE_INSTALL)
+    installs = (INSTALL_SELF_SIGNED, INSTALL_CERT_MANAGER, INSTALL_WITHOUT_JUMPSTARTER)
     applied = [target for name in installs for target in _applied(name)]
     assert sorted(applied) == sorted(f"deploy/overlays/{name}" for name in OVERLAYS)
+    # On the node, beside Jumpstarter's operator, the overlay for a cluster with Jumpstarter.
+    assert _applied(NODE_INSTALL) == ["deploy/overlays/self-signed"]
     # Each waits for the webhook before anything is admitted.
+    for name in (*installs, NODE_INSTALL):
+        assert [
+            "kubectl", "-n", "virtualtarget-system", "rollout", "status",
+            "deployment/virtualtarget-webhook",
+        ] in _words(name)  # fmt: skip
     for name in installs:
         assert _words(name)[-1] == [
             "kubectl", "-n", "virtualtarget-system", "rollout", "status",
@@ -86,15 +94,20 @@ def test_the_node_install_commands_name_what_the_code_uses() -> None:
         ["make", "image"],
         ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", archive],
     ]
+    # The Jumpstarter block sets the shell the product's block runs in.
+    jumpstarter = _words(NODE_JUMPSTARTER)
     kubeconfig = f"KUBECONFIG=$PWD/{_relative(DEFAULT_WORKDIR)}/kubeconfig"
-    assert ["export", kubeconfig, "PATH=$PWD/.bin:$PATH"] in node
-    # The Lease CRD from the tests' copy, printed as JSON for kubectl.
-    (lease,) = [w for w in node if w[:2] == [".venv/bin/python", "-c"]]
-    assert lease[3:] == ["|", "kubectl", "apply", "-f", "-"]
-    printed = subprocess.run(
-        [sys.executable, "-c", lease[2]], capture_output=True, text=True, check=True, cwd=REPO
-    )
-    assert json.loads(printed.stdout) == LEASE_CRD
+    assert ["export", kubeconfig, "PATH=$PWD/.bin:$PATH"] in jumpstarter
+    assert ["make", "jumpstarter-images"] in jumpstarter
+    for image in IMAGES:
+        assert ["ctr", "--address", socket, "-n", "k8s.io", "images", "import",
+                _relative(image.archive())] in jumpstarter  # fmt: skip
+    assert [".venv/bin/python", "-m", "harness.jumpstarter_operator", "--out",
+            OPERATOR_FOLDER] in jumpstarter  # fmt: skip
+    assert ["kubectl", "apply", "-k", OPERATOR_FOLDER] in jumpstarter
+    assert ["kubectl", "-n", OPERATOR_NAMESPACE, "rollout", "status",
+            f"deployment/{OPERATOR_DEPLOYMENT}"] in jumpstarter  # fmt: skip
+    assert _words(NODE_POOL) == [["kubectl", "apply", "-f", "examples/node/pool/"]]
     # The documented `docker run ... certs`, with the overlay's own path for the mount's.
     _, host, target, documented = documented_certs_run()
     assert [".venv/bin/virtualtarget", *(a.replace(target, host) for a in documented)] in node
@@ -119,19 +132,10 @@ def test_in_name_order_each_set_comes_before_the_class_it_names() -> None:
         assert order.index(("ExporterSet", exporter_set["metadata"]["name"])) < order.index(named)
 
 
-def test_uninstall_takes_sets_then_classes_then_the_overlay_then_the_lease_crd() -> None:
+def test_uninstall_takes_sets_then_classes_then_the_overlay() -> None:
     steps = _words(UNINSTALL)
     assert steps == [
         ["kubectl", "delete", "exportersets", "--all", "--all-namespaces"],
         ["kubectl", "delete", "virtualtargetclasses", "--all", "--all-namespaces"],
         ["kubectl", "delete", "-k", "deploy/overlays/self-signed", "--ignore-not-found"],
     ]
-    assert _words(UNINSTALL_LEASE_CRD) == [
-        ["kubectl", "delete", "crd", LEASE_CRD["metadata"]["name"]]  # type: ignore[index]
-    ]
-    # On the node: the overlay the node block installs, a change the page states.
-    NODE_OVERLAY.check(PAGE)
-    (node_overlay,) = _applied(NODE_INSTALL)
-    assert NODE_OVERLAY.new == node_overlay
-    changed = [c.text for c in commands(PAGE, UNINSTALL) if NODE_OVERLAY.applies_to(c.text)]
-    assert changed == [" ".join(steps[2])]

@@ -3,7 +3,11 @@
 The semantics of client-go's workqueue, which controllers rely on: a key is queued at
 most once; a key being processed is never handed to a second worker, and if it was
 added meanwhile it is queued again when the worker calls `done`; failures back off
-exponentially per key; `add_after` requeues at a deadline (the next cooldown end).
+exponentially per key; `add_after` requeues at a deadline (the next cooldown end), one
+deadline per key, the soonest asked (client-go's delaying queue keeps its known entries
+so): a later one is dropped, since the pass at the sooner one plans its own next. Kept as
+separate deadlines, the requeues of a filling pool's passes came due one after another
+once it was at rest, each a pass that found nothing to do.
 Keys wait in lanes: a key added with a higher `lane` goes ahead of those in lower lanes
 (first come, first served within a lane), and a queued key added again in a higher lane
 moves up: a Lease taking a pool's capacity should not wait behind a Pod to create, nor
@@ -56,7 +60,8 @@ class WorkQueue(Generic[K]):
         self._queued: dict[K, int] = {}  # queued key -> its lane
         self._processing: set[K] = set()
         self._dirty: dict[K, int] = {}  # added while processing -> the highest lane asked
-        self._delayed: list[tuple[float, int, K]] = []
+        self._delayed: list[tuple[float, int, K]] = []  # a heap; superseded entries stay
+        self._deadlines: dict[K, float] = {}  # each delayed key's one deadline
         self._failures: dict[K, int] = {}
         self._serial = 0
         self._cond = threading.Condition()
@@ -98,8 +103,12 @@ class WorkQueue(Generic[K]):
             self.add(key)
             return
         with self._cond:
+            at = self.clock() + delay
+            if self._deadlines.get(key, at + 1) <= at:
+                return  # a sooner requeue of the key waits: its pass plans the next
+            self._deadlines[key] = at
             self._serial += 1
-            heapq.heappush(self._delayed, (self.clock() + delay, self._serial, key))
+            heapq.heappush(self._delayed, (at, self._serial, key))
             self._cond.notify()
 
     def add_rate_limited(self, key: K) -> float:
@@ -120,11 +129,16 @@ class WorkQueue(Generic[K]):
     def _promote_due(self) -> float | None:
         now = self.clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            at, _, key = heapq.heappop(self._delayed)
+            if self._deadlines.get(key) != at:
+                continue  # superseded by a sooner deadline of the key, already promoted
+            del self._deadlines[key]
             if key in self._processing:
                 self._dirty.setdefault(key, 0)
             elif key not in self._queued:
                 self._enqueue(key)
+        while self._delayed and self._deadlines.get(self._delayed[0][2]) != self._delayed[0][0]:
+            heapq.heappop(self._delayed)  # a superseded head would wake the workers for nothing
         return self._delayed[0][0] - now if self._delayed else None
 
     def get(self, timeout: float | None = None) -> K | None:
@@ -185,6 +199,8 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._closed = True
             self._lanes.clear()
+            self._delayed.clear()
+            self._deadlines.clear()
             self._queued.clear()
             self._queued_at.clear()
             self._cond.notify_all()

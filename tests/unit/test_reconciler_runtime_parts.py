@@ -59,6 +59,39 @@ def test_queue_add_after_waits_for_the_deadline() -> None:
     assert queue.get(timeout=0) == "a"
 
 
+def test_queue_keeps_one_deadline_per_key_the_soonest() -> None:
+    """As client-go's delaying queue: a later requeue of a key that waits already is
+    dropped (the pass at the sooner one plans its own next), a sooner one replaces it; so
+    a key comes due once, not once per requeue asked."""
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("a", 10)
+    queue.add_after("a", 20)  # dropped
+    queue.add_after("b", 10)
+    queue.add_after("b", 5)  # replaces 10
+    clock.t = 5
+    assert queue.get(timeout=0) == "b"
+    queue.done("b")
+    assert queue.get(timeout=0) is None
+    clock.t = 10
+    assert queue.get(timeout=0) == "a"
+    queue.done("a")
+    clock.t = 20
+    assert queue.get(timeout=0) is None  # neither b's replaced 10 nor a's dropped 20 comes due
+    queue.add_after("a", 1)  # a key that came due may be delayed again
+    clock.t = 21
+    assert queue.get(timeout=0) == "a"
+
+
+def test_a_closed_queue_hands_out_no_delayed_key() -> None:
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("a", 1)
+    queue.close()
+    clock.t = 2
+    assert queue.get(timeout=0) is None
+
+
 def test_closed_queue_returns_none() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.close()

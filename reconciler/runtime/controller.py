@@ -240,10 +240,9 @@ class Controller:
                 if lane != Lane.ORDINARY:
                     self.queue.add(key)
                 self.queue.forget(key)
-                outcome = "success"
-                if result is not None and result.requeue_after is not None:
-                    self.queue.add_after(key, result.requeue_after.total_seconds() + 0.5)
-                    outcome = "requeue_after"
+                again = result.requeue_after if result is not None else None
+                self.queue.replan(key, again.total_seconds() + 0.5 if again is not None else None)
+                outcome = "success" if again is None else "requeue_after"
             except Exception as exc:
                 outcome = "error"
                 delay = self.queue.add_rate_limited(key)

@@ -61,7 +61,8 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._dirty: dict[K, int] = {}  # added while processing -> the highest lane asked
         self._delayed: list[tuple[float, int, K]] = []  # a heap; superseded entries stay
-        self._deadlines: dict[K, float] = {}  # each delayed key's one deadline
+        self._deadlines: dict[K, tuple[float, int]] = {}  # each delayed key's one (at, serial)
+        self._taken_serial: dict[K, int] = {}  # a key in work -> the serial when it was taken
         self._failures: dict[K, int] = {}
         self._serial = 0
         self._cond = threading.Condition()
@@ -104,12 +105,36 @@ class WorkQueue(Generic[K]):
             return
         with self._cond:
             at = self.clock() + delay
-            if self._deadlines.get(key, at + 1) <= at:
+            known = self._deadlines.get(key)
+            if known is not None and known[0] <= at and not self._before_taken(key, known):
                 return  # a sooner requeue of the key waits: its pass plans the next
-            self._deadlines[key] = at
             self._serial += 1
+            self._deadlines[key] = (at, self._serial)
             heapq.heappush(self._delayed, (at, self._serial, key))
             self._cond.notify()
+
+    def replan(self, key: K, delay: float | None) -> None:
+        """After a pass that succeeded: its plan's requeue (`delay`, None for none)
+        replaces the deadline asked before the key was taken, since a plan is made from
+        the state as now observed and an earlier plan's deadline is out of date; one asked
+        during the pass (by a step of its own) stays. Without it, the safety-net requeue
+        of a pass that waited for credentials came due after the next pass had them all."""
+        with self._cond:
+            known = self._deadlines.get(key)
+            if known is not None and self._before_taken(key, known):
+                del self._deadlines[key]  # its heap entry is skipped when it comes due
+        if delay is not None:
+            self.add_after(key, delay)
+
+    def _before_taken(self, key: K, deadline: tuple[float, int]) -> bool:
+        """The key is in work and `deadline` was asked before it was taken: the pass in
+        work replans it."""
+        taken = self._taken_serial.get(key)
+        return taken is not None and deadline[1] <= taken
+
+    def _current(self, entry: tuple[float, int, K]) -> bool:
+        at, serial, key = entry
+        return self._deadlines.get(key) == (at, serial)
 
     def add_rate_limited(self, key: K) -> float:
         """Requeue after a failure; returns the delay chosen."""
@@ -129,15 +154,15 @@ class WorkQueue(Generic[K]):
     def _promote_due(self) -> float | None:
         now = self.clock()
         while self._delayed and self._delayed[0][0] <= now:
-            at, _, key = heapq.heappop(self._delayed)
-            if self._deadlines.get(key) != at:
-                continue  # superseded by a sooner deadline of the key, already promoted
+            at, serial, key = heapq.heappop(self._delayed)
+            if self._deadlines.get(key) != (at, serial):
+                continue  # superseded, or dropped by a later pass's plan
             del self._deadlines[key]
             if key in self._processing:
                 self._dirty.setdefault(key, 0)
             elif key not in self._queued:
                 self._enqueue(key)
-        while self._delayed and self._deadlines.get(self._delayed[0][2]) != self._delayed[0][0]:
+        while self._delayed and not self._current(self._delayed[0]):
             heapq.heappop(self._delayed)  # a superseded head would wake the workers for nothing
         return self._delayed[0][0] - now if self._delayed else None
 
@@ -157,6 +182,7 @@ class WorkQueue(Generic[K]):
                     key = self._lanes[lane].pop(0)
                     del self._queued[key]
                     self._processing.add(key)
+                    self._taken_serial[key] = self._serial
                     now = self.clock()
                     self._queue_duration.observe(now - self._queued_at.pop(key, now))
                     self._started_at[key] = now
@@ -173,6 +199,7 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
+            self._taken_serial.pop(key, None)
             started = self._started_at.pop(key, None)
             if started is not None:
                 self._work_duration.observe(self.clock() - started)

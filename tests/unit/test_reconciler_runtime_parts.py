@@ -83,6 +83,36 @@ def test_queue_keeps_one_deadline_per_key_the_soonest() -> None:
     assert queue.get(timeout=0) == "a"
 
 
+def test_a_pass_s_plan_replaces_the_deadline_asked_before_it() -> None:
+    """A pass's plan is made from the state as now observed: the requeue an earlier pass
+    asked (a wait for credentials, say) goes when this pass plans none; a deadline asked
+    during the pass (the leftovers' lease protection) stays, even behind a sooner old one."""
+    clock = FakeClock()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("a", 10)  # the first pass's safety net
+    queue.add("a")  # an event: the credentials arrived
+    assert queue.get(timeout=0) == "a"
+    queue.replan("a", None)  # this pass plans no requeue
+    queue.done("a")
+    clock.t = 10
+    assert queue.get(timeout=0) is None
+
+    queue.add_after("b", 5)  # an earlier plan's
+    queue.add("b")
+    assert queue.get(timeout=0) == "b"
+    queue.add_after("b", 30)  # asked during the pass, after the taking: clock.t + 30
+    queue.replan("b", 20)  # the pass's own plan: clock.t + 20
+    queue.done("b")
+    clock.t = 15
+    assert queue.get(timeout=0) is None  # the earlier plan's 5 s went
+    clock.t = 30
+    assert queue.get(timeout=0) == "b"  # the sooner of the two asked during the pass
+    queue.replan("b", None)
+    queue.done("b")
+    clock.t = 40
+    assert queue.get(timeout=0) is None
+
+
 def test_a_closed_queue_hands_out_no_delayed_key() -> None:
     clock = FakeClock()
     queue: WorkQueue[str] = WorkQueue(clock=clock)

@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["CRD_DIFFERENCES_FROM_RELEASE", "JUMPSTARTER_RELEASE", "JUMPSTARTER_REPOSITORIES"]
+__all__ = [
+    "CRD_DIFFERENCES_FROM_RELEASE",
+    "JUMPSTARTER_RELEASE",
+    "JUMPSTARTER_REPOSITORIES",
+    "QEMU_DRIVER",
+]
 
 JUMPSTARTER_RELEASE = "0.9.0"
 # Where Jumpstarter publishes its images: the default images live under it, and the
 # shipped overlays' image allow-list names it (deploy/components/jumpstarter-images).
 JUMPSTARTER_REPOSITORIES = "quay.io/jumpstarter-dev/"
+# The class of the QEMU driver in the release's jumpstarter-driver-qemu package, as a
+# template names it (`type`).
+QEMU_DRIVER = "jumpstarter_driver_qemu.driver.Qemu"
 
 _MAIN = "Jumpstarter main at b1f2bb41 (jumpstarter-main-b1f2bb4-controller.tar.gz)"
 _DOCUMENT = "ours only: schemas/exporter.txt, the Exporter reference our CRD is generated from"

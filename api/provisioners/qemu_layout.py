@@ -32,7 +32,7 @@ from typing import Any
 
 from api.fielderrors import FieldError
 from api.imagepolicy import effective_images, repository
-from api.jumpstarter import JUMPSTARTER_RELEASE, JUMPSTARTER_REPOSITORIES
+from api.jumpstarter import JUMPSTARTER_RELEASE, JUMPSTARTER_REPOSITORIES, QEMU_DRIVER
 from api.provisioners.qemu import DEFAULT_IMAGES, PROVISIONER, Layout
 from api.provisioners.qemu_firmware import firmware_findings
 
@@ -41,7 +41,6 @@ __all__ = ["PUBLISHED_EXPORTER", "class_layout_findings", "set_layout_findings"]
 Findings = tuple[list[FieldError], list[str]]
 
 PUBLISHED_EXPORTER = f"{JUMPSTARTER_REPOSITORIES}jumpstarter"
-QEMU_DRIVER = "jumpstarter_driver_qemu.driver.Qemu"
 _RELEASE_TAG = re.compile(r":v?(\d+)\.(\d+)\.(\d+)$")
 
 

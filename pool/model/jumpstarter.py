@@ -10,7 +10,7 @@ and its documentation; the tests check them against the real packages. No I/O.
 
 from __future__ import annotations
 
-from api.jumpstarter import JUMPSTARTER_RELEASE
+from api.jumpstarter import JUMPSTARTER_RELEASE, QEMU_DRIVER
 
 __all__ = [
     "CONFIG_DIR",
@@ -65,8 +65,7 @@ EXEC_BINARY = "/jumpstarter/bin/jumpstarter-exec"
 SHARED_DIR = "/shared"
 LAUNCHER_SOCKET = f"{SHARED_DIR}/launcher.sock"
 
-# Driver classes the QEMU provisioner recognises in a template.
-QEMU_DRIVER = "jumpstarter_driver_qemu.driver.Qemu"
+# Driver classes the QEMU provisioner recognises in a template (QEMU_DRIVER: api's).
 TCP_NETWORK_DRIVER = "jumpstarter_driver_network.driver.TcpNetwork"
 
 

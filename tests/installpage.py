@@ -23,6 +23,7 @@ __all__ = [
     "OWN_OVERLAY_FILE",
     "PAGE",
     "UNINSTALL",
+    "UNINSTALL_LEASED",
     "documented_certs_run",
     "words",
 ]
@@ -37,6 +38,7 @@ NODE_POOL = "node-pool"
 EXAMPLES_APPLY = "examples-apply"
 EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"
+UNINSTALL_LEASED = "uninstall-leased"
 OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
 
 

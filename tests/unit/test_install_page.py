@@ -14,6 +14,7 @@ from harness.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
 from harness.images import CACHE
 from harness.jumpstarter_images import IMAGES
 from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
+from pool.model.keys import LEASE_PROTECTION, SET_LABEL
 from tests.docpages import commands
 from tests.installpage import (
     EXAMPLES_APPLY,
@@ -26,6 +27,7 @@ from tests.installpage import (
     NODE_POOL,
     PAGE,
     UNINSTALL,
+    UNINSTALL_LEASED,
     documented_certs_run,
     words,
 )
@@ -139,3 +141,20 @@ def test_uninstall_takes_sets_then_classes_then_the_overlay() -> None:
         ["kubectl", "delete", "virtualtargetclasses", "--all", "--all-namespaces"],
         ["kubectl", "delete", "-k", "deploy/overlays/self-signed", "--ignore-not-found"],
     ]
+
+
+# The label Jumpstarter 0.9.0's lease controller puts on an ended Lease
+# (api/v1alpha1/lease_types.go: LeaseLabelEnded).
+LEASE_ENDED_LABEL = "jumpstarter.dev/lease-ended"
+
+
+def test_the_leased_instances_step_names_the_set_label_the_finalizer_and_ended_leases() -> None:
+    """The last uninstall step finds this product's Exporters by its set label, waits while
+    a Lease without Jumpstarter's ended label names one, and takes off the finalizer the
+    pool adds, by a patch that fails for any other first finalizer."""
+    (step,) = commands(PAGE, UNINSTALL_LEASED)
+    text = step.text
+    assert f"get exporters -A -l {SET_LABEL} " in text
+    assert f"-l '!{LEASE_ENDED_LABEL}'" in text
+    assert f'"op": "test", "path": "/metadata/finalizers/0", "value": "{LEASE_PROTECTION}"' in text
+    assert text.index("until [") < text.index("patch exporter")

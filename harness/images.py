@@ -47,6 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -350,14 +351,41 @@ def build_product(
 
 def _build_product(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
     base = ensure_base(cache)
-    return build(
-        REPO,
-        archive or cache / "virtualtarget.tar",
+    archive = archive or cache / "virtualtarget.tar"
+    inputs = hashlib.sha256(f"{base} {product_image()}".encode())
+    for path in [REPO / "Dockerfile", *product_context()]:
+        inputs.update(path.relative_to(REPO).as_posix().encode())
+        inputs.update(path.read_bytes())
+    return build_once(
+        archive,
+        inputs.hexdigest(),
         product_image(),
-        build_args={"BASE": base},
+        lambda: build(
+            REPO,
+            archive,
+            product_image(),
+            build_args={"BASE": base},
+            layer_cache=layer_cache,
+            cache=cache,
+        ),
         layer_cache=layer_cache,
-        cache=cache,
     )
+
+
+def product_context() -> list[Path]:
+    """The files of the product's build context, as `.dockerignore` lets them in: the
+    entries it names with `!`, less what its `**/` patterns leave out."""
+    lines = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
+    kept = [line[1:].rstrip("/") for line in lines if line.startswith("!")]
+    dropped = [line[3:] for line in lines if line.startswith("**/")]
+    files: list[Path] = []
+    for entry in kept:
+        path = REPO / entry
+        for found in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            parts = found.relative_to(REPO).parts
+            if found.is_file() and not any(fnmatch(part, d) for part in parts for d in dropped):
+                files.append(found)
+    return files
 
 
 def build_qemu_exporter(

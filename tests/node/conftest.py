@@ -23,6 +23,7 @@ from harness.guest import build_marker_guest
 from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
 from harness.node import NodeCluster, running_node_cluster
+from tests.node.hoststate import host_state, leftovers
 from tests.node.pool_support import node_jumpstarters
 from tests.node.support import LOCK_WAIT_S, NODE_COUNT, OWN_NODE_CLUSTER, record_timings
 
@@ -43,9 +44,14 @@ class SharedCluster:
         self._stack: contextlib.ExitStack | None = None
         self.cluster: NodeCluster | None = None
         self._jumpstarters: JumpstarterSupply | None = None
+        self._before: dict[str, Any] = {}
+        # What its last stop left on the host (tests/node/test_teardown.py); None until
+        # it stopped once.
+        self.left: list[str] | None = None
 
     def get(self) -> NodeCluster:
         if self.cluster is None:
+            self._before = host_state()
             self._stack = contextlib.ExitStack()
             self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
         return self.cluster
@@ -63,6 +69,7 @@ class SharedCluster:
         if self._stack is not None and self.cluster is not None:
             self._stack.close()
             record_timings("the modules sharing one cluster", self.cluster)
+            self.left = leftovers(self.cluster.workdir, self._before)
         self._stack, self.cluster, self._jumpstarters = None, None, None
 
 

@@ -77,6 +77,13 @@ def assert_clean(workdir: Path, before: dict[str, Any], *, lock: bool = True) ->
     """Nothing of the cluster in `workdir` is left: the host as `before` it started. The
     failure names each part that differs, with its value before and after (this helper
     module's asserts are not rewritten by pytest)."""
+    if problems := leftovers(workdir, before, lock=lock):
+        raise AssertionError("the host is not as before the cluster:\n" + "\n".join(problems))
+
+
+def leftovers(workdir: Path, before: dict[str, Any], *, lock: bool = True) -> list[str]:
+    """What of the cluster in `workdir` is left on the host, against `before` it started:
+    each part that differs, with its value before and after."""
     after = host_state(lock=lock)
     problems = [
         f"{key}: before {was!r}, after {now!r}"
@@ -88,8 +95,7 @@ def assert_clean(workdir: Path, before: dict[str, Any], *, lock: bool = True) ->
         problems.append(f"processes of {workdir}: {processes}")
     if mounts := mounts_under(workdir):
         problems.append(f"mounts under {workdir}: {mounts}")
-    if problems:
-        raise AssertionError("the host is not as before the cluster:\n" + "\n".join(problems))
+    return problems
 
 
 def _differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

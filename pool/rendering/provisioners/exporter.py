@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pool.model.access import PODS
 from pool.model.jumpstarter import EXPORTER_UID, readiness_command, run_command
 from pool.rendering.render import Image, InstanceContext
 
-__all__ = ["container", "env_from", "exporter_fields", "unprivileged"]
+__all__ = ["container", "env_from", "exporter_fields", "instance_pod", "unprivileged"]
 
 
 def unprivileged() -> dict[str, Any]:
@@ -63,3 +64,21 @@ def exporter_fields() -> dict[str, Any]:
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+
+
+def instance_pod(ctx: InstanceContext, spec: dict[str, Any]) -> dict[str, Any]:
+    """The instance's Pod around `spec`: named after its Exporter, which owns it, with the
+    template's labels and annotations and the class's node selector and tolerations."""
+    if ctx.node_selector:
+        spec["nodeSelector"] = dict(ctx.node_selector)
+    if ctx.tolerations:
+        spec["tolerations"] = list(ctx.tolerations)
+    metadata: dict[str, Any] = {
+        "name": ctx.exporter,
+        "namespace": ctx.namespace,
+        "labels": ctx.pod_labels(),
+        "ownerReferences": [ctx.owner_reference()],
+    }
+    if ctx.annotations:
+        metadata["annotations"] = dict(ctx.annotations)
+    return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": metadata, "spec": spec}

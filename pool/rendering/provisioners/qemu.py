@@ -49,7 +49,7 @@ from api.provisioners.qemu_firmware import default_partitions, named_firmware
 from api.provisioners.qemu_layout import class_layout_findings, set_layout_findings
 from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
-from pool.model.access import PODS, Resource
+from pool.model.access import Resource
 from pool.model.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
@@ -68,7 +68,13 @@ from pool.rendering.provisioners.disk import (
     disk_volume,
     sized,
 )
-from pool.rendering.provisioners.exporter import container, env_from, exporter_fields, unprivileged
+from pool.rendering.provisioners.exporter import (
+    container,
+    env_from,
+    exporter_fields,
+    instance_pod,
+    unprivileged,
+)
 from pool.rendering.render import Image, InstanceContext
 
 __all__ = [
@@ -240,24 +246,7 @@ class QemuProvisioner:
             spec = self._sidecar_spec(ctx)
         else:
             spec = self._exporter_spec(ctx)
-        if ctx.node_selector:
-            spec["nodeSelector"] = dict(ctx.node_selector)
-        if ctx.tolerations:
-            spec["tolerations"] = list(ctx.tolerations)
-        metadata: dict[str, Any] = {
-            "name": ctx.exporter,
-            "namespace": ctx.namespace,
-            "labels": ctx.pod_labels(),
-            "ownerReferences": [ctx.owner_reference()],
-        }
-        if ctx.annotations:
-            metadata["annotations"] = dict(ctx.annotations)
-        return {
-            "apiVersion": PODS.api_version,
-            "kind": PODS.kind,
-            "metadata": metadata,
-            "spec": spec,
-        }
+        return instance_pod(ctx, spec)
 
     def _exporter_spec(self, ctx: InstanceContext) -> dict[str, Any]:
         """Release 0.9.0: QEMU runs in the exporter's container, its temporary directory

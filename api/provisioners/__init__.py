@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from api.provisioners.kubevirt import DEFAULT_IMAGES as KUBEVIRT_IMAGES
+from api.provisioners.kubevirt import PROVISIONER as KUBEVIRT
+from api.provisioners.kubevirt import KubevirtParameters
 from api.provisioners.qemu import DEFAULT_IMAGES as QEMU_IMAGES
 from api.provisioners.qemu import PROVISIONER as QEMU
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, QemuParameters
@@ -21,7 +24,10 @@ from api.provisioners.qemu_storage import RENAMED as QEMU_RENAMED
 
 __all__ = ["DEFAULT_IMAGES", "PARAMETER_MODELS", "RENAMED_PARAMETERS", "SHIPPED_IMAGES"]
 
-PARAMETER_MODELS: dict[str, type[BaseModel]] = {QEMU: QemuParameters}
+PARAMETER_MODELS: dict[str, type[BaseModel]] = {
+    QEMU: QemuParameters,
+    KUBEVIRT: KubevirtParameters,
+}
 RENAMED_PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {QEMU: QEMU_RENAMED}
-DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES}
+DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES, KUBEVIRT: KUBEVIRT_IMAGES}
 SHIPPED_IMAGES: tuple[str, ...] = (QEMU_EXPORTER_IMAGE,)

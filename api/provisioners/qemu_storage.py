@@ -40,6 +40,7 @@ __all__ = [
     "MAX_FS_OVERHEAD",
     "RENAMED",
     "AccessMode",
+    "ClaimStorage",
     "GuestDisk",
     "QemuStorage",
     "guest_disk",
@@ -89,34 +90,16 @@ def overhead_percent(value: str | None) -> int:
     return percent
 
 
-class QemuStorage(BaseModel):
-    """`parameters.storage` of a class, or of a set merged over its class's."""
+class ClaimStorage(BaseModel):
+    """What a volume claim of the guest's disk is asked with: its StorageClass and access
+    modes, as the apiserver checks them (QEMU's `storage`, KubeVirt's DataVolume)."""
 
     model_config = OPEN
 
-    size: str | None = None
-    fs_overhead: str | None = Field(default=None, alias="fsOverhead")
     storage_class_name: str | None = Field(default=None, alias="storageClassName")
     access_modes: Annotated[list[AccessMode], Field(min_length=1)] | None = Field(
         default=None, alias="accessModes"
     )
-
-    @field_validator("size", mode="before")
-    @classmethod
-    def _size(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        _not_a_number(value, DEFAULT_SIZE)
-        return bytes_within(value, STORAGE_RANGE) if value else value
-
-    @field_validator("fs_overhead", mode="before")
-    @classmethod
-    def _overhead(cls, value: Any) -> str | None:
-        if value is None:
-            return None
-        _not_a_number(value, DEFAULT_FS_OVERHEAD)
-        overhead_percent(value)
-        return str(value)
 
     @field_validator("storage_class_name", mode="before")
     @classmethod
@@ -137,6 +120,37 @@ class QemuStorage(BaseModel):
         if value and once_pod in value and any(mode != once_pod for mode in value):
             raise ValueError(f"may not use {once_pod} with other access modes")
         return value
+
+
+class _Sizes(BaseModel):
+    """QEMU's disk and volume sizes."""
+
+    model_config = OPEN
+
+    size: str | None = None
+    fs_overhead: str | None = Field(default=None, alias="fsOverhead")
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        _not_a_number(value, DEFAULT_SIZE)
+        return bytes_within(value, STORAGE_RANGE) if value else value
+
+    @field_validator("fs_overhead", mode="before")
+    @classmethod
+    def _overhead(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        _not_a_number(value, DEFAULT_FS_OVERHEAD)
+        overhead_percent(value)
+        return str(value)
+
+
+class QemuStorage(ClaimStorage, _Sizes):
+    """`parameters.storage` of a class, or of a set merged over its class's: the sizes'
+    keys first (admission's warnings list the known keys in this order)."""
 
 
 @dataclass(frozen=True, slots=True)

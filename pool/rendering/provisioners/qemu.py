@@ -49,18 +49,15 @@ from api.provisioners.qemu_firmware import default_partitions, named_firmware
 from api.provisioners.qemu_layout import class_layout_findings, set_layout_findings
 from api.provisioners.qemu_storage import GuestDisk, guest_disk
 from api.quantity import format_bytes, parse_quantity
-from pool.model.access import PODS, Resource
+from pool.model.access import Resource
 from pool.model.jumpstarter import (
     CONFIG_DIR,
     EXEC_BINARY,
     EXPORTER_CONTAINER,
-    EXPORTER_UID,
     LAUNCHER_SOCKET,
     QEMU_DRIVER,
     SHARED_DIR,
     TCP_NETWORK_DRIVER,
-    readiness_command,
-    run_command,
 )
 from pool.model.views import ProvisionedView
 from pool.rendering.provisioners.base import Findings
@@ -70,6 +67,13 @@ from pool.rendering.provisioners.disk import (
     disk_security,
     disk_volume,
     sized,
+)
+from pool.rendering.provisioners.exporter import (
+    container,
+    env_from,
+    exporter_fields,
+    instance_pod,
+    unprivileged,
 )
 from pool.rendering.render import Image, InstanceContext
 
@@ -108,18 +112,6 @@ TMP_DIR = DISK_DIR
 GUEST_OVERHEAD = "256Mi"
 _CONFIG_VOLUME = "exporter-config"
 _SHARED_VOLUME = "shared"
-
-
-def _unprivileged() -> dict[str, Any]:
-    """The exporter image's containers: its unprivileged user, nothing gained, no
-    capability, the runtime's default seccomp profile (Pod Security's `restricted`)."""
-    return {
-        "runAsUser": EXPORTER_UID,
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
 
 
 def _parameters(ctx: InstanceContext) -> QemuParameters:
@@ -200,37 +192,6 @@ def _secured(spec: dict[str, Any], disk: GuestDisk) -> dict[str, Any]:
     return spec
 
 
-def _container(name: str, image: Image, **fields: Any) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": name, "image": image.image}
-    if image.pull_policy:
-        container["imagePullPolicy"] = image.pull_policy
-    container.update(fields)
-    return container
-
-
-def _exporter_fields() -> dict[str, Any]:
-    """The exporter container's command and probes, the same in both layouts."""
-    return {
-        "command": run_command(),
-        # Ready while `jmp run`'s serving child lives (a process check: 0.9.0 has no
-        # endpoint); a failure's log tail becomes the termination message the pool's
-        # Degraded condition quotes.
-        "readinessProbe": {
-            "exec": {"command": readiness_command()},
-            # The first check runs once the container starts, and a new instance counts
-            # as warm only from its first success: the period is what a warm buffer waits
-            # on top of `jmp run`'s start (10 s doubled a pool's fill time on a node). A
-            # check is one short python3 reading /proc (tens of ms of CPU), so every 2 s
-            # costs ~1-2% of a core per instance.
-            "periodSeconds": 2,
-            # Generous beside the period: a python3 start on a loaded node can take
-            # seconds, and a slow check must not read as a dead exporter.
-            "timeoutSeconds": 5,
-        },
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-
-
 class QemuProvisioner:
     name = PROVISIONER
     default_images = DEFAULT_IMAGES
@@ -285,30 +246,7 @@ class QemuProvisioner:
             spec = self._sidecar_spec(ctx)
         else:
             spec = self._exporter_spec(ctx)
-        if ctx.node_selector:
-            spec["nodeSelector"] = dict(ctx.node_selector)
-        if ctx.tolerations:
-            spec["tolerations"] = list(ctx.tolerations)
-        metadata: dict[str, Any] = {
-            "name": ctx.exporter,
-            "namespace": ctx.namespace,
-            "labels": ctx.pod_labels(),
-            "ownerReferences": [ctx.owner_reference()],
-        }
-        if ctx.annotations:
-            metadata["annotations"] = dict(ctx.annotations)
-        return {
-            "apiVersion": PODS.api_version,
-            "kind": PODS.kind,
-            "metadata": metadata,
-            "spec": spec,
-        }
-
-    @staticmethod
-    def _env_from(ctx: InstanceContext) -> dict[str, Any]:
-        if not ctx.credentials_secret:
-            return {}
-        return {"envFrom": [{"secretRef": {"name": ctx.credentials_secret}}]}
+        return instance_pod(ctx, spec)
 
     def _exporter_spec(self, ctx: InstanceContext) -> dict[str, Any]:
         """Release 0.9.0: QEMU runs in the exporter's container, its temporary directory
@@ -316,13 +254,13 @@ class QemuProvisioner:
         params = _parameters(ctx)
         disk = _disk(params)
         resources = sized(guest_resources(params.resources, ctx.resources), disk)
-        exporter = _container(
+        exporter = container(
             EXPORTER_CONTAINER,
             ctx.images["exporter"],
-            **_exporter_fields(),
+            **exporter_fields(),
             env=[{"name": "TMPDIR", "value": TMP_DIR}],
-            **self._env_from(ctx),
-            securityContext=_unprivileged(),
+            **env_from(ctx),
+            securityContext=unprivileged(),
             volumeMounts=[
                 disk_mount(),
                 {"name": _CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
@@ -347,14 +285,14 @@ class QemuProvisioner:
         """Jumpstarter main: QEMU runs in a runtime sidecar."""
         disk = _disk(_parameters(ctx))
         shared = {"name": _SHARED_VOLUME, "mountPath": SHARED_DIR}
-        copy_exec = _container(
+        copy_exec = container(
             "copy-jumpstarter-exec",
             ctx.images["exporter"],
             command=["cp", EXEC_BINARY, f"{SHARED_DIR}/"],
-            securityContext=_unprivileged(),
+            securityContext=unprivileged(),
             volumeMounts=[shared],
         )
-        runtime = _container(
+        runtime = container(
             "target-runtime",
             ctx.images["runtime"],
             restartPolicy="Always",  # a native sidecar: runs beside the exporter
@@ -366,19 +304,19 @@ class QemuProvisioner:
                     ),
                 }
             ],
-            **self._env_from(ctx),
+            **env_from(ctx),
             securityContext={"runAsUser": 0, "runAsNonRoot": False},  # /dev/kvm
             volumeMounts=[shared, disk_mount()],
         )
         if resources := sized(ctx.resources, disk):  # the runtime runs QEMU
             runtime["resources"] = resources
-        exporter = _container(
+        exporter = container(
             EXPORTER_CONTAINER,
             ctx.images["exporter"],
-            **_exporter_fields(),
+            **exporter_fields(),
             env=[{"name": "JUMPSTARTER_LAUNCHER_SOCKET", "value": LAUNCHER_SOCKET}],
-            **self._env_from(ctx),
-            securityContext=_unprivileged(),
+            **env_from(ctx),
+            securityContext=unprivileged(),
             volumeMounts=[
                 shared,
                 disk_mount(),

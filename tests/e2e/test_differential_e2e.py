@@ -107,7 +107,7 @@ ROWS = {
     "limited": "`ScalingLimited` is True only while more instances are wanted",
     "words": "Condition messages and Event notes are this product's own words",
     "events": "Besides Jumpstarter's Events",
-    "released": "A released instance is replaced once its Lease has ended",
+    "released": "Under `ExitAndReplace`, a released instance is replaced once its Lease",
     "pending": "A pending Lease adds to the warm buffer",
 }
 

@@ -39,6 +39,7 @@ from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
 from harness.stack import reconciler_args
 from harness.standin import CredentialStandIn
 from pool.model.access import EXPORTERS, PODS
+from pool.model.keys import GROUP
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.kube import Kube
 from tests.e2e.objects import install_lease_crd, instance_step
@@ -129,30 +130,57 @@ class FailingKubelet:
 @dataclass
 class SecretCollector:
     """The garbage collector's part for Secrets: those whose controller Exporter is gone
-    are deleted (a loopback control plane runs no controllers)."""
+    are deleted (a loopback control plane runs no controllers). With `cascade`, all of its
+    part for a pool: Pods too, and first the Exporters whose ExporterSet is gone."""
 
     plane: ControlPlane
     namespace: str
+    cascade: bool = False
 
     def run(self, stop: threading.Event) -> None:
         from kubernetes import client
 
         core = client.CoreV1Api(self.plane.api_client())
         custom = client.CustomObjectsApi(self.plane.api_client())
+
+        def exporters() -> list[dict[str, Any]]:
+            found: Any = custom.list_namespaced_custom_object(
+                "jumpstarter.dev", "v1alpha1", self.namespace, "exporters"
+            )
+            return list(found["items"])
+
+        def core_items(listing: Any) -> list[dict[str, Any]]:
+            return list(json.loads(listing(self.namespace, _preload_content=False).data)["items"])
+
+        def orphan(item: dict[str, Any], kind: str, live: set[str]) -> bool:
+            """Every owner of `kind` is gone (and it has one)."""
+            refs = item["metadata"].get("ownerReferences") or []
+            uids = {r["uid"] for r in refs if r["kind"] == kind}
+            return bool(uids) and not uids & live
+
         while not stop.wait(0.3):
             with contextlib.suppress(Exception):
-                found = custom.list_namespaced_custom_object(
-                    "jumpstarter.dev", "v1alpha1", self.namespace, "exporters"
-                )
-                live = {e["metadata"]["uid"] for e in found["items"]}
-                for secret in core.list_namespaced_secret(self.namespace).items:
-                    owners = [
-                        r.uid
-                        for r in secret.metadata.owner_references or []
-                        if r.kind == "Exporter"
-                    ]
-                    if owners and not set(owners) & live:
-                        core.delete_namespaced_secret(secret.metadata.name, self.namespace)
+                found = exporters()
+                if self.cascade:
+                    sets: Any = custom.list_namespaced_custom_object(
+                        GROUP, "v1alpha1", self.namespace, "exportersets"
+                    )
+                    kept = {s["metadata"]["uid"] for s in sets["items"]}
+                    for exporter in found:
+                        if exporter["metadata"].get("deletionTimestamp"):
+                            continue
+                        if orphan(exporter, "ExporterSet", kept):
+                            name = exporter["metadata"]["name"]
+                            custom.delete_namespaced_custom_object(
+                                "jumpstarter.dev", "v1alpha1", self.namespace, "exporters", name
+                            )
+                live = {e["metadata"]["uid"] for e in found}
+                for secret in core_items(core.list_namespaced_secret):
+                    if orphan(secret, "Exporter", live):
+                        core.delete_namespaced_secret(secret["metadata"]["name"], self.namespace)
+                for pod in core_items(core.list_namespaced_pod) if self.cascade else []:
+                    if orphan(pod, "Exporter", live):
+                        core.delete_namespaced_pod(pod["metadata"]["name"], self.namespace)
 
     def start(self, stop: threading.Event) -> None:
         threading.Thread(target=self.run, args=(stop,), daemon=True).start()

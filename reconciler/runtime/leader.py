@@ -37,7 +37,9 @@ log = logging.getLogger("reconciler.leader")  # stable: log filters select by it
 
 
 def default_identity() -> str:
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """`<hostname>_<uuid>`, as controller-runtime's leader election names a candidate
+    (`leaderelection.NewResourceLock`), so the election Lease reads the same whoever holds it."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 def _micro(moment: datetime) -> str:

@@ -212,10 +212,10 @@ def annotation(plane: ControlPlane, ns: str) -> str | None:
 
 
 def play_kubelet(plane: ControlPlane, ns: str) -> None:
-    """The kubelet's status part: every instance Pod not Running yet is set Running
-    (`tests.exporters` runs its command)."""
+    """The kubelet's status part: every instance Pod still Pending is set Running
+    (`tests.exporters` runs its command); one that ended stays ended."""
     for pod in _live(get_json(plane, "pods", "-n", ns, "-l", NAME_LABEL)["items"]):
-        if (pod.get("status") or {}).get("phase") != "Running":
+        if (pod.get("status") or {}).get("phase") in (None, "Pending"):
             body = json.dumps({"status": {"phase": "Running"}})
             name = pod["metadata"]["name"]
             plane.kubectl(

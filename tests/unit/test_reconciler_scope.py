@@ -3,6 +3,8 @@ line of Jumpstarter's operator (`exporter-set-controller`)."""
 
 from __future__ import annotations
 
+import socket
+import uuid
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from reconciler.exporter_set_controller import main as controller_main
 from reconciler.exporter_set_controller import reconcile_args
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.controller import Controller
+from reconciler.runtime.leader import default_identity
 from reconciler.runtime.memory import MemoryLeases, lease_name
 from reconciler.runtime.named import NamedCache
 from reconciler.runtime.scope import Scope
@@ -44,6 +47,15 @@ def _controller(scope: Scope) -> Controller:
     from bench.reconciler import CountingKube
 
     return Controller(CountingKube(), provisioner("qemu.jumpstarter.dev"), scope=scope)  # type: ignore[arg-type]
+
+
+def test_the_candidate_is_named_as_controller_runtime_names_it() -> None:
+    """`<hostname>_<uuid>` (`leaderelection.NewResourceLock`): Jumpstarter's controller and
+    this one write the same shape of `holderIdentity` into the election Lease."""
+    host, _, suffix = default_identity().rpartition("_")
+    assert host == socket.gethostname()
+    assert str(uuid.UUID(suffix)) == suffix
+    assert default_identity() != default_identity()
 
 
 def test_cluster_wide_secrets_are_read_by_name_namespaced_ones_watched() -> None:

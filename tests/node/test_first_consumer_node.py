@@ -94,26 +94,25 @@ def test_a_client_leases_from_an_empty_wait_for_first_consumer_pool(
     pool = lazy_pool
     pool.wait("the standby alone", lambda: _standby_only(pool))
     config = pool.jumpstarter.client_config("tester")
-    for turn in (1, 2):
-        run = run_client(config, SELECTOR, marker_guest, 1, tmp_path)
-        assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
-        acquired = run.first("lease acquired")
-        lease = get_json(pool.cluster, "leases.jumpstarter.dev", acquired["lease"],
-                         "-n", pool.namespace)  # fmt: skip
-        assert lease["status"]["exporterRef"]["name"] == acquired["exporter"]
-        assert not _condition(lease, "Unsatisfiable"), lease["status"]  # never ended for want
-        to_ready = pool.lease_ready_s(acquired["lease"])
-        boot = _boot_s(pool, acquired["exporter"])
-        held = run.at("lease acquired") - run.at("lease requested")
-        released = monotonic(run.at("releasing"))
-        pool.wait("back to zero running instances", lambda: _standby_only(pool), timeout=120)
-        record_figure(
-            f"WaitForFirstConsumer pool at zero, run {turn}: Lease created -> Ready "
-            f"{to_ready:.0f} s (instance boot, Pod created -> Registered, {boot:.0f} s); request "
-            f"-> client holding the Lease {held:.1f} s; release -> zero running instances "
-            f"{time.monotonic() - released:.0f} s (cooldown {COOLDOWN_S} s)"
-        )
-        pool.wait(  # the set's status says so too, a pass later
-            "the status at zero",
-            lambda: pool.status().get("replicas", 0) == pool.status().get("podsRunning", 0) == 0,
-        )
+    run = run_client(config, SELECTOR, marker_guest, 1, tmp_path)
+    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
+    acquired = run.first("lease acquired")
+    lease = get_json(pool.cluster, "leases.jumpstarter.dev", acquired["lease"],
+                     "-n", pool.namespace)  # fmt: skip
+    assert lease["status"]["exporterRef"]["name"] == acquired["exporter"]
+    assert not _condition(lease, "Unsatisfiable"), lease["status"]  # never ended for want
+    to_ready = pool.lease_ready_s(acquired["lease"])
+    boot = _boot_s(pool, acquired["exporter"])
+    held = run.at("lease acquired") - run.at("lease requested")
+    released = monotonic(run.at("releasing"))
+    pool.wait("back to zero running instances", lambda: _standby_only(pool), timeout=120)
+    record_figure(
+        f"WaitForFirstConsumer pool at zero: Lease created -> Ready "
+        f"{to_ready:.0f} s (instance boot, Pod created -> Registered, {boot:.0f} s); request "
+        f"-> client holding the Lease {held:.1f} s; release -> zero running instances "
+        f"{time.monotonic() - released:.0f} s (cooldown {COOLDOWN_S} s)"
+    )
+    pool.wait(  # the set's status says so too, a pass later
+        "the status at zero",
+        lambda: pool.status().get("replicas", 0) == pool.status().get("podsRunning", 0) == 0,
+    )

@@ -463,7 +463,7 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
             f"{new_leader} leads; {took:.1f} s after the first Lease the pool at "
             f"{census.now['burst']} (ceiling {CEILING}), the controller's Leases "
             f"{dict(counts)}; most Exporters seen at once {census.most['burst']}; states "
-            f"each Lease went through: {dict(Counter('>'.join(sorted(s)) for s in seen.values()))}"
+            f"each Lease was seen in: {dict(Counter('+'.join(sorted(s)) for s in seen.values()))}"
         )
         assert new_leader != leader
         assert census.now["burst"] == CEILING and census.most["burst"] == CEILING, (

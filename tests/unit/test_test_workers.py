@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import _niceness_for, _unit_of_work
+from tests.conftest import _OTHER_TIERS_NICENESS, _niceness_for, _unit_of_work
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,8 +24,8 @@ def test_the_node_tier_is_one_unit_and_every_other_module_one() -> None:
 
 def test_the_node_tier_runs_at_the_normal_priority_and_the_others_below_it() -> None:
     assert _niceness_for("tests/node/test_pools_node.py") == 0
-    assert _niceness_for("tests/e2e/test_rollout_e2e.py") == 10
-    assert _niceness_for("tests/unit/test_lock.py") == 10
+    assert _niceness_for("tests/e2e/test_rollout_e2e.py") == _OTHER_TIERS_NICENESS > 0
+    assert _niceness_for("tests/unit/test_lock.py") == _OTHER_TIERS_NICENESS
 
 
 def test_the_priority_is_set_for_every_thread_of_the_worker() -> None:

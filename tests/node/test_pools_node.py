@@ -260,9 +260,10 @@ def test_a_client_leases_an_instance_boots_a_guest_and_its_successor_comes_onlin
         assert lease["status"]["ended"] is True, lease["status"]  # ended by the controller
         assert lease["status"]["exporterRef"]["name"] == name
 
-    def successor(old: str = uid) -> Obj | None:
-        found = [e for e in pool.exporters() if _uid(e) != old]
-        gone = not any(_uid(e) == old for e in pool.exporters())
+    def successor() -> Obj | None:
+        exporters = pool.exporters()
+        found = [e for e in exporters if _uid(e) != uid]
+        gone = len(found) == len(exporters)
         return found[0] if found and gone and _online_since(pool, _uid(found[0])) else None
 
     new = pool.wait("the successor Online", successor, timeout=180)

@@ -333,8 +333,11 @@ class Jumpstarter:
                 time.sleep(0.5)
 
     def close(self) -> None:
+        # SIGKILL at once: the controller would hold its SIGTERM for 3 s of `stop`'s grace
+        # (above), at every test's end, and nothing here needs its graceful stop: it runs
+        # without leader election, and what it did is in the apiserver.
         for name in list(self._processes):
-            self.stop(name)
+            self.stop(name, signal.SIGKILL)
         if self.netns is not None:
             self.netns.close()
         for log in self._logs:

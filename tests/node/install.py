@@ -2,16 +2,18 @@
 uninstalled by them.
 
 The page's blocks `node-jumpstarter` (Jumpstarter 0.9.0 by its own operator),
-`node-install` and `examples-apply` run word for word (tests/docpages.py), in one shell,
-from a copy of the checkout as a reader has it; that copy's `.cluster` is this cluster's
-folder (the page's is `make cluster`'s, the repository's `.cluster`). `uninstall()` runs
-`examples-delete` and `uninstall`. Each command's time is kept for the figures."""
+`node-install`, `node-pool` and `examples-apply` run word for word (tests/docpages.py), in
+one shell, from a copy of the checkout as a reader has it; that copy's `.cluster` is this
+cluster's folder (the page's is `make cluster`'s, the repository's `.cluster`).
+`uninstall()` runs `examples-delete` and `uninstall`, `uninstall_leased()` the page's step
+for instances a lease still held. Each command's time is kept for the figures."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,10 @@ from tests.installpage import (
     EXAMPLES_DELETE,
     NODE_INSTALL,
     NODE_JUMPSTARTER,
+    NODE_POOL,
     PAGE,
     UNINSTALL,
+    UNINSTALL_LEASED,
 )
 
 NAMESPACE = "virtualtarget-system"
@@ -46,6 +50,9 @@ class Install:
     shell: Session
     image: str
     installed: list[Ran] = field(default_factory=list)
+    blocks: dict[str, list[Ran]] = field(default_factory=dict)  # what each block ran
+    started: float = 0.0  # time.monotonic() at the first command
+    pool_applied: float = 0.0  # time.monotonic() once `node-pool` ran
 
     @property
     def overlay(self) -> Path:
@@ -85,6 +92,16 @@ class Install:
         ran += self.shell.run_all(commands(PAGE, UNINSTALL))
         return ran
 
+    def uninstall_leased(self) -> list[Ran]:
+        """The page's last uninstall step: the instances a lease held when the overlay
+        went lose the lease protection once no lease holds them."""
+        ran: list[Ran] = self.shell.run_all(commands(PAGE, UNINSTALL_LEASED))
+        return ran
+
+    def run(self, block: str) -> None:
+        self.blocks[block] = self.shell.run_all(commands(PAGE, block))
+        self.installed += self.blocks[block]
+
 
 def readers_checkout(work: Path, cluster: NodeCluster) -> Path:
     """The checkout as a reader has it, where the page's commands may write."""
@@ -113,14 +130,15 @@ def readers_shell(tree: Path, work: Path) -> Session:
 
 
 def install(cluster: NodeCluster, work: Path) -> Install:
-    """The page's node install (Jumpstarter by its operator, then this product) and the
-    examples, run as written; then both Deployments rolled out."""
+    """The page's node install (Jumpstarter by its operator, then this product, then the
+    node pool) and the examples, run as written; then both Deployments rolled out."""
     tree = readers_checkout(work, cluster)
     shell = readers_shell(tree, work)
-    done = Install(cluster, tree, shell, product_image())
-    done.installed = shell.run_all(commands(PAGE, NODE_JUMPSTARTER))
-    done.installed += shell.run_all(commands(PAGE, NODE_INSTALL))
-    done.installed += shell.run_all(commands(PAGE, EXAMPLES_APPLY))
+    done = Install(cluster, tree, shell, product_image(), started=time.monotonic())
+    for block in (NODE_JUMPSTARTER, NODE_INSTALL, NODE_POOL):
+        done.run(block)
+    done.pool_applied = time.monotonic()
+    done.run(EXAMPLES_APPLY)
     for deployment in DEPLOYMENTS:
         done.rollout_status(deployment)
     return done

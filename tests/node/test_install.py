@@ -1,7 +1,12 @@
-"""deploy/ installed on a real node by docs/install.md's own commands (tests/node/install.py),
-once for the module; each test checks one promise of the manifests on the running Pods.
-The test that drains the node leaves the install as it found it; the last one uninstalls
-it by the page's commands and finds nothing left."""
+"""The install a Jumpstarter user makes, on a real node, by docs/install.md's own commands
+(tests/node/install.py), once for the module: Jumpstarter 0.9.0 by its own operator, this
+product beside it, the node pool and the examples. Each test checks one promise on the
+running Pods: the operator's controller and router on the node IP; a 0.9.0 client leasing
+the pool's instance, booting a guest on it and its successor coming up; the product's
+Deployments, admission, leader handovers (one while a Client's Leases arrive), a webhook
+rollout, metrics, a drain (which leaves the install as it found it), an upgrade under a
+held lease; the last uninstalls by the page's commands with the lease still held, and
+finds nothing of the product left but the leased instance until the page's last step."""
 
 from __future__ import annotations
 
@@ -9,14 +14,22 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.guest import MARKER
+from harness.images import CACHE
+from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
 from harness.node import NodeCluster
+from pool.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
+from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL
 from pool.model.reasons import WAITING_FOR_CREDENTIALS
 from reconciler.runtime.leader import ElectionConfig
 from scrape.settings import IMAGE_ALLOW_LIST_METRIC as ALLOW_LIST
@@ -31,8 +44,9 @@ from tests.e2e.examples import (
     rule_examples,
     write_examples,
 )
-from tests.e2e.objects import exporter_set, lease, virtual_target_class
+from tests.e2e.objects import exporter_set, virtual_target_class, wait_for
 from tests.installpage import EXAMPLES_APPLY, PAGE
+from tests.node.guest_support import monotonic, run_client
 from tests.node.install import (
     DEPLOYMENTS,
     NAMESPACE,
@@ -42,11 +56,28 @@ from tests.node.install import (
     figure,
     install,
 )
+from tests.node.lab import (
+    JUMPSTARTER_DEPLOYMENTS,
+    LAB,
+    NODEPORTS,
+    POOL,
+    SELECTOR,
+    available,
+    client,
+    instances,
+    jumpstarter_serving,
+    lease,
+    lease_state,
+    online,
+    owned_by,
+    pool_available,
+    request_lease,
+)
 from tests.node.support import apply, record_figure, wait_for_phase
 
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
 # cache) about 5 minutes, which the first test's setup would otherwise not be given.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1200)
 # A cluster of its own: the install puts Jumpstarter's operator and the product, which serves
 # the whole cluster, on it, and a drain evicts every Pod on the node.
 OWN_NODE_CLUSTER = True
@@ -57,6 +88,9 @@ PROBE_FAILURE = "Unhealthy"  # the kubelet's Event reason for a failed probe
 # failures are what a quiet start or stop must not show.
 STARTUP_PROBE = "Startup probe failed"
 ELECTION = ElectionConfig(namespace=NAMESPACE).name  # the reconciler's election Lease
+BOOTS = 1  # of the marker guest, by the client's lease
+PRODUCT_ARCHIVE = CACHE / "virtualtarget.tar"  # what the page's `make image` wrote
+INSTANCE_POD_LABEL = NAME_LABEL  # every pool instance's Pod carries it
 
 
 def probe_failures(installed: Install) -> tuple[list[str], int]:
@@ -72,18 +106,38 @@ def installed(
     node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Install]:
     done = install(node_cluster, tmp_path_factory.mktemp("install"))
+    for block, ran in done.blocks.items():
+        record_figure(figure(f"docs/install.md {block}", ran))
     record_figure(figure("install by docs/install.md", done.installed))
+    wait_for("the node pool's instance Available", lambda: pool_available(done), 300)
+    available_at = time.monotonic()
+    start = node_cluster.timings.get("start", 0)
+    steps = {block: sum(r.seconds for r in ran) for block, ran in done.blocks.items()}
+    record_figure(
+        f"empty cluster -> first instance Available {available_at - done.started + start:.0f}"
+        f" s: cluster start {start:.0f} s, "
+        + ", ".join(f"{block} {s:.0f} s" for block, s in steps.items())
+        + f", pool applied -> instance Available seen {available_at - done.pool_applied:.0f} s"
+    )
     yield done
 
 
-def _wait(what: str, probe: Any, timeout: float = 60.0, every: float = 0.2) -> Any:
+def _wait(
+    what: str,
+    probe: Any,
+    timeout: float = 60.0,
+    every: float = 0.2,
+    seen: Callable[[], str] | None = None,
+) -> Any:
+    """The probe's first truthy answer; at the timeout, what `seen` says was last seen."""
     deadline = time.monotonic() + timeout
     while True:
         found = probe()
         if found:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+            last = f"; last seen: {seen()}" if seen else ""
+            raise AssertionError(f"not within {timeout:.0f} s: {what}{last}")
         time.sleep(every)
 
 
@@ -110,6 +164,78 @@ def test_both_deployments_are_available_with_two_replicas_and_no_probe_fails(
     failures, startup = probe_failures(installed)
     record_figure(f"probe-failure Events of the install: {len(failures)} (startup {startup})")
     assert failures == []
+
+
+def test_the_operator_brings_up_the_controller_and_router_that_answer_on_the_node_ip(
+    installed: Install, tmp_path: Path
+) -> None:
+    assert available(installed, OPERATOR_NAMESPACE, OPERATOR_DEPLOYMENT)
+    node_ip = installed.cluster.network.node_ip
+    for name in JUMPSTARTER_DEPLOYMENTS:
+        assert available(installed, LAB, name), name
+        deployment = installed.json("get", "deployment", name, "-n", LAB)
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        # The endpoint the Jumpstarter resource gave, and the TLS Secret it named.
+        assert env["EXTERNAL_CERT_PEM"] == "/tls/tls.crt", env
+        secrets = [v["secret"]["secretName"] for v in deployment["spec"]["template"]["spec"]
+                   ["volumes"] if "secret" in v]  # fmt: skip
+        assert "jumpstarter-grpc-tls" in secrets, secrets
+        ports = [
+            p["nodePort"]
+            for s in installed.json("get", "services", "-n", LAB)["items"]
+            if s["spec"]["type"] == "NodePort" and s["spec"]["selector"].get("app") == name
+            for p in s["spec"]["ports"]
+        ]
+        assert ports == [NODEPORTS[name]], (name, ports)
+    # Without cert-manager the operator publishes an empty CA for `jmp admin`.
+    published = installed.json("get", "configmap", DEFAULT_CA_CONFIGMAP, "-n", LAB)["data"]
+    assert published == {DEFAULT_CA_KEY: ""}, published
+    # The controller answers on the node IP: a Client made as `jmp admin create client`
+    # makes one (the CA put in), and the release's client lists the exporters.
+    asked = time.monotonic()
+    probe = client(installed, "probe", tmp_path / "probe.yaml")
+    assert probe.endpoint == f"{node_ip}:{NODEPORTS['jumpstarter-controller']}"
+    listed = wait_for("the controller answering on the node IP", probe.list_exporters, 60)
+    record_figure(
+        f"operator install: the controller at {probe.endpoint} answers a Client's request "
+        f"{time.monotonic() - asked:.1f} s after the Client was created ({listed})"
+    )
+
+
+def test_a_client_leases_the_pool_s_instance_boots_a_guest_and_the_successor_comes_up(
+    installed: Install, marker_guest: Path, tmp_path: Path
+) -> None:
+    for name in DEPLOYMENTS:
+        assert available(installed, NAMESPACE, name), name
+    (instance,) = instances(installed)
+    name, uid = instance["metadata"]["name"], instance["metadata"]["uid"]
+    config = tmp_path / "tester.yaml"
+    client(installed, "tester", config)
+    run = run_client(config, SELECTOR, marker_guest, BOOTS, tmp_path)
+    assert run.code == 0, run.output
+    acquired = run.first("lease acquired")
+    assert acquired["exporter"] == name, run.output
+    markers = [e["line"] for e in run.events if e["event"] == "marker"]
+    assert len(markers) == BOOTS and all(m.startswith(MARKER) for m in markers), run.output
+
+    def successor() -> dict[str, Any] | None:
+        found = instances(installed)
+        new = [e for e in found if e["metadata"]["uid"] != uid]
+        gone = all(e["metadata"]["uid"] != uid for e in found)
+        return new[0] if new and gone and online(new[0]) else None
+
+    new = wait_for("the successor Online", successor, 300)
+    wait_for("the successor Available", lambda: pool_available(installed), 300)
+    online_at = time.monotonic()
+    flash = run.at("flashed") - run.at("flash started")
+    record_figure(
+        f"first lease ({name}) through the operator's Jumpstarter: lease request -> client "
+        f"holding it {run.at('lease acquired') - run.at('lease requested'):.2f} s; flash "
+        f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s; power-on -> marker "
+        f"{run.boot_times()}; release -> successor {new['metadata']['name']} Available "
+        f"{online_at - monotonic(run.at('releasing')):.1f} s"
+    )
 
 
 def test_the_page_s_examples_made_a_pool(installed: Install) -> None:
@@ -163,8 +289,8 @@ def test_admission_goes_through_the_webhook_service(
 
 def _election(installed: Install) -> dict[str, Any]:
     leases = installed.json("get", "leases.coordination.k8s.io", "-n", NAMESPACE)["items"]
-    (lease,) = [le for le in leases if le["metadata"]["name"] == ELECTION]
-    return lease
+    (election,) = [le for le in leases if le["metadata"]["name"] == ELECTION]
+    return election
 
 
 def _holders_since(installed: Install, version: str) -> list[str]:
@@ -219,11 +345,12 @@ def test_one_reconciler_leads_and_the_other_takes_over_on_its_release(
     # No Jumpstarter controller here: the pool waits for credentials, one Event says so.
     waits = _wait("the wait's Event", lambda: _waiting_events(installed, namespace))
     pods = {p["metadata"]["name"] for p in installed.pods(RECONCILER)}
-    lease = _election(installed)
-    leader, duration = lease["spec"]["holderIdentity"], lease["spec"]["leaseDurationSeconds"]
+    election = _election(installed)
+    leader = election["spec"]["holderIdentity"]
+    duration = election["spec"]["leaseDurationSeconds"]
     assert leader in pods, (leader, pods)
     (standby,) = pods - {leader}
-    version = lease["metadata"]["resourceVersion"]
+    version = election["metadata"]["resourceVersion"]
 
     deleted = time.monotonic()
     installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
@@ -266,51 +393,155 @@ def test_one_reconciler_leads_and_the_other_takes_over_on_its_release(
     ]
 
 
-# The leader is deleted while Leases arrive: the ceiling leaves some of them unserved.
-ARRIVING_LEASES, CEILING, WARM = 20, 16, 2
+# The leader is deleted while a Client's Leases arrive: the ceiling leaves some unserved.
+ARRIVING_LEASES, CEILING, WARM = 20, 6, 2
+BURST = {"pool": "burst"}
+# The burst pool's class: the node pool's (examples/node/pool/), its Pods requesting little
+# (the node has 2 cores), so that every instance up to the ceiling runs `jmp run`.
+BURST_CLASS = {
+    "caBundleConfigMapRef": {"name": "jumpstarter-grpc-ca", "key": "ca.crt"},
+    "parameters": {"layout": "exporter", "resources": {"cpu": 1, "memory": "256Mi"}},
+    "scheduling": {"resources": {"requests": {"cpu": "10m", "memory": "128Mi"}}},
+    "images": {"exporter": {"image": QEMU_EXPORTER_IMAGE, "imagePullPolicy": "IfNotPresent"}},
+}
 
 
-def test_leader_deleted_while_20_leases_arrive_every_lease_that_fits_gets_one_instance(
-    installed: Install, namespace: str
+def _lease_states(installed: Install, names: list[str]) -> dict[str, tuple[str, str]]:
+    """Each Lease's state (`lab.lease_state`) and the Exporter assigned to it."""
+    listed = installed.json("get", "leases.jumpstarter.dev", "-n", LAB)["items"]
+    found = {le["metadata"]["name"]: le for le in listed}
+    return {
+        name: (
+            lease_state(found[name]) if name in found else "missing",
+            ((found.get(name, {}).get("status") or {}).get("exporterRef") or {}).get("name", ""),
+        )
+        for name in names
+    }
+
+
+def _burst_seen(installed: Install, census: Census, states: dict[str, tuple[str, str]]) -> str:
+    """The burst pool as the apiserver has it: each Exporter's Online condition and Lease,
+    each instance Pod's phase and restarts, beside the census and the Leases' states."""
+    exporters = installed.json(
+        "get", "exporters.jumpstarter.dev", "-n", LAB, "-l", f"{SET_LABEL}=burst"
+    )["items"]
+    pods = installed.json("get", "pods", "-n", LAB, "-l", INSTANCE_POD_LABEL)["items"]
+    online = {
+        e["metadata"]["name"]: (
+            {c["type"]: c["status"] for c in (e.get("status") or {}).get("conditions") or []},
+            ((e.get("status") or {}).get("leaseRef") or {}).get("name", ""),
+        )
+        for e in exporters
+    }
+    phases = {
+        p["metadata"]["name"]: (
+            p["status"].get("phase"),
+            sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or []),
+        )
+        for p in pods
+    }
+    return (
+        f"census now {dict(census.now)} most {dict(census.most)}; Leases "
+        f"{dict(Counter(s for s, _ in states.values()))} {states}; Exporters {online}; "
+        f"Pods (phase, restarts) {phases}"
+    )
+
+
+def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pending(
+    installed: Install, tmp_path: Path
 ) -> None:
-    labels = {"pool": "burst"}
-    apply(installed.cluster, namespace, virtual_target_class("qemu", namespace))
+    """A Client made as `jmp admin create client` makes one asks for 20 Leases by the pool's
+    selector (`jmp create lease`), the reconciler's leader deleted after the sixth. The
+    0.9.0 controller assigns each Lease an Exporter of the pool (at most the ceiling's) or
+    keeps it Pending; none ends before the Client releases it."""
+    apply(installed.cluster, LAB, virtual_target_class("burst", LAB, **BURST_CLASS))
     apply(
         installed.cluster,
-        namespace,
+        LAB,
         exporter_set(
-            "burst", namespace, class_name="qemu", labels=labels, with_template=True,
+            "burst", LAB, class_name="burst", labels=BURST, with_template=True,
             minAvailableReplicas=WARM, maxReplicas=CEILING,
         ),
     )  # fmt: skip
-    census = Census(installed.cluster.plane, namespace)
+    census = Census(installed.cluster.plane, LAB)
+    names = [f"burst-{i}" for i in range(ARRIVING_LEASES)]
+    jmp = client(installed, "burst", tmp_path / "burst.yaml")
+    seen: dict[str, set[str]] = {name: set() for name in names}
+
+    def look() -> dict[str, tuple[str, str]]:
+        states = _lease_states(installed, names)
+        for name, (state, _) in states.items():
+            seen[name].add(state)
+        return states
+
+    def settled() -> dict[str, tuple[str, str]] | None:
+        states = look()
+        assigned = [s for s in states.values() if s[0] == "assigned"]
+        return states if census.now["burst"] == CEILING and len(assigned) == CEILING else None
+
     try:
+        # Before the pool has an Exporter the controller ends a Lease as Unsatisfiable.
         _wait("the warm buffer", lambda: census.now["burst"] == WARM)
         leader = _election(installed)["spec"]["holderIdentity"]
         started = time.monotonic()
-        for i in range(ARRIVING_LEASES):
-            apply(installed.cluster, namespace, lease(f"burst-{i}", namespace, labels))
+        for i, name in enumerate(names):
+            request_lease(jmp, name, "pool=burst")
             if i == ARRIVING_LEASES // 4:
                 installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
-        # warm buffer + pending Leases, capped by the ceiling
-        wanted = min(WARM + ARRIVING_LEASES, CEILING)
-        _wait(f"{wanted} instances", lambda: census.now["burst"] == wanted, timeout=120)
-        settled = time.monotonic() - started
+        states = _wait(
+            f"{CEILING} instances, each leased",
+            settled,
+            timeout=300,
+            every=1.0,
+            seen=lambda: _burst_seen(installed, census, look()),
+        )
+        took = time.monotonic() - started
         new_leader = _election(installed)["spec"]["holderIdentity"]
         time.sleep(3)  # more passes of the new leader: nothing is added, nothing removed
+        states = look()
+        counts = Counter(state for state, _ in states.values())
         record_figure(
-            f"leader {leader} deleted while {ARRIVING_LEASES} Leases arrived: {new_leader} leads,"
-            f" the pool at {census.now['burst']} (ceiling {CEILING}) {settled:.1f} s after the"
-            f" first Lease; most Exporters seen at once {census.most['burst']}"
+            f"leader {leader} deleted while a Client's {ARRIVING_LEASES} Leases arrived: "
+            f"{new_leader} leads; {took:.1f} s after the first Lease the pool at "
+            f"{census.now['burst']} (ceiling {CEILING}), the controller's Leases "
+            f"{dict(counts)}; most Exporters seen at once {census.most['burst']}; states "
+            f"each Lease was seen in: {dict(Counter('+'.join(sorted(s)) for s in seen.values()))}"
         )
         assert new_leader != leader
-        assert census.now["burst"] == wanted and census.most["burst"] == wanted, (
+        assert census.now["burst"] == CEILING and census.most["burst"] == CEILING, (
             dict(census.now),
             dict(census.most),
         )
-        assert sorted(_pool(installed, namespace, "burst")) == sorted(census.names("burst"))
+        pool = _pool(installed, LAB, "burst")
+        assert sorted(pool) == sorted(census.names("burst"))
+        # Each Lease assigned (one instance each, of the pool) or pending, none ended or
+        # refused: not by the handover, not ever before the release.
+        assert counts == {"assigned": CEILING, "pending": ARRIVING_LEASES - CEILING}, states
+        holders = [exporter for state, exporter in states.values() if state == "assigned"]
+        assert sorted(holders) == sorted(pool), (holders, pool)
+        every = set().union(*seen.values())
+        assert every <= {"new", "pending", "assigned"}, seen
     finally:
         census.stop()
+    for name in names:  # what `jmp delete lease NAME` asks
+        jmp.delete_lease(name=name)
+    # Released, each ends as such; an assigned one then goes with its instance (the
+    # controller made its Exporter its owner, and the released instance is replaced).
+    after: set[str] = set()
+
+    def released() -> bool:
+        states = {state for state, _ in _lease_states(installed, names).values()}
+        after.update(states)
+        return states <= {"ended:Released", "missing"}
+
+    try:
+        _wait("each Lease ended as released", released, timeout=120)
+    finally:
+        record_figure(f"the burst's Leases after the release: states seen {sorted(after)}")
+    assert after <= {"assigned", "pending", "ended:Released", "missing"}, after
+    installed.kubectl("delete", "exporterset", "burst", "-n", LAB)
+    _wait("the burst pool gone", lambda: _pool(installed, LAB, "burst") == {}, timeout=180)
+    installed.kubectl("delete", "virtualtargetclass", "burst", "-n", LAB)
     installed.rollout_status(RECONCILER)
 
 
@@ -510,6 +741,134 @@ def test_a_drain_is_limited_by_the_disruption_budgets(installed: Install) -> Non
         installed.kubectl("uncordon", node)
         for name in DEPLOYMENTS:
             installed.rollout_status(name)
+        # The drain evicted Jumpstarter's controller and router too (the operator gives
+        # them no budget): until the new controller serves, every exporter's `jmp run`
+        # is refused, fails five times within seconds and exits 0, and the pool replaces
+        # its Pod. The tests after this one start from Jumpstarter serving again.
+        restored = time.monotonic()
+        wait_for("Jumpstarter serving after the drain", lambda: jumpstarter_serving(installed))
+        record_figure(
+            f"drain: Jumpstarter's controller leading and its router Available again "
+            f"{time.monotonic() - restored:.1f} s after the uncordon and the product's rollouts"
+        )
+
+
+@dataclass
+class Held:
+    """A lease a real 0.9.0 Client holds on the node pool's instance: the Client, the
+    Lease's name, the instance's Exporter and Pod (name, uid)."""
+
+    jmp: Any
+    lease: str
+    exporter: tuple[str, str]
+    pod: tuple[str, str]
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def held(installed: Install, tmp_path_factory: pytest.TempPathFactory) -> Held:
+    """`jmp create lease -l pool=guest` by a new Client, assigned the pool's instance."""
+
+    def serving() -> dict[str, Any] | None:
+        # A drain before may have evicted its Pod and Jumpstarter's controller: Jumpstarter
+        # serving, and the instance's next Pod running, Ready (its exporter connected) and
+        # Online.
+        if not jumpstarter_serving(installed):
+            return None
+        found = instances(installed)
+        if len(found) != 1 or not online(found[0]) or not pool_available(installed):
+            return None
+        pods = owned_by(installed, "pods", found[0]["metadata"]["uid"])
+        running = [
+            p
+            for p in pods
+            if p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"]
+        ]
+        ready = [p for p in running if _pod_ready(p)]
+        return found[0] if len(pods) == 1 and ready else None
+
+    instance = wait_for("the node pool's instance Available, its Pod running", serving, 300)
+    jmp = client(installed, "holder", tmp_path_factory.mktemp("holder") / "holder.yaml")
+    request_lease(jmp, "held", SELECTOR)
+    wait_for("the held Lease assigned", lambda: lease_state(lease(installed, "held")) == "assigned")
+    meta = instance["metadata"]
+    assert lease(installed, "held")["status"]["exporterRef"]["name"] == meta["name"]
+    (pod,) = owned_by(installed, "pods", meta["uid"])
+    return Held(
+        jmp, "held", (meta["name"], meta["uid"]), (pod["metadata"]["name"], pod["metadata"]["uid"])
+    )
+
+
+def _still_held(installed: Install, held: Held) -> str:
+    """Why the held lease is not as it was ("" when it is: assigned the same Exporter,
+    which is the same object, its Pod too)."""
+    found = lease(installed, held.lease)
+    if lease_state(found) != "assigned":
+        return f"the Lease is {lease_state(found)}: {found.get('status')}"
+    if found["status"]["exporterRef"]["name"] != held.exporter[0]:
+        return f"the Lease moved to {found['status']['exporterRef']}"
+    exporters = {e["metadata"]["name"]: e["metadata"]["uid"] for e in instances(installed)}
+    if exporters.get(held.exporter[0]) != held.exporter[1]:
+        return f"the Exporter is not the same: {exporters}"
+    pods = owned_by(installed, "pods", held.exporter[1])
+    if [(p["metadata"]["name"], p["metadata"]["uid"]) for p in pods] != [held.pod]:
+        return f"the instance's Pod is not the same: {[p['metadata'] for p in pods]}"
+    return ""
+
+
+def test_an_upgrade_of_the_product_keeps_a_held_lease_and_the_pool_s_floor(
+    installed: Install, held: Held
+) -> None:
+    """The product's Deployments get a new image (the same one under a new tag, imported
+    into the node) and roll out, while a Client holds the pool's instance: the lease stays
+    (not ended, the same Exporter and Pod by uid), and the pool never has fewer Exporters
+    than its floor (minReplicas)."""
+    floor = installed.json("get", "exporterset", POOL, "-n", LAB)["spec"]["minReplicas"]
+    name, _, tag = installed.image.rpartition(":")
+    upgraded = f"{name}:{tag}-upgrade"
+    installed.cluster.import_image(PRODUCT_ARCHIVE, upgraded)
+    stop, problems, fewest = threading.Event(), [], [len(instances(installed))]
+
+    def watch() -> None:
+        while not stop.is_set():
+            if why := _still_held(installed, held):
+                problems.append(why)
+            fewest[0] = min(fewest[0], len(instances(installed)))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        for deployment in DEPLOYMENTS:
+            installed.kubectl(
+                "set", "image", f"deployment/{deployment}", "-n", NAMESPACE, f"*={upgraded}"
+            )
+        for deployment in DEPLOYMENTS:
+            installed.rollout_status(deployment)
+        rolled = time.monotonic() - started
+        time.sleep(3)  # passes of the upgraded leader
+    finally:
+        stop.set()
+        watcher.join()
+    images = {
+        p["spec"]["containers"][0]["image"]
+        for d in DEPLOYMENTS
+        for p in installed.pods(d)
+        if "deletionTimestamp" not in p["metadata"]
+    }
+    record_figure(
+        f"upgrade to {upgraded} with {held.exporter[0]} leased: both Deployments rolled out in"
+        f" {rolled:.1f} s; the pool's fewest Exporters {fewest[0]} (floor {floor}); "
+        f"{len(problems)} looks found the lease not as it was"
+    )
+    assert images == {upgraded}, images
+    assert problems == [] and _still_held(installed, held) == "", problems
+    assert fewest[0] >= floor
 
 
 # What the install put in the cluster, cluster-scoped, by its label.
@@ -518,10 +877,23 @@ CLUSTER_KINDS = (
 )
 
 
-def test_the_page_uninstalls_everything_it_installed(installed: Install) -> None:
+def test_the_page_uninstalls_everything_it_installed_while_a_lease_is_held(
+    installed: Install, held: Held, tmp_path: Path
+) -> None:
     """Last: the examples, the pools, the classes and the overlay go, by the page's commands
-    (each must exit 0), and nothing of the product is left; Jumpstarter's CRDs, its
-    operator's, stay."""
+    (each must exit 0), while a Client holds the node pool's instance, and nothing of the
+    product is left but that instance; Jumpstarter's CRDs, its operator's, stay.
+
+    What stays of the leased instance once the overlay is gone: its Exporter, Terminating
+    (its set was deleted) and kept by the finalizer `virtualtarget.jumpstarter.dev/
+    lease-protection`; its Pod, running and serving the lease; its config Secret (the
+    product's) and its credential Secret (Jumpstarter's controller's), both owned by the
+    Exporter. The lease is not ended, and Jumpstarter goes on: its controller Available, a
+    new Client made, its Lease pending on the held instance. Nothing of the product
+    removes that finalizer any more, so after the lease ends the page's `uninstall-leased`
+    step takes it off, and the garbage collector removes the Exporter, its Pod and both
+    Secrets: nothing of the product is left."""
+    secrets = {s["metadata"]["name"] for s in owned_by(installed, "secrets", held.exporter[1])}
     ran = installed.uninstall()
     record_figure(figure("uninstall by docs/install.md", ran))
     kubectl = installed.kubectl
@@ -536,8 +908,52 @@ def test_the_page_uninstalls_everything_it_installed(installed: Install) -> None
         "get", CLUSTER_KINDS, "-l", "app.kubernetes.io/part-of=virtualtarget", "-o", "name"
     )
     assert left.stdout == ""
-    # The pools' objects went with their sets and their Exporters.
-    pods = installed.json(
-        "get", "pods", "--all-namespaces", "-l", "exporterset.jumpstarter.dev/name"
+    # The leased instance stays as it was, serving; only its deletion is asked.
+    assert _still_held(installed, held) == ""
+
+    def deleting() -> dict[str, Any] | None:
+        found = [e for e in instances(installed) if e["metadata"]["uid"] == held.exporter[1]]
+        return found[0] if found and found[0]["metadata"].get("deletionTimestamp") else None
+
+    # Its set went, so the garbage collector deleted it; the finalizer keeps it.
+    exporter = wait_for("the leased instance's Exporter Terminating", deleting)
+    assert exporter["metadata"]["finalizers"] == [LEASE_PROTECTION], exporter["metadata"]
+    (pod,) = owned_by(installed, "pods", held.exporter[1])
+    assert pod["status"]["phase"] == "Running", pod["status"]
+    assert {s["metadata"]["name"] for s in owned_by(installed, "secrets", held.exporter[1])} == (
+        secrets
     )
+    assert len(secrets) == 2, secrets  # the config Secret and the credential Secret
+    others = installed.json("get", "pods", "--all-namespaces", "-l", INSTANCE_POD_LABEL)
+    assert [p["metadata"]["uid"] for p in others["items"]] == [held.pod[1]]
+    # Jumpstarter goes on: a new Client, its Lease pending on the held instance.
+    assert all(available(installed, LAB, name) for name in JUMPSTARTER_DEPLOYMENTS)
+    after = client(installed, "after", tmp_path / "after.yaml")
+    request_lease(after, "after", SELECTOR)
+    waiting = wait_for(
+        "the new Client's Lease pending",
+        lambda: (f := lease(installed, "after")) and lease_state(f) == "pending" and f,
+    )
+    reason = {c["type"]: c["reason"] for c in waiting["status"]["conditions"]}["Pending"]
+    assert reason == "NotAvailable", waiting["status"]
+    after.delete_lease(name="after")
+    # The Client releases its lease; then the page's last step.
+    held.jmp.delete_lease(name=held.lease)
+    wait_for(
+        "the held Lease ended as released",
+        lambda: lease_state(lease(installed, held.lease)) == "ended:Released",
+    )
+    cleaned = installed.uninstall_leased()
+    record_figure(figure("uninstall, the leased instances (docs/install.md)", cleaned))
+    wait_for(
+        "the leased instance's Exporter, Pod and Secrets gone",
+        lambda: not [e for e in instances(installed) if e["metadata"]["uid"] == held.exporter[1]]
+        and not owned_by(installed, "pods", held.exporter[1])
+        and not owned_by(installed, "secrets", held.exporter[1]),
+        timeout=120,
+    )
+    # The pools' objects went with their sets and their Exporters.
+    pods = installed.json("get", "pods", "--all-namespaces", "-l", INSTANCE_POD_LABEL)
     assert pods["items"] == []
+    exporters = installed.json("get", "exporters", "--all-namespaces", "-l", SET_LABEL)
+    assert exporters["items"] == []

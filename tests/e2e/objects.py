@@ -130,17 +130,27 @@ def set_status(plane: ControlPlane, namespace: str, name: str = "pool") -> dict[
     return get_json(plane, "exporterset", name, "-n", namespace).get("status") or {}
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
-    """Poll until `probe` returns something true, and return it (bounded, not a timing
-    assertion: the timeout only ends a test that would otherwise hang)."""
+def wait_for(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float = 60,
+    *,
+    every: float = 0.3,
+    seen: Callable[[], str] | None = None,
+) -> Any:
+    """Poll every `every` seconds until `probe` returns something true, and return it
+    (bounded, not a timing assertion: the timeout only ends a test that would otherwise
+    hang). At the timeout the message gives the probe's last answer and, for a probe that
+    answers only None, what `seen` says was there."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
         last = probe()
         if last:
             return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+        time.sleep(every)
+    there = f"; last seen: {seen()}" if seen else ""
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r}){there}")
 
 
 def try_apply(plane: ControlPlane, *objects: dict[str, Any]) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,25 +122,6 @@ def installed(
     yield done
 
 
-def _wait(
-    what: str,
-    probe: Any,
-    timeout: float = 60.0,
-    every: float = 0.2,
-    seen: Callable[[], str] | None = None,
-) -> Any:
-    """The probe's first truthy answer; at the timeout, what `seen` says was last seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            last = f"; last seen: {seen()}" if seen else ""
-            raise AssertionError(f"not within {timeout:.0f} s: {what}{last}")
-        time.sleep(every)
-
-
 def test_both_deployments_are_available_with_two_replicas_and_no_probe_fails(
     installed: Install,
 ) -> None:
@@ -243,7 +224,7 @@ def test_the_page_s_examples_made_a_pool(installed: Install) -> None:
     (applied,) = [r for r in installed.installed if r.command in documented]
     assert applied.run == applied.command.text  # as written
     assert_examples_applied(applied, "default")
-    pool = _wait("the examples' pool", lambda: _pool(installed, "default", "fedora-x86"))
+    pool = wait_for("the examples' pool", lambda: _pool(installed, "default", "fedora-x86"))
     record_figure(f"the examples' pool: {len(pool)} Exporters (waiting for credentials)")
 
 
@@ -341,9 +322,11 @@ def test_one_reconciler_leads_and_the_other_takes_over_on_its_release(
         namespace,
         exporter_set("warm", namespace, class_name="qemu", minAvailableReplicas=2),
     )
-    before = _wait("the pool's 2 Exporters", lambda: _full(_pool(installed, namespace, "warm"), 2))
+    before = wait_for(
+        "the pool's 2 Exporters", lambda: _full(_pool(installed, namespace, "warm"), 2)
+    )
     # No Jumpstarter controller here: the pool waits for credentials, one Event says so.
-    waits = _wait("the wait's Event", lambda: _waiting_events(installed, namespace))
+    waits = wait_for("the wait's Event", lambda: _waiting_events(installed, namespace))
     pods = {p["metadata"]["name"] for p in installed.pods(RECONCILER)}
     election = _election(installed)
     leader = election["spec"]["holderIdentity"]
@@ -357,7 +340,7 @@ def test_one_reconciler_leads_and_the_other_takes_over_on_its_release(
     # The leader releases the Lease as it stops; the standby or the Deployment's new Pod,
     # whichever campaigns first, takes it.
     try:
-        successor = _wait(
+        successor = wait_for(
             "another reconciler holding the Lease",
             lambda: _holder_other_than(installed, leader),
             timeout=2 * duration,
@@ -481,14 +464,14 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
 
     try:
         # Before the pool has an Exporter the controller ends a Lease as Unsatisfiable.
-        _wait("the warm buffer", lambda: census.now["burst"] == WARM)
+        wait_for("the warm buffer", lambda: census.now["burst"] == WARM)
         leader = _election(installed)["spec"]["holderIdentity"]
         started = time.monotonic()
         for i, name in enumerate(names):
             request_lease(jmp, name, "pool=burst")
             if i == ARRIVING_LEASES // 4:
                 installed.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
-        states = _wait(
+        states = wait_for(
             f"{CEILING} instances, each leased",
             settled,
             timeout=300,
@@ -535,12 +518,12 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
         return states <= {"ended:Released", "missing"}
 
     try:
-        _wait("each Lease ended as released", released, timeout=120)
+        wait_for("each Lease ended as released", released, timeout=120)
     finally:
         record_figure(f"the burst's Leases after the release: states seen {sorted(after)}")
     assert after <= {"assigned", "pending", "ended:Released", "missing"}, after
     installed.kubectl("delete", "exporterset", "burst", "-n", LAB)
-    _wait("the burst pool gone", lambda: _pool(installed, LAB, "burst") == {}, timeout=180)
+    wait_for("the burst pool gone", lambda: _pool(installed, LAB, "burst") == {}, timeout=180)
     installed.kubectl("delete", "virtualtargetclass", "burst", "-n", LAB)
     installed.rollout_status(RECONCILER)
 
@@ -708,7 +691,7 @@ def test_the_cert_manager_overlay_renders(installed: Install) -> None:
 
 def test_a_drain_is_limited_by_the_disruption_budgets(installed: Install) -> None:
     for name in DEPLOYMENTS:
-        _wait(
+        wait_for(
             f"PodDisruptionBudget {name} allowing 1 disruption",
             lambda n=name: installed.json("get", "pdb", n, "-n", NAMESPACE)
             .get("status", {})

@@ -9,13 +9,21 @@ import re
 import ssl
 import urllib.request
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from harness.controlplane import ControlPlane
 
-__all__ = ["READ_VERBS", "WRITE_VERBS", "audit_requests", "request_totals", "resource_of"]
+__all__ = [
+    "READ_VERBS",
+    "WRITE_VERBS",
+    "agent",
+    "audit_requests",
+    "request_totals",
+    "resource_of",
+    "username",
+]
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -60,11 +68,25 @@ def resource_of(event: dict[str, Any]) -> str:
 Window = tuple[datetime, datetime]
 
 
+def username(event: dict[str, Any]) -> str:
+    """Who made an audited request: the user it authenticated as."""
+    return str((event.get("user") or {}).get("username", ""))
+
+
+def agent(event: dict[str, Any]) -> str:
+    """The program that made an audited request: its User-Agent's product, which client-go
+    names after the binary (`DefaultKubernetesUserAgent`: `<os.Args[0]'s base>/<version>`)."""
+    return str(event.get("userAgent", "")).partition("/")[0]
+
+
 def audit_requests(
-    events: Iterable[dict[str, Any]], windows: Mapping[str, Window]
+    events: Iterable[dict[str, Any]],
+    windows: Mapping[str, Window],
+    who: Callable[[dict[str, Any]], str] = username,
 ) -> dict[str, Counter[tuple[str, str, str]]]:
-    """For each named window [start, end), the requests received in it by (user, verb,
-    resource), from audit events of a policy that logs each request once, when it ends."""
+    """For each named window [start, end), the requests received in it by (who, verb,
+    resource), from audit events of a policy that logs each request once, when it ends;
+    `who` is the user unless another reading is given (`agent`)."""
     counts: dict[str, Counter[tuple[str, str, str]]] = {name: Counter() for name in windows}
     for event in events:
         received = datetime.fromisoformat(event["requestReceivedTimestamp"])
@@ -72,7 +94,6 @@ def audit_requests(
         for name, (start, end) in windows.items():
             if start <= received < end:
                 if key is None:
-                    user = str((event.get("user") or {}).get("username", ""))
-                    key = (user, str(event.get("verb", "")), resource_of(event))
+                    key = (who(event), str(event.get("verb", "")), resource_of(event))
                 counts[name][key] += 1
     return counts

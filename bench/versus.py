@@ -18,7 +18,9 @@ A run, once the controller leads (its election Lease has a holder):
    created in one namespace; the time from the first create until every instance has its
    config Secret and its Pod (no kubelet runs: Pods stay Pending), the controller's
    writes from the audit log (its ServiceAccount's; its election Lease counted apart),
-   and its CPU seconds (utime + stime) from /proc;
+   and its CPU seconds (utime + stime) from /proc; and the 0.9.0 release's own requests
+   (its controller, told apart by its User-Agent): each instance waits for the credential
+   that controller issues, one Exporter at a time, so its pace bounds either fill;
 2. at rest: its writes and CPU seconds in the `--rest` seconds after the last Pod, and
    its peak RSS (VmHWM) over the run;
 3. refill, in a second namespace with a controller and a release of its own: M pools
@@ -50,10 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from api.access import NAMESPACED
-from bench._apiserver import WRITE_VERBS, audit_requests
+from bench._apiserver import WRITE_VERBS, agent, audit_requests
 from bench.scale import INSTANCES, Usage, _create_all, _progress, _wait
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.jumpstarter import Jumpstarter, install_crds, running_jumpstarter
+from harness.jumpstarter_build import RELEASE_SOURCE, built
 from harness.jumpstarter_main import install_crds as install_main_crds
 from harness.jumpstarter_main import running_exporter_set_controller
 from harness.stack import ChildProcess
@@ -91,6 +94,7 @@ class Run:
     fill_s: float = 0.0
     fill_writes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (verb, resource)
     fill_cpu_s: float = 0.0
+    release_requests: int = 0  # the 0.9.0 release's controller's, in the fill
     filled: int = 0  # instances once the fill was done
     kept: int = 0  # instances at the end of the rest
     rest_s: float = 0.0
@@ -132,6 +136,11 @@ def figures(run: Run) -> dict[str, float | None]:
         "instances per pool, after the rest": run.kept / run.pools,
         "fill writes per instance": _pool_writes(run.fill_writes) / max(run.filled, 1),
         "fill CPU s": run.fill_cpu_s,
+        "the release's requests per instance in the fill": run.release_requests
+        / max(run.filled, 1),
+        "the release's requests per s in the fill": run.release_requests / run.fill_s
+        if run.fill_s
+        else None,
         "refill s": run.refill_s,
         "writes at rest (election Lease apart)": float(_pool_writes(run.rest_writes)),
         "election Lease writes at rest": float(run.rest_writes.get(("update", ELECTION), 0)),
@@ -381,9 +390,15 @@ def run(pools: int, refill_pools: int, repeats: int, rest: float) -> list[Run]:
             runs.append(one)
         windows = {f"{i} {w}": span for i, r in enumerate(runs) for w, span in r.windows.items()}
         counts = audit_requests(plane.iter_audit_events(), windows)
+        fills = {f"{i} fill": r.windows["fill"] for i, r in enumerate(runs)}
+        by_agent = audit_requests(plane.iter_audit_events(), fills, who=agent)
+        release = built(RELEASE_SOURCE).controller.name  # its User-Agent's product
         for i, one in enumerate(runs):
             one.fill_writes = writes_of(counts[f"{i} fill"], one.user)
             one.rest_writes = writes_of(counts[f"{i} rest"], one.user)
+            one.release_requests = sum(
+                n for (who, _, _), n in by_agent[f"{i} fill"].items() if who == release
+            )
     return runs
 
 

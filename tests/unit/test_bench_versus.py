@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 
+from bench._apiserver import agent, audit_requests
 from bench.versus import ELECTION, Run, figures, orders, ratio_rows, writes_of
 
 USER = "system:serviceaccount:vs0-ours:jumpstarter-exporterset-qemu-jumpstarter-dev"
@@ -49,3 +51,31 @@ def test_ratios_are_ours_over_theirs_of_the_medians() -> None:
     assert rows["fill s"] == (20.0, 3.0, 0.15)
     assert rows["refill s"] == (6.0, None, None)  # a run of ours never refilled
     assert rows["CPU s at rest"] == (0.0, 0.0, None)  # nothing to divide by
+
+
+def test_the_releases_requests_are_told_apart_by_the_program_that_made_them() -> None:
+    at = "2026-12-05T08:00:00.5Z"
+    window = {"fill": (datetime(2026, 12, 5, 8, tzinfo=UTC), datetime(2026, 12, 5, 9, tzinfo=UTC))}
+    events = [
+        {
+            "requestReceivedTimestamp": at,
+            "verb": "create",
+            "user": {"username": "admin"},
+            "userAgent": "controller/v0.0.0 (linux/amd64) kubernetes/$Format",
+            "objectRef": {"resource": "secrets"},
+        },
+        {
+            "requestReceivedTimestamp": at,
+            "verb": "create",
+            "user": {"username": "admin"},
+            "userAgent": "OpenAPI-Generator/37.0.2/python",
+            "objectRef": {"resource": "secrets"},
+        },
+    ]
+    counts = audit_requests(events, window, who=agent)["fill"]
+    assert counts == Counter(
+        {("controller", "create", "secrets"): 1, ("OpenAPI-Generator", "create", "secrets"): 1}
+    )
+    run = Run("ours", pools=1, refill_pools=1, fill_s=4.0, filled=2, release_requests=6)
+    assert figures(run)["the release's requests per instance in the fill"] == 3.0
+    assert figures(run)["the release's requests per s in the fill"] == 1.5

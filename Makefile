@@ -72,11 +72,11 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 
-## Jumpstarter's 0.9.0 images, the controller-and-router image and the operator image, each
-## its release Containerfile's final stage on the local debootstrap base with the programs
-## built from the release's source (the operator too, cached as `make jumpstarter` caches),
-## as docker-archives in .cache/images tagged with the names the release's manifests run
-## them by, once per set of inputs (harness/jumpstarter_images.py).
+## Jumpstarter's images, release 0.9.0's and main's: the controller-and-router image and the
+## operator image of each, each its Containerfile's final stage on the local debootstrap
+## base with the programs built from its source (cached as `make jumpstarter` caches), as
+## docker-archives in .cache/images tagged with the names the manifests run them by, once
+## per set of inputs (harness/jumpstarter_images.py).
 jumpstarter-images: $(STAMP)
 	$(PY) -m harness.jumpstarter_images
 

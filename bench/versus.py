@@ -66,9 +66,9 @@ from pool.model.keys import NAME_LABEL
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from reconciler.runtime.cache import Informer, keep_only
 from reconciler.runtime.kube import Kube
+from tests.dropin import ACCOUNT, PROVISIONER, operators_kubeconfig, ours_dropped_in
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
-from tests.e2e.test_operator_e2e import PROVISIONER
-from tests.e2e.test_takeover_e2e import online, operators_kubeconfig, ours_dropped_in
+from tests.e2e.test_takeover_e2e import online
 from tests.exporters import DRIVERS, running_exporters
 from tests.kubeget import find_json
 
@@ -81,7 +81,6 @@ REPEATS = 1  # pairs of runs, each pair in both orders
 REST_S = 60.0
 REFILL_TIMEOUT_S = 180.0
 ELECTION = f"{ELECTION_LEASES.plural}.{ELECTION_LEASES.group}"
-ACCOUNT = "jumpstarter-exporterset-qemu-jumpstarter-dev"  # the operator's ServiceAccount
 
 
 @dataclass

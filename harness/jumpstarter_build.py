@@ -11,8 +11,10 @@ Two tarballs, one build description each (`SOURCES`), one mechanism:
   ExporterSet and VirtualTargetClass CRDs its operator installs (its controller reads those
   kinds through its own Go types);
 - `RELEASE_OPERATOR_SOURCE`: the 0.9.0 release's operator, from the release's tarball, with
-  its `Jumpstarter` CRD, for the release's images (`harness.jumpstarter_images`). `make
-  jumpstarter` leaves it out (`DEFAULT_KEYS`): nothing the tests run needs it yet.
+  its `Jumpstarter` CRD, for the release's images (`harness.jumpstarter_images`);
+- `MAIN_JUMPSTARTER_SOURCE`: main's controller manager and router, for the images main's
+  operator deploys. `make jumpstarter` leaves these two out (`DEFAULT_KEYS`): only the
+  images run them, and `make jumpstarter-images` builds what an image needs.
 
 Jumpstarter's Go modules are not on the module proxy, but every dependency is. A build is
 cached beside the control plane's binaries under a key made from its tarball's digest,
@@ -42,6 +44,7 @@ from harness.controlplane import REPO_ROOT, binary_dir
 
 __all__ = [
     "DEFAULT_KEYS",
+    "MAIN_JUMPSTARTER_SOURCE",
     "MAIN_SOURCE",
     "RELEASE",
     "RELEASE_OPERATOR_SOURCE",
@@ -141,7 +144,19 @@ RELEASE_OPERATOR_SOURCE = dataclasses.replace(
     crds=("operator.jumpstarter.dev_jumpstarters.yaml",),
     part="operator",
 )
-SOURCES = {source.key: source for source in (RELEASE_SOURCE, MAIN_SOURCE, RELEASE_OPERATOR_SOURCE)}
+MAIN_JUMPSTARTER_SOURCE = dataclasses.replace(
+    MAIN_SOURCE,
+    key="main-jumpstarter",
+    what="Jumpstarter main's controller and router",
+    # what main's operator deploys beside its exporter-set controllers (its images only)
+    binaries=RELEASE_SOURCE.binaries,
+    crds=(),
+    part="jumpstarter",
+)
+SOURCES = {
+    source.key: source
+    for source in (RELEASE_SOURCE, MAIN_SOURCE, RELEASE_OPERATOR_SOURCE, MAIN_JUMPSTARTER_SOURCE)
+}
 DEFAULT_KEYS = (RELEASE_SOURCE.key, MAIN_SOURCE.key)  # what the tests run
 
 

@@ -1,15 +1,17 @@
-"""Jumpstarter release 0.9.0's own container images, built here without a registry.
+"""Jumpstarter's own container images, release 0.9.0's and main's, built here without a
+registry.
 
-The release builds two images: `controller/Containerfile` (the controller manager and the
-router in one image) and `controller/Containerfile.operator` (the operator). Each is a Go
-builder stage on a UBI go-toolset image and a final stage on ubi-micro, both from a
-registry this machine cannot reach. Here the Go programs are `harness.jumpstarter_build`'s
-(the controller and router `make jumpstarter` builds, the operator built and cached the
-same way), and each image is the release Containerfile's own final stage, read from the
-tarball and changed in two places only: it starts from the project's debootstrap base
+The release builds two images, and main the same two from its own source:
+`controller/Containerfile` (the controller manager and the router in one image) and
+`controller/Containerfile.operator` (the operator). Each is a Go builder stage on a UBI
+go-toolset image and a final stage on ubi-micro, both from a registry this machine cannot
+reach. Here the Go programs are `harness.jumpstarter_build`'s (the controller and router
+`make jumpstarter` builds, the operators and main's controller and router built and
+cached the same way), and each image is its Containerfile's own final stage, read from
+the tarball and changed in two places only: it starts from the project's debootstrap base
 (`harness.images`), and what it copies from the builder stage comes from the build
 context, at the builder's paths. Its working folder, files, user and entrypoint are the
-release's. The programs are linked against the build machine's glibc and run on the
+source's. The programs are linked against the build machine's glibc and run on the
 base's (the release links them statically, `CGO_ENABLED=0`); the image test runs each one
 in its image.
 
@@ -19,7 +21,7 @@ manifests run it by (`CONTROLLER_IMAGE`, `OPERATOR_IMAGES`), so that Deployments
 (`harness.nodeimages.import_archive`). An archive is built once per set of inputs (the
 base, the stage, the names, the programs' bytes), like the QEMU exporter image.
 
-    python -m harness.jumpstarter_images    # both (`make jumpstarter-images`)
+    python -m harness.jumpstarter_images    # all four (`make jumpstarter-images`)
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from pathlib import Path
 from api.jumpstarter import JUMPSTARTER_RELEASE
 from harness.images import CACHE, ImageError, build, build_lock, build_once, ensure_base
 from harness.jumpstarter_build import (
+    MAIN_JUMPSTARTER_SOURCE,
+    MAIN_SOURCE,
     RELEASE_OPERATOR_SOURCE,
     RELEASE_SOURCE,
     JumpstarterBuild,
@@ -55,8 +59,13 @@ __all__ = [
     "CONTROLLER",
     "CONTROLLER_IMAGE",
     "IMAGES",
+    "MAIN_CONTROLLER",
+    "MAIN_IMAGES",
+    "MAIN_OPERATOR",
+    "MAIN_OPERATOR_IMAGE",
     "OPERATOR",
     "OPERATOR_IMAGES",
+    "RELEASE_IMAGES",
     "ReleaseImage",
     "build_image",
     "final_stage",
@@ -116,7 +125,30 @@ OPERATOR = ReleaseImage(
     programs={"/opt/app-root/src/deploy/operator/manager": "operator"},
     names=OPERATOR_IMAGES,
 )
-IMAGES = (CONTROLLER, OPERATOR)
+# Main's operator's image. Main has no release: its build's `IMG` is still
+# `$(IMAGE_TAG_BASE):$(VERSION)` with VERSION 0.8.1-rc.1 (controller/deploy/operator/Makefile:6,
+# :68), the same name as a release candidate's, so it is tagged by its commit instead, the
+# way a user of main sets `IMG`; `harness.jumpstarter_operator --main` writes that tag.
+MAIN_OPERATOR_IMAGE = "quay.io/jumpstarter-dev/jumpstarter-operator:main-b1f2bb4"
+MAIN_CONTROLLER = ReleaseImage(
+    key="main-controller",
+    containerfile="controller/Containerfile",
+    source=MAIN_JUMPSTARTER_SOURCE,
+    programs={"/build/manager": "controller", "/build/router": "router"},
+    # main's `Jumpstarter` CR has the release's default of both images (its
+    # api/v1alpha1/jumpstarter_types.go:282, :320): on a node, one of the two is imported
+    names=(CONTROLLER_IMAGE,),
+)
+MAIN_OPERATOR = ReleaseImage(
+    key="main-operator",
+    containerfile="controller/Containerfile.operator",
+    source=MAIN_SOURCE,
+    programs={"/opt/app-root/src/deploy/operator/manager": "operator"},
+    names=(MAIN_OPERATOR_IMAGE,),
+)
+RELEASE_IMAGES = (CONTROLLER, OPERATOR)
+MAIN_IMAGES = (MAIN_CONTROLLER, MAIN_OPERATOR)
+IMAGES = (*RELEASE_IMAGES, *MAIN_IMAGES)
 
 
 def release_file(path: str, source: Source = RELEASE_SOURCE) -> str:

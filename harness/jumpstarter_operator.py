@@ -14,7 +14,12 @@ It installs the namespace `jumpstarter-operator-system`, the `Jumpstarter` CRD a
 release's `jumpstarter.dev` CRDs (clients, exporters, leases, exporteraccesspolicies),
 the operator's RBAC and its Deployment `jumpstarter-operator-controller-manager`.
 
-    python -m harness.jumpstarter_operator --out FOLDER    # then kubectl apply -k FOLDER
+`--main` makes the same from main's source instead: main's operator, whose `Jumpstarter`
+CRD has `spec.exporterSets`, and whose `config/crd` adds the ExporterSet and
+VirtualTargetClass CRDs; its image is main's as `make jumpstarter-images` tags it
+(`MAIN_OPERATOR_IMAGE`).
+
+    python -m harness.jumpstarter_operator [--main] --out FOLDER  # then kubectl apply -k FOLDER
 """
 
 from __future__ import annotations
@@ -29,20 +34,31 @@ from pathlib import Path
 import yaml
 
 from api.jumpstarter import JUMPSTARTER_RELEASE
-from harness.jumpstarter_build import RELEASE_OPERATOR_SOURCE, Source
-from harness.jumpstarter_images import OPERATOR_IMAGES
+from harness.jumpstarter_build import MAIN_SOURCE, RELEASE_OPERATOR_SOURCE, Source
+from harness.jumpstarter_images import MAIN_OPERATOR_IMAGE, OPERATOR_IMAGES
 
-__all__ = ["CONFIG", "OPERATOR_DEPLOYMENT", "OPERATOR_NAMESPACE", "kustomization", "main", "write"]
+__all__ = [
+    "CONFIG",
+    "OPERATOR_DEPLOYMENT",
+    "OPERATOR_NAMESPACE",
+    "RELEASE_IMAGE",
+    "kustomization",
+    "main",
+    "write",
+]
 
 CONFIG = "controller/deploy/operator/config"  # under the tarball's top folder
 OPERATOR_NAMESPACE = "jumpstarter-operator-system"  # config/default's `namespace:`
 OPERATOR_DEPLOYMENT = "jumpstarter-operator-controller-manager"  # its namePrefix + name
 
 
-def kustomization() -> dict[str, object]:
-    """The release's config/default with the release's operator tag, as its installer."""
-    repository, _, tag = OPERATOR_IMAGES[-1].rpartition(":")
-    assert tag == JUMPSTARTER_RELEASE, OPERATOR_IMAGES
+RELEASE_IMAGE = OPERATOR_IMAGES[-1]  # the release's tag, as its installer names it
+assert RELEASE_IMAGE.endswith(f":{JUMPSTARTER_RELEASE}"), OPERATOR_IMAGES
+
+
+def kustomization(image: str = RELEASE_IMAGE) -> dict[str, object]:
+    """config/default with the operator's image tagged as `image`, as an installer."""
+    repository, _, tag = image.rpartition(":")
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -51,9 +67,9 @@ def kustomization() -> dict[str, object]:
     }
 
 
-def write(out: Path, source: Source = RELEASE_OPERATOR_SOURCE) -> Path:
-    """`out` holding the release's operator `config/` and the kustomization over it
-    (anything there before is replaced)."""
+def write(out: Path, source: Source = RELEASE_OPERATOR_SOURCE, image: str = RELEASE_IMAGE) -> Path:
+    """`out` holding `source`'s operator `config/` and the kustomization over it naming
+    `image` (anything there before is replaced)."""
     prefix = f"{source.top}/{CONFIG}/"
     shutil.rmtree(out / "config", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -64,7 +80,7 @@ def write(out: Path, source: Source = RELEASE_OPERATOR_SOURCE) -> Path:
         for member in members:
             member.name = "config/" + member.name.removeprefix(prefix)
         archive.extractall(out, members=members, filter="data")
-    text = yaml.safe_dump(kustomization(), sort_keys=False)
+    text = yaml.safe_dump(kustomization(image), sort_keys=False)
     (out / "kustomization.yaml").write_text(text)
     return out
 
@@ -74,9 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m harness.jumpstarter_operator", description=__doc__
     )
     parser.add_argument("--out", type=Path, required=True, help="the folder to write")
+    parser.add_argument("--main", action="store_true", help="main's operator, not 0.9.0's")
     args = parser.parse_args(argv)
     try:
-        print(write(args.out))
+        if args.main:
+            print(write(args.out, MAIN_SOURCE, MAIN_OPERATOR_IMAGE))
+        else:
+            print(write(args.out))
     except (OSError, LookupError, tarfile.TarError) as error:
         print(f"jumpstarter operator: {error}", file=sys.stderr)
         return 1

@@ -19,6 +19,8 @@ __all__ = [
     "INSTALL_WITHOUT_JUMPSTARTER",
     "NODE_INSTALL",
     "NODE_JUMPSTARTER",
+    "NODE_MAIN_OPERATOR",
+    "NODE_MAIN_OPERATOR_DISABLE",
     "NODE_POOL",
     "OWN_OVERLAY_FILE",
     "PAGE",
@@ -35,6 +37,8 @@ INSTALL_WITHOUT_JUMPSTARTER = "install-without-jumpstarter"
 NODE_INSTALL = "node-install"
 NODE_JUMPSTARTER = "node-jumpstarter"
 NODE_POOL = "node-pool"
+NODE_MAIN_OPERATOR = "node-main-operator"
+NODE_MAIN_OPERATOR_DISABLE = "node-main-operator-disable"
 EXAMPLES_APPLY = "examples-apply"
 EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"

@@ -64,6 +64,7 @@ from pool.model.reasons import (
     WAITING_FOR_CREDENTIALS,
 )
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from tests.dropin import PROVISIONER, ours_dropped_in
 from tests.e2e.objects import (
     assigned_exporter,
     find_json,
@@ -72,13 +73,11 @@ from tests.e2e.objects import (
     pool_memory,
     wait_for,
 )
-from tests.e2e.test_operator_e2e import PROVISIONER
 from tests.e2e.test_replacement_e2e import end_pod
 from tests.e2e.test_takeover_e2e import (
     jumpstarters_plane,
     lease_served,
     online,
-    ours_dropped_in,
     play_kubelet,
     served,
     snapshot,

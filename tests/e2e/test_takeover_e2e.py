@@ -64,6 +64,7 @@ from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SURPLUS_SINCE
 from pool.model.reasons import SCALE_DOWN_COOLDOWN
 from pool.model.timefmt import format_time, parse_time
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from tests.dropin import PROVISIONER, operators_kubeconfig, ours_dropped_in
 from tests.e2e.objects import (
     apply,
     assigned_exporter,
@@ -74,7 +75,6 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
-from tests.e2e.test_operator_e2e import OPERATOR_ARGS, PROVISIONER, operator_account
 from tests.exporters import DRIVERS, ExporterProcesses, running_exporters
 
 COOLDOWN = 45  # seconds: the election Lease's expiry (15 s) and our start fit in it
@@ -308,24 +308,6 @@ def served(
     jumpstarter = stack.enter_context(running_jumpstarter(plane, ns, tmp_path / "jumpstarter"))
     exporters = stack.enter_context(running_exporters(plane, ns, tmp_path / "exporters"))
     return ns, jumpstarter, exporters
-
-
-def operators_kubeconfig(plane: ControlPlane, ns: str, tmp_path: Path) -> Path:
-    """The operator's ServiceAccount and Role for the provisioner (made once)."""
-    path = tmp_path / "operator.kubeconfig"
-    return path if path.exists() else operator_account(plane, ns, path)
-
-
-def ours_dropped_in(plane: ControlPlane, ns: str, tmp_path: Path) -> ChildProcess:
-    """This product as Jumpstarter's operator runs it: `exporter-set-controller`, the
-    operator's arguments and Role, `NAMESPACE`."""
-    return ChildProcess.start(
-        "exporter-set-controller",
-        [*OPERATOR_ARGS, "--health-probe-bind-address=127.0.0.1:0"],
-        tmp_path,
-        module="reconciler.exporter_set_controller",
-        env={"NAMESPACE": ns, "KUBECONFIG": str(operators_kubeconfig(plane, ns, tmp_path))},
-    )
 
 
 def jumpstarters_fill(

@@ -1,11 +1,13 @@
-"""Jumpstarter release 0.9.0's images as built here (`harness.jumpstarter_images`), run by
-runc as the release's manifests run them (the image's user, a read-only root filesystem,
-no capabilities, no network): each program a Deployment starts answers `--help` and
-knows every flag that Deployment passes it, and each archive carries the release's
-configuration and the names the manifests pull by."""
+"""Jumpstarter's images as built here (`harness.jumpstarter_images`): release 0.9.0's run
+by runc as the release's manifests run them (the image's user, a read-only root
+filesystem, no capabilities, no network), each program a Deployment starts answering
+`--help` and knowing every flag that Deployment passes it; and each archive, main's too,
+carrying its Containerfile's configuration and the names the manifests pull by (main's
+run on the node: tests/node/test_main_operator.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import tarfile
@@ -35,7 +37,7 @@ pytestmark = pytest.mark.image
 
 @pytest.fixture(scope="module")
 def archives() -> dict[str, Path]:
-    """Both archives as `make jumpstarter-images` builds them (once per set of inputs)."""
+    """The archives as `make jumpstarter-images` builds them (once per set of inputs)."""
     return {image.key: build_image(image) for image in IMAGES}
 
 
@@ -43,11 +45,13 @@ def archives() -> dict[str, Path]:
 def images(
     archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Unpacked]]:
-    with (
-        unpacked(archives[CONTROLLER.key], tmp_path_factory.mktemp("controller") / "u") as one,
-        unpacked(archives[OPERATOR.key], tmp_path_factory.mktemp("operator") / "u") as two,
-    ):
-        yield {CONTROLLER.key: one, OPERATOR.key: two}
+    with contextlib.ExitStack() as stack:
+        yield {
+            image.key: stack.enter_context(
+                unpacked(archives[image.key], tmp_path_factory.mktemp(image.key) / "u")
+            )
+            for image in IMAGES
+        }
 
 
 # (image, how a Deployment runs it): the controller's and the routers' as the operator
@@ -73,11 +77,11 @@ def test_each_program_a_deployment_runs_answers_help_with_its_flags(
 
 
 @pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.key)
-def test_each_archive_carries_the_releases_configuration_and_names(
+def test_each_archive_carries_its_containerfiles_configuration_and_names(
     images: dict[str, Unpacked], archives: dict[str, Path], image: ReleaseImage
 ) -> None:
     config = images[image.key].config["config"]
-    release = final_stage_config(release_file(image.containerfile))
+    release = final_stage_config(release_file(image.containerfile, image.source))
     assert {key: config.get(key) for key in release} == release
     assert config.get("Cmd") is None  # the base's `python3` is not an argument of /manager
     uid, _, _ = config["User"].partition(":")

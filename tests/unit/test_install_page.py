@@ -11,11 +11,12 @@ import yaml
 
 from harness.cluster import DEFAULT_WORKDIR
 from harness.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
-from harness.images import CACHE
-from harness.jumpstarter_images import IMAGES
+from harness.images import CACHE, product_image
+from harness.jumpstarter_images import MAIN_IMAGES, RELEASE_IMAGES
 from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
 from pool.model.keys import LEASE_PROTECTION, SET_LABEL
 from tests.docpages import commands
+from tests.dropin import ACCOUNT, PROVISIONER
 from tests.installpage import (
     EXAMPLES_APPLY,
     EXAMPLES_DELETE,
@@ -24,6 +25,8 @@ from tests.installpage import (
     INSTALL_WITHOUT_JUMPSTARTER,
     NODE_INSTALL,
     NODE_JUMPSTARTER,
+    NODE_MAIN_OPERATOR,
+    NODE_MAIN_OPERATOR_DISABLE,
     NODE_POOL,
     PAGE,
     UNINSTALL,
@@ -101,7 +104,7 @@ def test_the_node_install_commands_name_what_the_code_uses() -> None:
     kubeconfig = f"KUBECONFIG=$PWD/{_relative(DEFAULT_WORKDIR)}/kubeconfig"
     assert ["export", kubeconfig, "PATH=$PWD/.bin:$PATH"] in jumpstarter
     assert ["make", "jumpstarter-images"] in jumpstarter
-    for image in IMAGES:
+    for image in RELEASE_IMAGES:
         assert ["ctr", "--address", socket, "-n", "k8s.io", "images", "import",
                 _relative(image.archive())] in jumpstarter  # fmt: skip
     assert [".venv/bin/python", "-m", "harness.jumpstarter_operator", "--out",
@@ -113,6 +116,37 @@ def test_the_node_install_commands_name_what_the_code_uses() -> None:
     # The documented `docker run ... certs`, with the overlay's own path for the mount's.
     _, host, target, documented = documented_certs_run()
     assert [".venv/bin/virtualtarget", *(a.replace(target, host) for a in documented)] in node
+
+
+def test_the_main_operator_commands_name_what_the_code_uses() -> None:
+    main = _words(NODE_MAIN_OPERATOR)
+    socket = _relative(DEFAULT_WORKDIR / "containerd" / "containerd.sock")
+    archives = [*(i.archive() for i in reversed(MAIN_IMAGES)), CACHE / "virtualtarget.tar"]
+    archives.append(CACHE / "qemu-exporter.tar")
+    assert main[:5] == [
+        ["make", "jumpstarter-images", "image"],
+        *(["ctr", "--address", socket, "-n", "k8s.io", "images", "import", _relative(a)]
+          for a in archives),
+    ]  # fmt: skip
+    assert [".venv/bin/python", "-m", "harness.jumpstarter_operator", "--main", "--out",
+            ".run/jumpstarter-main-operator"] in main  # fmt: skip
+    assert any(f"deployment/{ACCOUNT}" in command for command in main)
+    assert main[-1] == ["kubectl", "apply", "-f", "examples/node/pool/"]
+    resource = yaml.safe_load((EXAMPLES / "node" / "jumpstarter-main.yaml").read_text())
+    # the provisioner the disable block turns off: the resource's first, this product's image
+    assert resource["spec"]["exporterSets"]["provisioners"] == [
+        {"name": PROVISIONER, "image": product_image()}
+    ]
+    (disable,) = _words(NODE_MAIN_OPERATOR_DISABLE)
+    assert disable[:6] == [
+        "kubectl",
+        "-n",
+        "jumpstarter-lab",
+        "patch",
+        "jumpstarter",
+        "jumpstarter",
+    ]
+    assert "/spec/exporterSets/provisioners/0/enabled" in disable[-1]
 
 
 def test_the_examples_are_applied_and_deleted_by_one_command_each() -> None:

@@ -1,20 +1,16 @@
-"""Jumpstarter's operator runs our image unchanged, on Jumpstarter's own CRDs.
+"""This product dropped in for Jumpstarter's exporter-set controller, on Jumpstarter's own
+ExporterSet and VirtualTargetClass CRDs (main's, as its operator installs them, from the
+build of main `make jumpstarter` makes) beside the release's `jumpstarter.dev` CRDs.
 
-On a control plane of its own, where Jumpstarter's ExporterSet and VirtualTargetClass
-CRDs (`tests/data/jumpstarter/`) are installed instead of ours, beside the `jumpstarter.dev`
-CRDs of its 0.9.0 release, this plays what Jumpstarter's operator does for a provisioner
-(its `createExporterSetDeployment` and `exporterSetPolicyRules`): a ServiceAccount,
-exactly its Role and a RoleBinding in one namespace, and `exporter-set-controller` started
-with the operator's arguments and `NAMESPACE` as that ServiceAccount (a TokenRequest
-token). The probe address is the one difference: `127.0.0.1:<free port>` instead of
-`:8081`, as the tests bind loopback only.
-
-Jumpstarter's released 0.9.0 controller serves that namespace and another one, issuing
-the credentials there. The pool in that namespace fills, scales down through the scale
-subresource (which maps to maxReplicas in Jumpstarter's CRD) with its cooldown remembered
-in a Lease (the Role allows no write to the set), and a pool in another namespace is left
-alone; the probes answer and the log holds no refusal. The webhook, registered from
-`deploy/`, defaults and denies on Jumpstarter's CRDs as on ours.
+`exporter-set-controller` runs with the arguments, the Role and the ServiceAccount main's
+operator gives it (`tests.dropin`, which tests/node/test_main_operator.py checks against
+what the real operator renders), and `NAMESPACE`, the probe on a loopback port. Jumpstarter's
+released 0.9.0 controller serves that namespace and another one, issuing the credentials
+there. The pool in that namespace fills, scales down through the scale subresource (which
+maps to maxReplicas in Jumpstarter's CRD) with its cooldown remembered in a Lease (the Role
+allows no write to the set), and a pool in another namespace is left alone; the probes
+answer and the log holds no refusal. The webhook, registered from `deploy/`, defaults and
+denies on Jumpstarter's CRDs as on ours.
 """
 
 from __future__ import annotations
@@ -25,12 +21,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from harness.controlplane import REPO_ROOT, ControlPlane, running_control_plane
+from harness.controlplane import ControlPlane, running_control_plane
 from harness.jumpstarter import install_crds, running_jumpstarter
+from harness.jumpstarter_main import install_crds as install_main_crds
 from harness.stack import (
     ChildProcess,
     register_webhooks,
@@ -42,6 +38,7 @@ from pool.model.reasons import SCALE_DOWN, SCALE_UP
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from reconciler.runtime.memory import lease_name
 from scrape.serving import SERVING_PROBES
+from tests.dropin import OPERATOR_ARGS, PROVISIONER, operator_account
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -54,61 +51,13 @@ from tests.e2e.objects import (
     wait_for,
 )
 
-JUMPSTARTER_CRDS = sorted((REPO_ROOT / "tests" / "data" / "jumpstarter").glob("*.yaml"))
-PROVISIONER = "qemu.jumpstarter.dev"
-# The operator's arguments (createExporterSetDeployment), the probe address aside.
-OPERATOR_ARGS = [
-    f"--provisioner={PROVISIONER}",
-    "--leader-elect",
-    "--metrics-bind-address=0",
-]
-_ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
-# exporterSetPolicyRules of Jumpstarter's operator, as its Role grants them.
-OPERATOR_RULES: list[dict[str, Any]] = [
-    {
-        "apiGroups": ["virtualtarget.jumpstarter.dev"],
-        "resources": ["exportersets"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["virtualtarget.jumpstarter.dev"],
-        "resources": ["exportersets/status", "exportersets/scale"],
-        "verbs": ["get", "update", "patch"],
-    },
-    {
-        "apiGroups": ["virtualtarget.jumpstarter.dev"],
-        "resources": ["exportersets/finalizers"],
-        "verbs": ["update"],
-    },
-    {
-        "apiGroups": ["virtualtarget.jumpstarter.dev"],
-        "resources": ["virtualtargetclasses"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {"apiGroups": ["jumpstarter.dev"], "resources": ["exporters"], "verbs": _ALL},
-    {"apiGroups": ["jumpstarter.dev"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": _ALL},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    {
-        "apiGroups": [""],
-        "resources": ["secrets"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch"],
-    },
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": _ALL},
-]
-
 
 @pytest.fixture(scope="module")
 def jumpstarter_plane() -> Iterator[ControlPlane]:
-    """kube-apiserver with Jumpstarter's two CRDs and its release's CRDs of the
+    """kube-apiserver with Jumpstarter main's two CRDs and its release's CRDs of the
     `jumpstarter.dev` kinds (Exporter, Lease, ...), as a cluster with Jumpstarter has them."""
-    assert [p.name for p in JUMPSTARTER_CRDS] == [
-        "virtualtarget.jumpstarter.dev_exportersets.yaml",
-        "virtualtarget.jumpstarter.dev_virtualtargetclasses.yaml",
-    ]
     with running_control_plane(install_crds=False) as plane:
-        plane.install_crds(JUMPSTARTER_CRDS)
+        install_main_crds(plane)
         install_crds(plane)
         yield plane
 
@@ -117,29 +66,6 @@ def _namespace(plane: ControlPlane, prefix: str) -> str:
     name = f"{prefix}-{secrets.token_hex(3)}"
     plane.kubectl("create", "namespace", name)
     return name
-
-
-def operator_account(plane: ControlPlane, namespace: str, path: Path) -> Path:
-    """The ServiceAccount, Role and RoleBinding the operator makes; a kubeconfig with a
-    token of that account."""
-    name = "jumpstarter-exporterset-qemu-jumpstarter-dev"
-    meta = {"name": name, "namespace": namespace}
-    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
-    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
-    rbac = "rbac.authorization.k8s.io/v1"
-    apply(
-        plane,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": rbac, "kind": "Role", "metadata": meta, "rules": OPERATOR_RULES},
-        {
-            "apiVersion": rbac,
-            "kind": "RoleBinding",
-            "metadata": meta,
-            "roleRef": role_ref,
-            "subjects": [subject],
-        },
-    )
-    return plane.service_account_kubeconfig(namespace, name, path)
 
 
 def _status(url: str) -> int:
@@ -159,7 +85,7 @@ def _names(plane: ControlPlane, kind: str, namespace: str) -> list[str]:
     )
 
 
-def test_the_operators_deployment_of_ours_fills_its_namespace_only(
+def test_under_the_operators_role_ours_fills_its_namespace_only(
     jumpstarter_plane: ControlPlane, tmp_path: Path
 ) -> None:
     plane = jumpstarter_plane

@@ -1,0 +1,187 @@
+"""Jumpstarter main's operator runs this product as its QEMU exporter-set controller.
+
+On a cluster of its own, docs/install.md's `node-main-operator` block as written: main's
+operator, controller and router, built here from main's source, main's operator installed
+from its `config/default`, then a `Jumpstarter` resource (examples/node/jumpstarter-main.yaml)
+whose `spec.exporterSets.provisioners` names `qemu.jumpstarter.dev` with this product's
+image, then the node pool. What the operator renders for the provisioner
+(`createExporterSetDeployment`, `exporterSetPolicyRules` of its exporterset.go) runs this
+product unchanged; a 0.9.0 client leases the pool's instance through main's controller,
+flashes and boots the marker guest, releases it, and the successor comes up; the page's
+`node-main-operator-disable` takes the controller away and leaves the pool alone.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.guest import MARKER
+from harness.images import product_image
+from harness.jumpstarter_images import CONTROLLER_IMAGE
+from harness.node import NodeCluster
+from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
+from tests.e2e.objects import get_json, wait_for
+from tests.installpage import NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_DISABLE
+from tests.kubeget import find_json
+from tests.node.guest_support import monotonic, run_client
+from tests.node.install import Install, figure, readers_checkout, readers_shell
+from tests.node.lab import (
+    JUMPSTARTER_DEPLOYMENTS,
+    LAB,
+    SELECTOR,
+    available,
+    client,
+    instances,
+    online,
+    owned_by,
+    pool_available,
+)
+from tests.node.support import record_figure
+
+OWN_NODE_CLUSTER = True
+
+JUMPSTARTER = "jumpstarter"  # the resource's name (examples/node/jumpstarter-main.yaml)
+ROLE, ROLE_BINDING = f"{ACCOUNT}-role", f"{ACCOUNT}-rolebinding"
+# the operator's labels on the controller's Deployment and Pods (sanitized provisioner)
+POD_SELECTOR = f"component=exporterset-controller,provisioner={ACCOUNT.split('-exporterset-')[1]}"
+READY = "ExporterSetControllersReady"  # the operator's condition on its resource
+RULE_KEYS = ("apiGroups", "resources", "verbs")
+
+
+@pytest.fixture(scope="module")
+def installed(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Install:
+    work = tmp_path_factory.mktemp("main-operator")
+    tree = readers_checkout(work, node_cluster)
+    done = Install(
+        node_cluster, tree, readers_shell(tree, work), product_image(), started=time.monotonic()
+    )
+    done.run(NODE_MAIN_OPERATOR)
+    record_figure(figure(f"docs/install.md {NODE_MAIN_OPERATOR}", done.installed))
+    wait_for("the node pool's instance Available", lambda: pool_available(done), 300)
+    start = node_cluster.timings.get("start", 0)
+    record_figure(
+        f"main's operator: empty cluster -> first instance Available "
+        f"{time.monotonic() - done.started + start:.0f} s (cluster start {start:.0f} s)"
+    )
+    return done
+
+
+def _pods(installed: Install) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = get_json(
+        installed.cluster, "pods", "-n", LAB, "-l", POD_SELECTOR
+    )["items"]
+    return items
+
+
+def _condition(installed: Install, kind: str) -> dict[str, Any]:
+    resource = get_json(installed.cluster, "jumpstarter", JUMPSTARTER, "-n", LAB)
+    found = [c for c in (resource.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return found[0] if found else {}
+
+
+def test_the_operator_renders_a_deployment_of_this_product_unchanged_under_its_role(
+    installed: Install,
+) -> None:
+    cluster = installed.cluster
+    deployment = get_json(cluster, "deployment", ACCOUNT, "-n", LAB)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    assert container["image"] == product_image()
+    assert container["command"] == ["/exporter-set-controller"]
+    assert sorted(container["args"]) == sorted([*OPERATOR_ARGS, OPERATOR_PROBES])
+    (env,) = container["env"]
+    assert (env["name"], env["valueFrom"]["fieldRef"]["fieldPath"]) == (
+        "NAMESPACE",
+        "metadata.namespace",
+    )
+    assert pod_spec["serviceAccountName"] == ACCOUNT
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    # The Role the loopback tests run it under is the one the operator renders.
+    rules = get_json(cluster, "role", ROLE, "-n", LAB)["rules"]
+    assert [{k: r.get(k) for k in RULE_KEYS} for r in rules] == OPERATOR_RULES
+    binding = get_json(cluster, "rolebinding", ROLE_BINDING, "-n", LAB)
+    assert binding["roleRef"]["name"] == ROLE
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", ACCOUNT)]
+    assert get_json(cluster, "serviceaccount", ACCOUNT, "-n", LAB)["metadata"]["name"] == ACCOUNT
+    # It runs, passes the operator's probes, and leads.
+    (pod,) = _pods(installed)
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["ready"] is True and status["restartCount"] == 0, status
+    election = get_json(
+        cluster, "leases.coordination.k8s.io", f"{ELECTION_ID_PREFIX}{PROVISIONER}", "-n", LAB
+    )
+    assert election["spec"]["holderIdentity"].startswith(pod["metadata"]["name"] + "_")
+    # Jumpstarter's own parts, from main's image (the resource's default name).
+    for name in JUMPSTARTER_DEPLOYMENTS:
+        assert available(installed, LAB, name), name
+        found = get_json(cluster, "deployment", name, "-n", LAB)
+        assert found["spec"]["template"]["spec"]["containers"][0]["image"] == CONTROLLER_IMAGE
+    ready = wait_for(
+        f"the operator's {READY}",
+        lambda: (c := _condition(installed, READY)).get("status") == "True" and c,
+        120,
+    )
+    assert ready["reason"] == "AllControllersAvailable", ready
+
+
+def test_a_release_client_leases_the_instance_through_main_s_controller_and_boots_a_guest(
+    installed: Install, marker_guest: Path, tmp_path: Path
+) -> None:
+    (instance,) = instances(installed)
+    name, uid = instance["metadata"]["name"], instance["metadata"]["uid"]
+    config = tmp_path / "tester.yaml"
+    client(installed, "tester", config)
+    run = run_client(config, SELECTOR, marker_guest, 1, tmp_path)
+    assert run.code == 0, run.output
+    assert run.first("lease acquired")["exporter"] == name, run.output
+    markers = [e["line"] for e in run.events if e["event"] == "marker"]
+    assert len(markers) == 1 and markers[0].startswith(MARKER), run.output
+
+    def successor() -> dict[str, Any] | None:
+        found = instances(installed)
+        new = [e for e in found if e["metadata"]["uid"] != uid]
+        gone = all(e["metadata"]["uid"] != uid for e in found)
+        return new[0] if new and gone and online(new[0]) else None
+
+    new = wait_for("the successor Online", successor, 300)
+    wait_for("the successor Available", lambda: pool_available(installed), 300)
+    record_figure(
+        f"main's operator: lease request -> client holding it "
+        f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; power-on -> marker "
+        f"{run.boot_times()}; release -> successor {new['metadata']['name']} Available "
+        f"{time.monotonic() - monotonic(run.at('releasing')):.1f} s"
+    )
+
+
+def test_disabling_the_provisioner_removes_what_the_operator_rendered_and_keeps_the_pool(
+    installed: Install,
+) -> None:
+    cluster = installed.cluster
+    (before,) = instances(installed)
+    (pod,) = owned_by(installed, "pods", before["metadata"]["uid"])
+    installed.run(NODE_MAIN_OPERATOR_DISABLE)
+    started = time.monotonic()
+
+    def gone() -> bool:
+        kinds = (("deployment", ACCOUNT), ("role", ROLE), ("rolebinding", ROLE_BINDING))
+        return all(find_json(cluster, kind, name, "-n", LAB) is None for kind, name in kinds)
+
+    wait_for("the Deployment, Role and RoleBinding deleted", gone, 120)
+    wait_for("its Pod gone", lambda: not _pods(installed), 120)
+    record_figure(f"main's operator: provisioner disabled -> its controller gone "
+                  f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    # The operator keeps the ServiceAccount, as it keeps its own (exporterset.go).
+    assert find_json(cluster, "serviceaccount", ACCOUNT, "-n", LAB) is not None
+    # The pool is left as it was: the same Exporter, online, the same Pod.
+    (after,) = instances(installed)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"] and online(after)
+    (still,) = owned_by(installed, "pods", after["metadata"]["uid"])
+    assert still["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert "deletionTimestamp" not in still["metadata"], still["metadata"]
+    for name in JUMPSTARTER_DEPLOYMENTS:
+        assert available(installed, LAB, name), name

@@ -27,6 +27,7 @@ base, the stage, the names, the programs' bytes), like the QEMU exporter image.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import io
 import json
@@ -130,21 +131,14 @@ OPERATOR = ReleaseImage(
 # :68), the same name as a release candidate's, so it is tagged by its commit instead, the
 # way a user of main sets `IMG`; `harness.jumpstarter_operator --main` writes that tag.
 MAIN_OPERATOR_IMAGE = "quay.io/jumpstarter-dev/jumpstarter-operator:main-b1f2bb4"
-MAIN_CONTROLLER = ReleaseImage(
-    key="main-controller",
-    containerfile="controller/Containerfile",
-    source=MAIN_JUMPSTARTER_SOURCE,
-    programs={"/build/manager": "controller", "/build/router": "router"},
-    # main's `Jumpstarter` CR has the release's default of both images (its
-    # api/v1alpha1/jumpstarter_types.go:282, :320): on a node, one of the two is imported
-    names=(CONTROLLER_IMAGE,),
+# Main's two, from the same Containerfiles of main's source. Main's `Jumpstarter` CR has
+# the release's default of the controller's and routers' image (its api/v1alpha1/
+# jumpstarter_types.go:282, :320): on a node, one of the two is imported.
+MAIN_CONTROLLER = dataclasses.replace(
+    CONTROLLER, key="main-controller", source=MAIN_JUMPSTARTER_SOURCE
 )
-MAIN_OPERATOR = ReleaseImage(
-    key="main-operator",
-    containerfile="controller/Containerfile.operator",
-    source=MAIN_SOURCE,
-    programs={"/opt/app-root/src/deploy/operator/manager": "operator"},
-    names=(MAIN_OPERATOR_IMAGE,),
+MAIN_OPERATOR = dataclasses.replace(
+    OPERATOR, key="main-operator", source=MAIN_SOURCE, names=(MAIN_OPERATOR_IMAGE,)
 )
 RELEASE_IMAGES = (CONTROLLER, OPERATOR)
 MAIN_IMAGES = (MAIN_CONTROLLER, MAIN_OPERATOR)

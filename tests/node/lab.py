@@ -66,6 +66,15 @@ def online(exporter: dict[str, Any]) -> bool:
     return any(c["type"] == "Online" and c["status"] == "True" for c in conditions)
 
 
+def successor(installed: Install, uid: str) -> dict[str, Any] | None:
+    """The pool's one instance once the instance `uid` is gone and another replaced it,
+    Online; None before."""
+    found = instances(installed)
+    new = [e for e in found if e["metadata"]["uid"] != uid]
+    gone = all(e["metadata"]["uid"] != uid for e in found)
+    return new[0] if new and gone and online(new[0]) else None
+
+
 def pool_available(installed: Install) -> bool:
     status = get_json(installed.cluster, "exporterset", POOL, "-n", LAB).get("status") or {}
     return status.get("availableReplicas") == 1 and status.get("podsRunning") == 1

@@ -72,6 +72,7 @@ from tests.node.lab import (
     owned_by,
     pool_available,
     request_lease,
+    successor,
 )
 from tests.node.support import apply, record_figure, wait_for_phase
 
@@ -200,13 +201,7 @@ def test_a_client_leases_the_pool_s_instance_boots_a_guest_and_the_successor_com
     markers = [e["line"] for e in run.events if e["event"] == "marker"]
     assert len(markers) == BOOTS and all(m.startswith(MARKER) for m in markers), run.output
 
-    def successor() -> dict[str, Any] | None:
-        found = instances(installed)
-        new = [e for e in found if e["metadata"]["uid"] != uid]
-        gone = all(e["metadata"]["uid"] != uid for e in found)
-        return new[0] if new and gone and online(new[0]) else None
-
-    new = wait_for("the successor Online", successor, 300)
+    new = wait_for("the successor Online", lambda: successor(installed, uid), 300)
     wait_for("the successor Available", lambda: pool_available(installed), 300)
     online_at = time.monotonic()
     flash = run.at("flashed") - run.at("flash started")

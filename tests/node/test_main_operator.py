@@ -39,6 +39,7 @@ from tests.node.lab import (
     online,
     owned_by,
     pool_available,
+    successor,
 )
 from tests.node.support import record_figure
 
@@ -141,13 +142,7 @@ def test_a_release_client_leases_the_instance_through_main_s_controller_and_flas
     assert run.first("lease acquired")["exporter"] == name, run.output
     assert run.at("flashed") > run.at("flash started"), run.output  # through main's router
 
-    def successor() -> dict[str, Any] | None:
-        found = instances(installed)
-        new = [e for e in found if e["metadata"]["uid"] != uid]
-        gone = all(e["metadata"]["uid"] != uid for e in found)
-        return new[0] if new and gone and online(new[0]) else None
-
-    new = wait_for("the successor Online", successor, 300)
+    new = wait_for("the successor Online", lambda: successor(installed, uid), 300)
     wait_for("the successor Available", lambda: pool_available(installed), 300)
     flash = run.at("flashed") - run.at("flash started")
     record_figure(

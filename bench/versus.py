@@ -31,7 +31,10 @@ A run, once the controller leads (its election Lease has a holder):
    for the replacements, so no boot is timed.
 
 Runs alternate the order (theirs first, then ours first) `--repeats` times; the report
-gives each run's figures and the ratios, ours over theirs, of the medians.
+gives each run's figures and the ratios, ours over theirs, of the medians. Then the
+baseline under both fills, the release alone: as many bare Exporters as the fills made
+(no exporter-set controller, no Secret or Pod of an instance), created at once in a
+namespace of their own that the release serves, timed until each has its credential.
 
     python -m bench versus [N] [--refill-pools M] [--repeats R] [--rest S]
 """
@@ -46,6 +49,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +57,8 @@ from typing import Any
 
 from api.access import NAMESPACED
 from bench._apiserver import WRITE_VERBS, agent, audit_requests
-from bench.scale import INSTANCES, Usage, _create_all, _progress, _wait
+from bench._floor import custom_args
+from bench.scale import INSTANCES, WRITERS, Usage, _create_all, _progress, _wait
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.jumpstarter import Jumpstarter, install_crds, running_jumpstarter
 from harness.jumpstarter_build import RELEASE_SOURCE, built
@@ -72,7 +77,18 @@ from tests.e2e.test_takeover_e2e import online
 from tests.exporters import DRIVERS, running_exporters
 from tests.kubeget import find_json
 
-__all__ = ["CONTROLLERS", "Run", "figures", "main", "orders", "ratio_rows", "writes_of"]
+__all__ = [
+    "CONTROLLERS",
+    "Alone",
+    "Run",
+    "alone_line",
+    "bare_exporters",
+    "figures",
+    "main",
+    "orders",
+    "ratio_rows",
+    "writes_of",
+]
 
 CONTROLLERS = ("theirs", "ours")
 DEFAULT_POOLS = 100
@@ -104,6 +120,33 @@ class Run:
     refill_s: float | None = None  # from the burst to every warm buffer full; None: never
     user: str = ""
     windows: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
+
+
+@dataclass
+class Alone:
+    """The release alone: bare Exporters, no exporter-set controller."""
+
+    exporters: int
+    issued_s: float = 0.0  # from the first create until every credential
+    requests: int = 0  # the release's, in that time
+    window: tuple[datetime, datetime] | None = None
+
+
+def bare_exporters(namespace: str, count: int) -> list[dict[str, Any]]:
+    """`count` Exporters labelled as `count / INSTANCES` pools' instances, nothing else."""
+    return [
+        {
+            "apiVersion": f"{EXPORTERS.group}/{EXPORTERS.version}",
+            "kind": "Exporter",
+            "metadata": {
+                "name": f"bare-{i}",
+                "namespace": namespace,
+                "labels": {"pool": f"p{i // INSTANCES}"},
+            },
+            "spec": {},
+        }
+        for i in range(count)
+    ]
 
 
 def orders(repeats: int) -> list[str]:
@@ -178,7 +221,10 @@ class Census:
         kube = Kube(plane.api_client(), mode=NAMESPACED)  # Secrets listed in one namespace
         self.namespace = namespace
         self.exporters = Informer(
-            kube, EXPORTERS, namespace, transform=keep_only("status.conditions")
+            kube,
+            EXPORTERS,
+            namespace,
+            transform=keep_only("status.conditions", "status.credential"),
         )
         self.pods = Informer(
             kube, PODS, namespace, label_selector=NAME_LABEL, transform=keep_only()
@@ -228,6 +274,10 @@ class Census:
 
     def live(self) -> int:
         return sum(map(len, self.by_pool().values()))
+
+    def credentialed(self) -> int:
+        """Exporters the release has issued a credential to."""
+        return sum(1 for e in self.exporters.items() if (e.get("status") or {}).get("credential"))
 
     def filled(self, pools: Sequence[str], *, every: bool = False) -> bool:
         """Every pool holds its warm instances: unleased, with config Secret and Pod (and,
@@ -366,6 +416,31 @@ def _refill(plane: ControlPlane, run: Run, namespace: str, workdir: Path) -> Non
             _progress(f"{run.controller}: refill {run.refill_s} s (assigned {run.assigned_s:.1f})")
 
 
+def _release_alone(plane: ControlPlane, alone: Alone, namespace: str, workdir: Path) -> None:
+    from kubernetes import client
+
+    plane.kubectl("create", "namespace", namespace)
+    custom = client.CustomObjectsApi(plane.api_client())
+    where = custom_args(EXPORTERS, namespace)
+    census = Census(plane, namespace)
+    with running_jumpstarter(plane, namespace, workdir), census.watching():
+        start, started = datetime.now(UTC), time.monotonic()
+        with ThreadPoolExecutor(WRITERS) as pool:
+            for body in [
+                pool.submit(custom.create_namespaced_custom_object, *where, body)
+                for body in bare_exporters(namespace, alone.exporters)
+            ]:
+                body.result()
+        done = _wait(
+            "every bare Exporter's credential",
+            lambda: census.credentialed() >= alone.exporters,
+            1800,
+            lambda: None,
+        )
+        alone.issued_s, alone.window = done - started, (start, datetime.now(UTC))
+        _progress(f"the release alone: {alone.exporters} credentials in {alone.issued_s:.1f} s")
+
+
 # -- the runs -------------------------------------------------------------------------------
 
 
@@ -378,8 +453,8 @@ def _plane() -> Iterator[ControlPlane]:
         yield plane
 
 
-def run(pools: int, refill_pools: int, repeats: int, rest: float) -> list[Run]:
-    runs = []
+def run(pools: int, refill_pools: int, repeats: int, rest: float) -> tuple[list[Run], Alone]:
+    runs, alone = [], Alone(pools * INSTANCES)
     with _plane() as plane, tempfile.TemporaryDirectory(prefix="bench-versus-") as tmp:
         for index, controller in enumerate(orders(repeats)):
             one = Run(controller, pools, refill_pools)
@@ -387,9 +462,12 @@ def run(pools: int, refill_pools: int, repeats: int, rest: float) -> list[Run]:
             _fill(plane, one, f"vs{index}-{controller}", workdir / "fill", rest)
             _refill(plane, one, f"vs{index}-{controller}-refill", workdir / "refill")
             runs.append(one)
+        _release_alone(plane, alone, "vs-alone", Path(tmp) / "alone")
         windows = {f"{i} {w}": span for i, r in enumerate(runs) for w, span in r.windows.items()}
         counts = audit_requests(plane.iter_audit_events(), windows)
         fills = {f"{i} fill": r.windows["fill"] for i, r in enumerate(runs)}
+        assert alone.window is not None
+        fills["alone"] = alone.window
         by_agent = audit_requests(plane.iter_audit_events(), fills, who=agent)
         release = built(RELEASE_SOURCE).controller.name  # its User-Agent's product
         for i, one in enumerate(runs):
@@ -398,7 +476,8 @@ def run(pools: int, refill_pools: int, repeats: int, rest: float) -> list[Run]:
             one.release_requests = sum(
                 n for (who, _, _), n in by_agent[f"{i} fill"].items() if who == release
             )
-    return runs
+        alone.requests = sum(n for (who, _, _), n in by_agent["alone"].items() if who == release)
+    return runs, alone
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -410,7 +489,23 @@ def _figure(value: float | None) -> str:
     return f"{value:.2f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
-def report(runs: Sequence[Run], command: str, started: datetime, load: str) -> str:
+def alone_line(alone: Alone, runs: Sequence[Run]) -> str:
+    """The baseline under both fills, and each controller's median fill over it."""
+    per = alone.requests / max(alone.exporters, 1)
+    pace = alone.requests / alone.issued_s if alone.issued_s else 0.0
+    medians = {c: _median([r.fill_s for r in runs if r.controller == c]) for c in CONTROLLERS}
+    over = ", ".join(
+        f"{c} {_figure(m / alone.issued_s if m and alone.issued_s else None)}"
+        for c, m in medians.items()
+    )
+    return (
+        f"The release alone (no exporter-set controller): {alone.exporters:,} bare Exporters "
+        f"created at once, every credential issued in {alone.issued_s:.1f} s; its requests "
+        f"{per:.2f} per Exporter, {pace:.2f} per s. Each median fill over it: {over}."
+    )
+
+
+def report(runs: Sequence[Run], alone: Alone, command: str, started: datetime, load: str) -> str:
     first = runs[0]
     names = list(figures(first))
     lines = [
@@ -436,6 +531,7 @@ def report(runs: Sequence[Run], command: str, started: datetime, load: str) -> s
     for name, theirs, ours, ratio in ratio_rows(runs):
         shown = "n/a" if ratio is None else f"{ratio:.2f}"
         lines.append(f"| {name} | {_figure(theirs)} | {_figure(ours)} | {shown} |")
+    lines += ["", alone_line(alone, runs)]
     lines += ["", "Each controller's writes in the fill, by verb and resource (per instance):", ""]
     lines += [
         "| run | controller | verb | resource | per instance |",
@@ -464,6 +560,6 @@ def main(argv: list[str] | None = None) -> str:
     argv = argv or []
     args = _arguments(argv)
     started = datetime.now(UTC)
-    runs = run(args.pools, args.refill_pools, args.repeats, args.rest)
+    runs, alone = run(args.pools, args.refill_pools, args.repeats, args.rest)
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    return report(runs, " ".join(["python -m bench versus", *argv]), started, load)
+    return report(runs, alone, " ".join(["python -m bench versus", *argv]), started, load)

@@ -6,7 +6,17 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from bench._apiserver import agent, audit_requests
-from bench.versus import ELECTION, Run, figures, orders, ratio_rows, writes_of
+from bench.versus import (
+    ELECTION,
+    Alone,
+    Run,
+    alone_line,
+    bare_exporters,
+    figures,
+    orders,
+    ratio_rows,
+    writes_of,
+)
 
 USER = "system:serviceaccount:vs0-ours:jumpstarter-exporterset-qemu-jumpstarter-dev"
 
@@ -79,3 +89,14 @@ def test_the_releases_requests_are_told_apart_by_the_program_that_made_them() ->
     run = Run("ours", pools=1, refill_pools=1, fill_s=4.0, filled=2, release_requests=6)
     assert figures(run)["the release's requests per instance in the fill"] == 3.0
     assert figures(run)["the release's requests per s in the fill"] == 1.5
+
+
+def test_the_release_alone_is_the_baseline_each_fill_is_set_over() -> None:
+    bodies = bare_exporters("vs-alone", 4)
+    assert [b["metadata"]["labels"]["pool"] for b in bodies] == ["p0", "p0", "p1", "p1"]
+    assert {b["kind"] for b in bodies} == {"Exporter"} and all(b["spec"] == {} for b in bodies)
+    runs = [Run("theirs", 2, 1, fill_s=30.0), Run("ours", 2, 1, fill_s=24.0)]
+    line = alone_line(Alone(4, issued_s=20.0, requests=8), runs)
+    assert "every credential issued in 20.0 s" in line
+    assert "2.00 per Exporter, 0.40 per s" in line
+    assert line.endswith("theirs 1.50, ours 1.20.")

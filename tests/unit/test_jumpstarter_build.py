@@ -10,6 +10,7 @@ import pytest
 
 from harness.jumpstarter_build import (
     DEFAULT_KEYS,
+    MAIN_JUMPSTARTER_SOURCE,
     MAIN_SOURCE,
     RELEASE_OPERATOR_SOURCE,
     RELEASE_SOURCE,
@@ -25,6 +26,7 @@ def test_each_source_is_named_by_its_key() -> None:
         "release": RELEASE_SOURCE,
         "main": MAIN_SOURCE,
         "operator": RELEASE_OPERATOR_SOURCE,
+        "main-jumpstarter": MAIN_JUMPSTARTER_SOURCE,
     }
     assert DEFAULT_KEYS == ("release", "main")  # `make jumpstarter`: what the tests run
 

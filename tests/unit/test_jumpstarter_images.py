@@ -11,14 +11,16 @@ import re
 import pytest
 import yaml
 
-from harness.jumpstarter_build import RELEASE_SOURCE, source_tarball
+from harness.jumpstarter_build import MAIN_SOURCE, RELEASE_SOURCE, source_tarball
 from harness.jumpstarter_crds import crd_in
 from harness.jumpstarter_images import (
     CONTROLLER,
     CONTROLLER_IMAGE,
     IMAGES,
+    MAIN_IMAGES,
     OPERATOR,
     OPERATOR_IMAGES,
+    RELEASE_IMAGES,
     ReleaseImage,
     final_stage,
     release_file,
@@ -132,5 +134,7 @@ def test_the_deployments_run_programs_the_images_hold() -> None:
     assert OPERATOR.programs[operator[command]] == "operator", manifest
 
 
-def test_the_images_come_from_the_release_tarball() -> None:
-    assert {image.source.tarball() for image in IMAGES} == {RELEASE_SOURCE.tarball()}
+def test_the_images_come_from_the_release_tarball_and_main_s() -> None:
+    assert {image.source.tarball() for image in RELEASE_IMAGES} == {RELEASE_SOURCE.tarball()}
+    assert {image.source.tarball() for image in MAIN_IMAGES} == {MAIN_SOURCE.tarball()}
+    assert (*RELEASE_IMAGES, *MAIN_IMAGES) == IMAGES

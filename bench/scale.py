@@ -145,7 +145,8 @@ def _create_all(api_client: Any, bodies: list[dict[str, Any]]) -> float:
         if body["kind"] == "ConfigMap":
             core.create_namespaced_config_map(namespace, body)
         else:
-            custom.create_namespaced_custom_object(*custom_args(EXPORTERSETS, namespace), body)
+            resource = EXPORTERS if body["kind"] == "Exporter" else EXPORTERSETS
+            custom.create_namespaced_custom_object(*custom_args(resource, namespace), body)
 
     started = time.monotonic()
     with ThreadPoolExecutor(WRITERS) as pool:

@@ -49,7 +49,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,8 +56,7 @@ from typing import Any
 
 from api.access import NAMESPACED
 from bench._apiserver import WRITE_VERBS, agent, audit_requests
-from bench._floor import custom_args
-from bench.scale import INSTANCES, WRITERS, Usage, _create_all, _progress, _wait
+from bench.scale import INSTANCES, Usage, _create_all, _progress, _wait
 from harness.controlplane import ControlPlane, running_control_plane
 from harness.jumpstarter import Jumpstarter, install_crds, running_jumpstarter
 from harness.jumpstarter_build import RELEASE_SOURCE, built
@@ -417,20 +415,11 @@ def _refill(plane: ControlPlane, run: Run, namespace: str, workdir: Path) -> Non
 
 
 def _release_alone(plane: ControlPlane, alone: Alone, namespace: str, workdir: Path) -> None:
-    from kubernetes import client
-
     plane.kubectl("create", "namespace", namespace)
-    custom = client.CustomObjectsApi(plane.api_client())
-    where = custom_args(EXPORTERS, namespace)
     census = Census(plane, namespace)
     with running_jumpstarter(plane, namespace, workdir), census.watching():
         start, started = datetime.now(UTC), time.monotonic()
-        with ThreadPoolExecutor(WRITERS) as pool:
-            for body in [
-                pool.submit(custom.create_namespaced_custom_object, *where, body)
-                for body in bare_exporters(namespace, alone.exporters)
-            ]:
-                body.result()
+        _create_all(plane.api_client(), bare_exporters(namespace, alone.exporters))
         done = _wait(
             "every bare Exporter's credential",
             lambda: census.credentialed() >= alone.exporters,
@@ -470,13 +459,15 @@ def run(pools: int, refill_pools: int, repeats: int, rest: float) -> tuple[list[
         fills["alone"] = alone.window
         by_agent = audit_requests(plane.iter_audit_events(), fills, who=agent)
         release = built(RELEASE_SOURCE).controller.name  # its User-Agent's product
+
+        def of_release(window: str) -> int:
+            return sum(n for (who, _, _), n in by_agent[window].items() if who == release)
+
         for i, one in enumerate(runs):
             one.fill_writes = writes_of(counts[f"{i} fill"], one.user)
             one.rest_writes = writes_of(counts[f"{i} rest"], one.user)
-            one.release_requests = sum(
-                n for (who, _, _), n in by_agent[f"{i} fill"].items() if who == release
-            )
-        alone.requests = sum(n for (who, _, _), n in by_agent["alone"].items() if who == release)
+            one.release_requests = of_release(f"{i} fill")
+        alone.requests = of_release("alone")
     return runs, alone
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "Resource",
     "allowed",
     "provisioned_access",
+    "target_access",
 ]
 
 
@@ -144,6 +145,15 @@ def provisioned_access(watches: Iterable[Resource]) -> tuple[Permission, ...]:
     """The calls on a provisioner's own resources (`Provisioner.watches`): read into a
     cache over the install's scope, and deleted where its `cleanup` names them."""
     return tuple(Permission(r.group, r.plural, (*_READ, "delete")) for r in watches)
+
+
+def target_access(resources: Iterable[Resource]) -> tuple[Permission, ...]:
+    """The calls on the objects an instance has on a target cluster
+    (`Provisioner.remote`), made with the kubeconfig of its class's credentials Secret:
+    read into a cache, created, labelled (one adopted from Jumpstarter's own provisioner)
+    and deleted, in the target namespace."""
+    verbs = (*_READ, "create", "patch", "delete")
+    return tuple(Permission(r.group, r.plural, verbs) for r in resources)
 
 
 def allowed(

@@ -32,6 +32,7 @@ __all__ = [
     "ROLLOUT_PAUSED",
     "SERVED_LEASE",
     "SET_LABEL",
+    "SET_NAMESPACE_LABEL",
     "STANDBY_LABEL",
     "SURPLUS_SINCE",
     "generate_name",
@@ -59,6 +60,10 @@ NAME_LABEL = f"{JUMPSTARTER_SET_GROUP}/name"
 # Jumpstarter has no such key in a release (its KubeVirt provisioner, still under review,
 # labels its VirtualMachines `jumpstarter.dev/exporter`), so it is this product's.
 INSTANCE_LABEL = f"{GROUP}/instance"
+# Beside NAME_LABEL and INSTANCE_LABEL, on each object an instance has on a target
+# cluster (`Provisioner.remote`): the namespace of its set, which that cluster's own
+# namespaces do not say.
+SET_NAMESPACE_LABEL = f"{GROUP}/namespace"
 
 # On the ExporterSet: since when the pool has had more capacity than it needs (RFC 3339,
 # UTC), Jumpstarter's key, so a takeover keeps a cooldown that is running. An annotation

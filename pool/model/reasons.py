@@ -34,7 +34,9 @@ INVALID_SPEC = "InvalidSpec"  # a spec value the webhook would have refused
 # failed (`reconciler.runtime.failures`)
 RENDER_FAILED = "RenderFailed"  # an instance's objects could not be rendered
 WRITE_REJECTED = "WriteRejected"  # the apiserver refused a write (4xx)
-STEP_FAILURES = (RENDER_FAILED, WRITE_REJECTED)
+# the target cluster of a provisioner (`Provisioner.remote`) was not reached or refused
+TARGET_FAILED = "TargetFailed"
+STEP_FAILURES = (RENDER_FAILED, WRITE_REJECTED, TARGET_FAILED)
 # Degraded True: instances are on lost nodes (`pool.model.nodes`), one of them leased
 INSTANCES_LOST = "InstancesLost"
 

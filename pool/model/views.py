@@ -169,6 +169,11 @@ class ProvisionedView:
     instance: str  # the Exporter's name
     uid: str = ""  # "" in a reference built by name: the delete has no uid precondition
     deleting: bool = False  # metadata.deletionTimestamp set
+    # Where it lives when not in the set's namespace here: the target cluster's namespace
+    # (`Provisioner.remote`) and the target's name in the runtime ("" on this cluster).
+    namespace: str = ""
+    target: str = ""
+    failure: str = ""  # why it can serve no lease (`Remote.failure`); "" while it can
 
 
 @dataclass(frozen=True, slots=True)

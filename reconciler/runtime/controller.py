@@ -68,6 +68,7 @@ from reconciler.runtime.observe import Observed, Observer
 from reconciler.runtime.report import log_pass, report
 from reconciler.runtime.routing import Router, set_key
 from reconciler.runtime.scope import Scope
+from reconciler.runtime.targets import targets_of
 from reconciler.runtime.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "Observed"]
@@ -116,6 +117,8 @@ class Controller:
         claims = Claims(self.watches[JUMPSTARTER_LEASES])
         self.claims = claims.index  # the namespace's sets as the claim rule sees them
         self.credentials = InstanceCredentials(self.watches, self.secrets)
+        # where its instances live beyond this cluster: a change there wakes its set
+        self.targets = targets_of(kube, provisioner.remote, self.queue.add)
         self.leftovers = Leftovers(
             kube, self.watches[EXPORTERSETS], self.watches[EXPORTERS], claims, self.queue
         )
@@ -129,6 +132,7 @@ class Controller:
             live=kube,
             memory=self.memory,
             image_policy=image_policy,
+            targets=self.targets,
         )
         self.runtime = Runtime(
             kube,
@@ -139,6 +143,7 @@ class Controller:
             configs=self.configs,
             memory=self.memory,
             events=self.events,
+            targets=self.targets,
         )
         Router(
             self.queue,
@@ -169,6 +174,8 @@ class Controller:
         under the queue's backoff (a retry that fails the same way writes nothing more)."""
         now = self.clock()
         exporter_set = self.leftovers.look_after(key, now)  # what a deleted set left
+        if self.targets is not None:  # and what its removed instances left there
+            self._pass_writes += self.targets.sweep(key, self.watches[EXPORTERS])
         observed = self.observer.observe(exporter_set) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(observed, str):  # gone, or not this process's
             self.plans.pop(key, None)  # its metric series go with it
@@ -257,6 +264,8 @@ class Controller:
         if self._caches_started:
             return
         self._caches_started = True
+        if self.targets is not None:
+            self.targets.start(stop)
         for informer in self.informers.values():
             threading.Thread(
                 target=informer.run, args=(stop,), daemon=True, name=informer.resource.plural

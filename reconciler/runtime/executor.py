@@ -60,6 +60,7 @@ from pool.model.keys import (
 )
 from pool.model.reasons import POD_CREATED, RETAINED, SCALE_UP, STANDBY_CREATED, STANDBY_PROMOTED
 from pool.model.timefmt import format_time
+from pool.rendering.provisioners.base import target_of
 from pool.rendering.render import render_exporter
 from pool.rules.explain import describe
 from reconciler.runtime.configwrites import ConfigWrites
@@ -67,6 +68,7 @@ from reconciler.runtime.expectations import EXPORTER, POD
 from reconciler.runtime.failures import StepFailed, classify
 from reconciler.runtime.kube import ApiError, NotLeading
 from reconciler.runtime.removal import Removals
+from reconciler.runtime.targets import TargetError
 from reconciler.runtime.writer import (
     Pass,
     Runtime,
@@ -211,6 +213,12 @@ class Executor(Removals, ConfigWrites):
         if ctx is None:
             return
         self._sync_config(ctx)
+        targets = self.runtime.targets
+        if targets is not None:  # what the exporter drives exists before it starts
+            ref = target_of(targets.remote, self.this.exporter_set, self.this.klass)
+            if ref is None:
+                raise TargetError("the class names no credentials Secret or no namespace")
+            targets.ensure(ctx, ref)
         rendered = render_or_fail(self.runtime.provisioner.render_pod, ctx)
         pod, made = self._create_or_find(PODS, rendered)
         if pod is not None and controller_of(pod) == ctx.exporter_uid:

@@ -1,7 +1,9 @@
 """A failed step of a pass, in the terms the set's status reports it.
 
 A step fails for good when rendering an instance's objects raises (`RenderFailed`) or the
-apiserver refuses a write with a 4xx answer (`WriteRejected`: 400, 403, 413, 422, ...):
+apiserver refuses a write with a 4xx answer (`WriteRejected`: 400, 403, 413, 422, ...),
+or a provisioner's target cluster is not reached or refuses (`TargetFailed`:
+`reconciler.runtime.targets`):
 trying again unchanged meets the same refusal, so the set's Degraded condition says it,
 with the step, its instance and the apiserver's message, trimmed. What may pass by
 itself is not reported there, only retried: 404 and 409 (the plan met a world that moved
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 import re
 
-from pool.model.reasons import RENDER_FAILED, WRITE_REJECTED
+from pool.model.reasons import RENDER_FAILED, TARGET_FAILED, WRITE_REJECTED
 from pool.model.views import StepFailure
 from reconciler.runtime.kube import ApiError
+from reconciler.runtime.targets import TargetError
 
 __all__ = ["MESSAGE_LIMIT", "RenderError", "StepFailed", "classify", "trimmed"]
 
@@ -45,6 +48,8 @@ def classify(step: str, exc: BaseException, generated: str = "") -> StepFailure 
     None when it is retried without a word in the status. `generated` is the
     generateName of a create: the name the apiserver made up for the attempt is replaced by
     `<prefix>*` so that each retry reads the same."""
+    if isinstance(exc, TargetError):  # the message names the Secret or object, and why
+        return StepFailure(TARGET_FAILED, step, trimmed(str(exc)))
     if isinstance(exc, RenderError):
         cause = exc.__cause__ or exc
         return StepFailure(RENDER_FAILED, step, trimmed(f"{type(cause).__name__}: {cause}"))

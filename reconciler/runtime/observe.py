@@ -27,6 +27,7 @@ from pool.model.adapt import class_view, controller_of, pool_view, remembered
 from pool.model.keys import SET_LABEL, instance_labels
 from pool.model.nodes import GONE
 from pool.model.reasons import CLASS_NOT_FOUND, INVALID_PARAMETERS
+from pool.model.remote import with_remote_failures
 from pool.model.status import ConditionSpec
 from pool.model.views import (
     LeaseView,
@@ -37,7 +38,7 @@ from pool.model.views import (
     ProvisionedView,
 )
 from pool.rendering.imagecheck import images_condition
-from pool.rendering.provisioners.base import Provisioner
+from pool.rendering.provisioners.base import Provisioner, Remote, TargetRef, target_of
 from pool.rendering.render import Credentials, merged_parameters
 from pool.rules.claims import matches
 from pool.rules.planner import Plan
@@ -57,6 +58,16 @@ class LiveReader(Protocol):
     def list(
         self, resource: Resource, namespace: str | None = None, label_selector: str | None = None
     ) -> tuple[list[Obj], str]: ...
+
+
+class RemoteReader(Protocol):
+    """The caches of a provisioner's target clusters (`reconciler.runtime.targets`)."""
+
+    remote: Remote
+
+    def observe(
+        self, key: ObjKey, ref: TargetRef
+    ) -> tuple[dict[str, tuple[ProvisionedView, ...]], bool]: ...
 
 
 class MemoryReader(Protocol):
@@ -90,6 +101,7 @@ class Observer:
     live: LiveReader
     memory: MemoryReader | None = None
     image_policy: ImagePolicy | None = None  # the administrator's allow-list; None: any
+    targets: RemoteReader | None = None  # where the provisioner's instances live beyond here
 
     def observe(self, exporter_set: Obj) -> Observed | str:
         """The planner's input for one set, with its class and the credentials of its
@@ -118,6 +130,9 @@ class Observer:
                     exporter, klass
                 )
         pods = self.pods(key)
+        provisioned = self.provisioned(key)
+        if self.targets is not None and klass is not None:
+            pods, provisioned = self._there(key, exporter_set, klass, pods, provisioned)
         with_pods = {pod.owner_uid for pod in pods}
         labels = instance_labels(name, pool.template_labels)
         leases = self.leases(namespace, labels, owned)
@@ -136,9 +151,29 @@ class Observer:
             images=self._images(exporter_set, klass),
             rivals=self.rivals(namespace, name, labels, leases),
             lost_nodes=lost_nodes(self.watches.get(NODES), pods),
-            provisioned=self.provisioned(key),
+            provisioned=provisioned,
         )
         return Observed(observation, klass, credentials)
+
+    def _there(
+        self,
+        key: ObjKey,
+        exporter_set: Obj,
+        klass: Obj,
+        pods: tuple[PodView, ...],
+        provisioned: dict[str, tuple[ProvisionedView, ...]],
+    ) -> tuple[tuple[PodView, ...], dict[str, tuple[ProvisionedView, ...]]]:
+        """The set's objects on its target cluster beside its own, and its Pods as the
+        planner sees them when those failed (`pool.model.remote`)."""
+        assert self.targets is not None
+        remote = self.targets.remote
+        ref = target_of(remote, exporter_set, klass)
+        if ref is None:
+            return pods, provisioned
+        there, watched = self.targets.observe(key, ref)
+        merged = {n: provisioned.get(n, ()) + there.get(n, ()) for n in {*provisioned, *there}}
+        pods = with_remote_failures(pods, there, remote.resources[0], watched)
+        return pods, dict(sorted(merged.items()))
 
     def pool_view(
         self, exporter_set: Obj, klass: Obj | None

@@ -38,6 +38,7 @@ from pool.model.timefmt import format_time
 from pool.model.views import ProvisionedView
 from reconciler.runtime.expectations import POD_DELETED
 from reconciler.runtime.kube import ApiError
+from reconciler.runtime.targets import TargetError
 from reconciler.runtime.writer import Writer, because, finalizers, versioned, without_protection
 
 __all__ = ["Removals"]
@@ -136,6 +137,9 @@ class Removals(Writer):
         for ref in self.runtime.provisioner.cleanup(name, provisioned):
             if ref.deleting:
                 continue
+            if ref.target:
+                self._clean_up_there(ref)
+                continue
             try:
                 self._write(
                     partial(self.kube.delete, ref.resource, self.namespace, ref.name, ref.uid)
@@ -143,6 +147,13 @@ class Removals(Writer):
             except ApiError as exc:
                 if exc.status != 409:  # the precondition: a newer object took the name
                     raise
+
+    def _clean_up_there(self, view: ProvisionedView) -> None:
+        """Delete one of the instance's objects on its target cluster."""
+        targets = self.runtime.targets
+        if targets is None:
+            raise TargetError(f"{view.resource.kind} {view.namespace}/{view.name}: no target")
+        self._write(partial(targets.delete, view))
 
     def _detach(self, name: str) -> None:
         """reclaimPolicy Retain: the Pod first, then the Exporter, leave the set."""

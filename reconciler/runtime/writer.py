@@ -32,6 +32,7 @@ from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.failures import RenderError
 from reconciler.runtime.kube import ApiError, Kube, NotLeading
 from reconciler.runtime.memory import MemoryLeases
+from reconciler.runtime.targets import Targets
 
 __all__ = [
     "Pass",
@@ -66,6 +67,8 @@ class Runtime:
     # sends Events beside the passes once started (`reconciler.runtime.eventsender`); until
     # then, or without one, a pass writes its own
     events: EventSender | None = None
+    # the target clusters of a provisioner whose instances live there too (`remote`)
+    targets: Targets | None = None
 
 
 @dataclass(frozen=True)

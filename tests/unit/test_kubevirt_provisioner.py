@@ -515,11 +515,12 @@ def test_nothing_is_watched_here_and_cleanup_takes_the_instances_vm_and_services
     assert PROVISIONER.cleanup(EXPORTER, [vm, ssh, other]) == (vm, ssh)
 
 
-def test_admission_knows_it_and_the_reconciler_refuses_to_run_it() -> None:
+def test_admission_and_the_reconciler_both_know_it() -> None:
     assert known("kubevirt.jumpstarter.dev") is not None
-    with pytest.raises(KeyError, match="admission only: its VirtualMachines"):
-        provisioner("kubevirt.jumpstarter.dev")
-    with pytest.raises(KeyError, match=r"\(known: qemu.jumpstarter.dev\)"):
+    assert provisioner("kubevirt.jumpstarter.dev").remote is not None
+    assert provisioner("qemu.jumpstarter.dev").remote is None
+    known_names = r"\(known: kubevirt.jumpstarter.dev, qemu.jumpstarter.dev\)"
+    with pytest.raises(KeyError, match=known_names):
         provisioner("other.example.com")
 
 

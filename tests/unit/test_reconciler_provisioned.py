@@ -34,7 +34,7 @@ from pool.model.keys import FENCED_AT, FENCED_FOR, INSTANCE_LABEL, NAME_LABEL
 from pool.model.timefmt import format_time
 from pool.model.views import Observation, ProvisionedView
 from pool.rendering.provisioners import PROVISIONED_ACCESS, PROVISIONERS, provisioner
-from pool.rendering.provisioners.base import Findings, Provisioner
+from pool.rendering.provisioners.base import Findings, Provisioner, Remote
 from pool.rendering.render import Image, InstanceContext
 from pool.rules.planner import plan
 from reconciler.runtime.caches import build_caches
@@ -67,6 +67,7 @@ class VmProvisioner:
     name = "vm.example.com"
     default_images: Mapping[str, Image] = {"exporter": Image("registry.example/exporter:1")}
     watches: tuple[Resource, ...] = (VIRTUAL_MACHINES,)
+    remote: Remote | None = None
 
     def check_parameters(
         self, parameters: Mapping[str, Any], *, merged: bool = False

@@ -29,14 +29,9 @@ __all__ = [
 PROVISIONERS: dict[str, Provisioner] = {
     p.name: p for p in (QemuProvisioner(), KubevirtProvisioner())
 }
-# Provisioners admission checks but the reconcile loop cannot run yet, and why: a
-# reconciler of one would make exporter Pods for VirtualMachines nothing creates.
-ADMISSION_ONLY: dict[str, str] = {
-    KubevirtProvisioner.name: (
-        "its VirtualMachines and Services live on the target cluster, which the reconciler "
-        "does not reach yet (docs/kubevirt.md)"
-    ),
-}
+# Provisioners admission checks but the reconcile loop cannot run yet, and why (none
+# today: KubeVirt's target cluster is `reconciler.runtime.targets`').
+ADMISSION_ONLY: dict[str, str] = {}
 
 # What the deploy RBAC grants the reconciler beside its table (`pool.model.access.ACCESS`):
 # the calls on every registered provisioner's own resources (none for QEMU). A running

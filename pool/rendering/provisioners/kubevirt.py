@@ -23,8 +23,10 @@ cluster, and a light exporter Pod here, as Jumpstarter's pull request #927 desig
   when the target cluster cannot be read).
 - The VirtualMachine and Services (`kubevirt_target`), deleted by `cleanup`.
 
-`watches` is `()`: the runtime lists and watches the management cluster only, and these
-objects live on the target cluster (docs/kubevirt.md, "What has not run"). No I/O.
+`watches` is `()`: those objects live on the target cluster, which `remote`
+(`KubevirtRemote`) names for the runtime (`reconciler.runtime.targets`): the Secret and
+namespace, the VM then its Services to create there before the Pod, and which VM has
+failed. No I/O.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from api.provisioners.kubevirt import (
 from pool.model.access import Resource
 from pool.model.jumpstarter import CONFIG_DIR, EXPORTER_CONTAINER, TCP_NETWORK_DRIVER
 from pool.model.views import ProvisionedView
-from pool.rendering.provisioners.base import Findings
+from pool.rendering.provisioners.base import Findings, Remote, TargetRef
 from pool.rendering.provisioners.exporter import (
     container,
     env_from,
@@ -60,8 +62,11 @@ from pool.rendering.provisioners.exporter import (
 from pool.rendering.provisioners.kubevirt_target import (
     SSH_SERVICE_PORT,
     TARGET_RESOURCES,
+    render_services,
+    render_virtual_machine,
     service_address,
     service_ports,
+    virtual_machine_failure,
 )
 from pool.rendering.render import Image, InstanceContext
 
@@ -72,6 +77,7 @@ __all__ = [
     "DRIVER_TYPES",
     "KUBECONFIG_KEY",
     "KubevirtProvisioner",
+    "KubevirtRemote",
     "drivers_with_services",
 ]
 
@@ -128,13 +134,44 @@ def drivers_with_services(
     return drivers
 
 
+class KubevirtRemote:
+    """The target cluster's part of an instance (`base.Remote`): its VirtualMachine, then
+    its Services, as #927 creates them before the Pod (kubevirt.go:116-180)."""
+
+    resources: tuple[Resource, ...] = TARGET_RESOURCES  # the VM first: each instance has one
+
+    def target(
+        self, credentials_secret: str | None, parameters: Mapping[str, Any]
+    ) -> TargetRef | None:
+        namespace = parameters.get("namespace")
+        if not credentials_secret or not isinstance(namespace, str) or not namespace:
+            return None
+        return TargetRef(credentials_secret, KUBECONFIG_KEY, namespace)
+
+    def objects(
+        self, ctx: InstanceContext, extra_labels: Mapping[str, str], owner_uid: str = ""
+    ) -> list[dict[str, Any]]:
+        params = KubevirtParameters.model_validate(ctx.parameters)
+        if owner_uid:
+            found = render_services(ctx.exporter, params, owner_uid)
+        else:
+            found = [render_virtual_machine(ctx.exporter, params)]
+        for obj in found:
+            obj["metadata"]["labels"].update(extra_labels)
+        return found
+
+    def failure(self, obj: Mapping[str, Any]) -> str:
+        return virtual_machine_failure(obj) if obj.get("kind") == "VirtualMachine" else ""
+
+
 class KubevirtProvisioner:
     name = PROVISIONER
     default_images = DEFAULT_IMAGES
     # The management cluster's resources beyond the Exporter, Pod and Secrets: none. The
     # VirtualMachine and Services (`kubevirt_target.TARGET_RESOURCES`) are the target
-    # cluster's, which the runtime does not reach.
+    # cluster's, reached through `remote`.
     watches: tuple[Resource, ...] = ()
+    remote: Remote | None = KubevirtRemote()
 
     def check_parameters(
         self, parameters: Mapping[str, Any], *, merged: bool = False
@@ -184,8 +221,8 @@ class KubevirtProvisioner:
         self, instance: str, provisioned: Sequence[ProvisionedView]
     ) -> tuple[ProvisionedView, ...]:
         """The instance's VirtualMachine and Services, whatever the reclaim policy
-        (kubevirt.go:660-721 deletes them on every removal): by the views a watch of the
-        target cluster would give; the runtime has none yet (`watches`)."""
+        (kubevirt.go:660-721 deletes them on every removal), as the runtime's watch of
+        the target cluster observed them (`reconciler.runtime.targets`)."""
         return tuple(
             p for p in provisioned if p.resource in TARGET_RESOURCES and p.instance == instance
         )

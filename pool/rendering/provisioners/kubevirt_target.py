@@ -32,9 +32,11 @@ from api.provisioners.kubevirt import (
 from api.provisioners.qemu_storage import DEFAULT_ACCESS_MODES as _ONCE
 from api.provisioners.qemu_storage import AccessMode
 from api.quantity import canonical_bytes, parse_quantity, quantity_format
-from pool.model.access import Resource
+from pool.model.access import Resource, target_access
 
 __all__ = [
+    "DRIVER_RULES",
+    "FAILED_STATUSES",
     "MANAGED_BY",
     "SERVICES",
     "SSH_PORT",
@@ -42,11 +44,13 @@ __all__ = [
     "TARGET_RESOURCES",
     "VIRTUAL_MACHINES",
     "disk_size",
+    "kubeconfig_rules",
     "render_services",
     "render_virtual_machine",
     "service_address",
     "service_ports",
     "target_labels",
+    "virtual_machine_failure",
 ]
 
 Obj = dict[str, Any]
@@ -227,3 +231,66 @@ def service_address(service: Mapping[str, Any], default_port: int) -> tuple[str,
     if cluster_ip and cluster_ip != "None":
         return str(cluster_ip), int(port)
     return None
+
+
+# The printable statuses of a VirtualMachine (kubevirt.io/api v1.7.0 core/v1/types.go,
+# `VirtualMachinePrintableStatus`) that say it cannot run as it is: its instance is
+# failed. Stopped, Starting, Running and the like are a lease's doing; Provisioning and
+# WaitingForVolumeBinding wait on the target cluster, as a Pending Pod does.
+FAILED_STATUSES = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ErrorUnschedulable",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrorPvcNotFound",
+        "DataVolumeError",
+    }
+)
+
+
+def virtual_machine_failure(vm: Mapping[str, Any]) -> str:
+    """Why the VirtualMachine can serve no lease, "" while it can: a failed printable
+    status, with the message of its `Failure` condition where KubeVirt gives one."""
+    status = vm.get("status") or {}
+    printable = str(status.get("printableStatus") or "")
+    if printable not in FAILED_STATUSES:
+        return ""
+    detail = next(
+        (
+            str(c.get("message") or "")
+            for c in status.get("conditions") or []
+            if c.get("type") == "Failure" and c.get("message")
+        ),
+        "",
+    )
+    meta = vm.get("metadata") or {}
+    where = f"VirtualMachine {meta.get('namespace', '')}/{meta.get('name', '')}"
+    return f"{where} is {printable}: {detail}" if detail else f"{where} is {printable}"
+
+
+# What the exporter's drivers call with the same kubeconfig, in the target namespace
+# (#927's jumpstarter_driver_kubevirt/driver.py): power patches the VM's runStrategy and
+# deletes it (`off(destroy=True)`), reads its VMI; the console is a WebSocket to the VMI's
+# `console` subresource; flash deletes and creates the DataVolume `<exporter>-root`.
+DRIVER_RULES: tuple[Obj, ...] = (
+    {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": ["patch", "delete"]},
+    {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": ["get"]},
+    {
+        "apiGroups": ["subresources.kubevirt.io"],
+        "resources": ["virtualmachineinstances/console"],
+        "verbs": ["get"],
+    },
+    {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": ["create", "delete"]},
+)
+
+
+def kubeconfig_rules() -> list[Obj]:
+    """The rules of the Role the credentials Secret's kubeconfig needs in the target
+    namespace: the reconciler's calls on the instances' objects there
+    (`pool.model.access.target_access`), then the drivers' (`DRIVER_RULES`)."""
+    ours = [
+        {"apiGroups": [p.api_group], "resources": [p.resource], "verbs": list(p.verbs)}
+        for p in target_access(TARGET_RESOURCES)
+    ]
+    return [*ours, *(dict(rule) for rule in DRIVER_RULES)]

@@ -60,7 +60,7 @@ from pool.model.jumpstarter import (
     TCP_NETWORK_DRIVER,
 )
 from pool.model.views import ProvisionedView
-from pool.rendering.provisioners.base import Findings
+from pool.rendering.provisioners.base import Findings, Remote
 from pool.rendering.provisioners.disk import (
     DISK_DIR,
     disk_mount,
@@ -196,6 +196,7 @@ class QemuProvisioner:
     name = PROVISIONER
     default_images = DEFAULT_IMAGES
     watches: tuple[Resource, ...] = ()  # a Pod (with its volumes) and nothing else
+    remote: Remote | None = None  # on this cluster only
 
     def __init__(self, default_layout: Layout = Layout.EXPORTER) -> None:
         self.default_layout = default_layout

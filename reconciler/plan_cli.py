@@ -132,7 +132,13 @@ def _plans(args: argparse.Namespace) -> str:
         else:
             result, observed = decided
             awaiting = {name: observed.observation.awaiting[name] for name in result.awaiting}
-            entries.append(SetPlan(*named, result, awaiting))
+            provisioned = observed.observation.provisioned
+            elsewhere = {
+                name: there
+                for name, views in provisioned.items()
+                if (there := tuple(v for v in views if v.target))
+            }
+            entries.append(SetPlan(*named, result, awaiting, elsewhere=elsewhere))
     if args.output == "json":
         return as_json(entries, now, plugin.name)
     return as_text(entries, f'namespace "{namespace}"' if namespace else "any namespace")

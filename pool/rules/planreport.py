@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from pool.model.timefmt import format_time
+from pool.model.views import ProvisionedView
 from pool.rules.buckets import Bucket
 from pool.rules.demand import Estimate
 from pool.rules.explain import explain
@@ -56,6 +57,11 @@ JSON_SHAPE = """\
                                         # a Pod that keeps Leases pending
       "lostLeased": [                   # leased instances on a lost node, kept
         {"name": "pool-1", "node": "node-b", "lease": "lab-7"}
+      ],
+      "targetObjects": [                # each instance's objects on its target cluster
+        {"instance": "pool-1", "kind": "VirtualMachine", "namespace": "vms",
+         "name": "pool-1", "target": "lab/kubevirt-credentials",
+         "failure": null}               # or why it can serve no lease
       ]
     }
   ]
@@ -73,6 +79,8 @@ class SetPlan:
     result: Plan | None = None
     awaiting: Mapping[str, str] = field(default_factory=dict)  # instance -> why it waits
     skipped: str = ""
+    # each instance's objects on its target cluster (`Provisioner.remote`), as observed
+    elsewhere: Mapping[str, tuple[ProvisionedView, ...]] = field(default_factory=dict)
 
 
 def _set_json(entry: SetPlan) -> dict[str, Any]:
@@ -95,6 +103,18 @@ def _set_json(entry: SetPlan) -> dict[str, Any]:
         ]
         if result
         else [],
+        "targetObjects": [
+            {
+                "instance": name,
+                "kind": view.resource.kind,
+                "namespace": view.namespace,
+                "name": view.name,
+                "target": view.target,
+                "failure": view.failure or None,
+            }
+            for name, views in entry.elsewhere.items()
+            for view in views
+        ],
     }
 
 
@@ -138,7 +158,23 @@ def _set_text(entry: SetPlan) -> list[str]:
         *_outdated(result),
         *_standby(result),
         *_stranded(result),
+        *_elsewhere(entry),
     ]
+
+
+def _elsewhere(entry: SetPlan) -> list[str]:
+    """The instances' objects on their target cluster: said only when there are some."""
+    there = [_there(name, views) for name, views in entry.elsewhere.items()]
+    return _labelled("target", there) if there else []
+
+
+def _there(instance: str, views: tuple[ProvisionedView, ...]) -> str:
+    """An instance's objects on its target cluster, each with its failure if any."""
+    found = [
+        f"{v.resource.kind} {v.namespace}/{v.name}" + (f" ({v.failure})" if v.failure else "")
+        for v in views
+    ]
+    return f"{instance}: {', '.join(found)} on {views[0].target}'s cluster"
 
 
 def _stranded(result: Plan) -> list[str]:

@@ -105,7 +105,8 @@ e2e: $(STAMP) control-plane jumpstarter
 node: $(STAMP) control-plane jumpstarter jumpstarter-images
 	$(PY) -m pytest -m node
 
-## The product image and the QEMU exporter image (images/qemu-exporter) on a local
+## The product image, the QEMU exporter image (images/qemu-exporter) and the KubeVirt exporter
+## image (images/kubevirt-exporter, with the driver from ../shared/vendor) on a local
 ## debootstrap base (no registry needed), as docker-archives for `ctr -n k8s.io images
 ## import` (see harness/images.py; the base is built once per cache folder); and the node
 ## tier's marker guests (harness/guest.py), each built once per cache folder.

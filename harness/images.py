@@ -16,12 +16,15 @@ mounted for the one RUN that installs, they never become part of a layer.
 For tests, `unpacked()` unpacks an archive (skopeo, umoci) and runs commands in it with
 runc as the kubelet would: the image's user, a read-only root filesystem, no network.
 
-    python -m harness.images                # both images (`make image`)
+    python -m harness.images                # all three images (`make image`)
     python -m harness.images --product-only # the product image
     python -m harness.images --base-only    # only the local base
 
 The QEMU exporter image (`images/qemu-exporter`, `build_qemu_exporter`) is the exporter
-image of QEMU pools: Jumpstarter's `jmp run` and QEMU driver with Debian's QEMU.
+image of QEMU pools: Jumpstarter's `jmp run` and QEMU driver with Debian's QEMU. The
+KubeVirt exporter image (`images/kubevirt-exporter`, `build_kubevirt_exporter`) is that of
+KubeVirt pools: `jmp run` and the KubeVirt driver of Jumpstarter's pull request #927, built
+from its vendored source tarball (`kubevirt_source_tarball`).
 
 Everything lives under one cache folder (`.cache/images/`, `--cache`); a finished
 buildah command leaves nothing mounted or running, and a failed or timed-out one (or a
@@ -54,6 +57,7 @@ from typing import Any
 import yaml
 
 from api.jumpstarter import JUMPSTARTER_RELEASE
+from api.provisioners.kubevirt import KUBEVIRT_EXPORTER_IMAGE
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from harness.deploy_render import DEPLOY, REPO
 from harness.nodehost import unmount_under
@@ -61,16 +65,21 @@ from harness.nodehost import unmount_under
 __all__ = [
     "BASE_PACKAGES",
     "CACHE",
+    "KUBEVIRT_DRIVER_COMMIT",
+    "KUBEVIRT_DRIVER_VERSION",
+    "KUBEVIRT_EXPORTER_CONTEXT",
     "QEMU_EXPORTER_CONTEXT",
     "Buildah",
     "ImageError",
     "Unpacked",
     "archive_config",
     "build",
+    "build_kubevirt_exporter",
     "build_once",
     "build_product",
     "build_qemu_exporter",
     "ensure_base",
+    "kubevirt_source_tarball",
     "main",
     "pip_secrets",
     "product_image",
@@ -79,6 +88,15 @@ __all__ = [
 
 CACHE = REPO / ".cache" / "images"
 QEMU_EXPORTER_CONTEXT = REPO / "images" / "qemu-exporter"
+KUBEVIRT_EXPORTER_CONTEXT = REPO / "images" / "kubevirt-exporter"
+# The vendored source of pull request #927 (../shared/vendor/README.md): its top folder, the
+# commit it was archived at, the driver's folder in it, and the version its wheel is given
+# (the release it builds against, with a local label naming the pull request and commit:
+# images/kubevirt-exporter/Dockerfile).
+KUBEVIRT_SOURCE_TOP = "jumpstarter-pr927-cd305c7"
+KUBEVIRT_DRIVER_COMMIT = "cd305c75103cf6e0040e4537cdde91a73092da88"
+KUBEVIRT_DRIVER_DIR = "python/packages/jumpstarter-driver-kubevirt"
+KUBEVIRT_DRIVER_VERSION = f"{JUMPSTARTER_RELEASE}+pr927.g{KUBEVIRT_DRIVER_COMMIT[:7]}"
 SUITE = "bookworm"
 # What the Dockerfile's build stage needs of a base: python3 with venv and pip, and the
 # CA certificates pip checks the index with.
@@ -423,6 +441,83 @@ def _build_qemu_exporter(archive: Path | None, layer_cache: bool, cache: Path) -
     )
 
 
+def kubevirt_source_tarball() -> Path:
+    """Pull request #927's source tarball: `../shared/vendor/jumpstarter-pr927-kubevirt.tar.gz`
+    beside the repository, or the one `JUMPSTARTER_PR927_SOURCE` names."""
+    default = REPO.parent / "shared" / "vendor" / "jumpstarter-pr927-kubevirt.tar.gz"
+    return Path(os.environ.get("JUMPSTARTER_PR927_SOURCE", default))
+
+
+def _kubevirt_context(folder: Path, tarball: Path) -> Path:
+    """The build context in `folder`: images/kubevirt-exporter's files, the driver's folder
+    as `driver/` and the repository's LICENSE as `driver-LICENSE`, both as the tarball
+    holds them."""
+    context = folder / "context"
+    shutil.copytree(KUBEVIRT_EXPORTER_CONTEXT, context)
+    prefix = f"{KUBEVIRT_SOURCE_TOP}/{KUBEVIRT_DRIVER_DIR}/"
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            if member.isfile() and member.name.startswith(prefix):
+                target = context / "driver" / member.name.removeprefix(prefix)
+            elif member.isfile() and member.name == f"{KUBEVIRT_SOURCE_TOP}/LICENSE":
+                target = context / "driver-LICENSE"
+            else:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(_member(tar, member.name).read())
+    if not (context / "driver" / "pyproject.toml").is_file():
+        raise ImageError(f"{tarball} has no {prefix}pyproject.toml")
+    return context
+
+
+def build_kubevirt_exporter(
+    archive: Path | None = None, *, layer_cache: bool = True, cache: Path = CACHE
+) -> Path:
+    """The KubeVirt exporter image (`images/kubevirt-exporter`), on the local base, with
+    the driver from pull request #927's tarball (`kubevirt_source_tarball`). Kept as it is
+    when built from the same inputs (the context's files, the tarball, the base, the
+    release, the driver's version) with the layer cache on."""
+    with build_lock(cache):
+        return _build_kubevirt_exporter(archive, layer_cache, cache)
+
+
+def _build_kubevirt_exporter(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
+    tarball = kubevirt_source_tarball()
+    if not tarball.is_file():
+        raise ImageError(
+            f"no {tarball}: the source of Jumpstarter's pull request #927 "
+            "(../shared/vendor/README.md; or set JUMPSTARTER_PR927_SOURCE)"
+        )
+    base = ensure_base(cache)
+    archive = archive or cache / "kubevirt-exporter.tar"
+    version_args = {
+        "DRIVER_VERSION": KUBEVIRT_DRIVER_VERSION,
+        "DRIVER_COMMIT": KUBEVIRT_DRIVER_COMMIT,
+    }
+    inputs = hashlib.sha256(f"{base} {JUMPSTARTER_RELEASE} {sorted(version_args.items())}".encode())
+    inputs.update(hashlib.sha256(tarball.read_bytes()).digest())
+    for path in sorted(KUBEVIRT_EXPORTER_CONTEXT.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            inputs.update(path.relative_to(KUBEVIRT_EXPORTER_CONTEXT).as_posix().encode())
+            inputs.update(path.read_bytes())
+
+    def make() -> Path:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="context-", dir=cache) as folder:
+            return build(
+                _kubevirt_context(Path(folder), tarball),
+                archive,
+                KUBEVIRT_EXPORTER_IMAGE,
+                build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE, **version_args},
+                layer_cache=layer_cache,
+                cache=cache,
+            )
+
+    return build_once(
+        archive, inputs.hexdigest(), KUBEVIRT_EXPORTER_IMAGE, make, layer_cache=layer_cache
+    )
+
+
 def build_once(
     archive: Path, inputs: str, what: str, make: Callable[[], object], *, layer_cache: bool
 ) -> Path:
@@ -588,7 +683,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, help="the product image's archive (default: CACHE/virtualtarget.tar)"
     )
     parser.add_argument("--base-only", action="store_true", help="only make the local base")
-    parser.add_argument("--product-only", action="store_true", help="not the QEMU exporter image")
+    parser.add_argument(
+        "--product-only", action="store_true", help="not the QEMU and KubeVirt exporter images"
+    )
     args = parser.parse_args(argv)
     try:
         if args.base_only:
@@ -597,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         archives = [build_product(args.out, cache=args.cache)]
         if not args.product_only:
             archives.append(build_qemu_exporter(cache=args.cache))
+            archives.append(build_kubevirt_exporter(cache=args.cache))
     except ImageError as error:
         print(f"images: {error}", file=sys.stderr)
         return 1

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from api.provisioners.kubevirt import DEFAULT_IMAGES as KUBEVIRT_IMAGES
+from api.provisioners.kubevirt import KUBEVIRT_EXPORTER_IMAGE, KubevirtParameters
 from api.provisioners.kubevirt import PROVISIONER as KUBEVIRT
-from api.provisioners.kubevirt import KubevirtParameters
 from api.provisioners.qemu import DEFAULT_IMAGES as QEMU_IMAGES
 from api.provisioners.qemu import PROVISIONER as QEMU
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE, QemuParameters
@@ -30,4 +30,4 @@ PARAMETER_MODELS: dict[str, type[BaseModel]] = {
 }
 RENAMED_PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {QEMU: QEMU_RENAMED}
 DEFAULT_IMAGES: dict[str, dict[str, str]] = {QEMU: QEMU_IMAGES, KUBEVIRT: KUBEVIRT_IMAGES}
-SHIPPED_IMAGES: tuple[str, ...] = (QEMU_EXPORTER_IMAGE,)
+SHIPPED_IMAGES: tuple[str, ...] = (QEMU_EXPORTER_IMAGE, KUBEVIRT_EXPORTER_IMAGE)

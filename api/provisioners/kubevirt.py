@@ -47,8 +47,10 @@ __all__ = [
     "DEFAULT_IMAGES",
     "DEFAULT_MEMORY",
     "INJECTED_DRIVERS",
+    "KUBEVIRT_EXPORTER_IMAGE",
     "MAX_CPU",
     "PROVISIONER",
+    "PUBLISHED_EXPORTER_IMAGE",
     "KubevirtParameters",
     "SshAccess",
     "StorageType",
@@ -57,10 +59,16 @@ __all__ = [
 ]
 
 PROVISIONER = "kubevirt.jumpstarter.dev"
-# kubevirt.go:45, `quay.io/jumpstarter-dev/jumpstarter:latest` with `:latest` replaced by
-# the controller's version (kubevirt.go:87): this project's is the release it targets.
-# That image carries no KubeVirt driver (docs/kubevirt.md): a class names one that does.
-DEFAULT_IMAGES = {"exporter": f"{JUMPSTARTER_REPOSITORIES}jumpstarter:{JUMPSTARTER_RELEASE}"}
+# The exporter image this project ships for KubeVirt pools (images/kubevirt-exporter):
+# Jumpstarter's release with `jmp run` and pull request #927's KubeVirt driver, which no
+# index publishes. #927's own default (kubevirt.go:45, `quay.io/jumpstarter-dev/jumpstarter`
+# at the controller's version, kubevirt.go:87) carries no KubeVirt driver
+# (`PUBLISHED_EXPORTER_IMAGE`), so an instance could not load its drivers from it.
+KUBEVIRT_EXPORTER_IMAGE = (
+    f"ghcr.io/jumpstarter-dev/virtualtarget-kubevirt-exporter:{JUMPSTARTER_RELEASE}"
+)
+PUBLISHED_EXPORTER_IMAGE = f"{JUMPSTARTER_REPOSITORIES}jumpstarter:{JUMPSTARTER_RELEASE}"
+DEFAULT_IMAGES = {"exporter": KUBEVIRT_EXPORTER_IMAGE}
 # params.go:27-29
 DEFAULT_CPU = 2
 DEFAULT_MEMORY = "4Gi"

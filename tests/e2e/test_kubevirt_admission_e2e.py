@@ -5,6 +5,7 @@ The full text kubectl prints is asserted."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -21,10 +22,23 @@ def _in(namespace: str) -> list[dict[str, Any]]:
     return documents
 
 
+def _guides_secret(plane: ControlPlane, namespace: str) -> None:
+    """The credentials Secret the guide has one make first."""
+    secret = {"name": "kubevirt-credentials", "namespace": namespace}
+    data = {"kubeconfig": base64.b64encode(b"apiVersion: v1\nkind: Config\n").decode()}
+    try_apply(plane, {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": data})
+
+
 def test_the_guides_classes_and_set_are_admitted_as_written(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     basic, full, pool = _in(namespace)
+    # The guide has one make the credentials Secret first.
+    secret = {"name": "kubevirt-credentials", "namespace": namespace}
+    data = {"kubeconfig": base64.b64encode(b"apiVersion: v1\nkind: Config\n").decode()}
+    try_apply(
+        control_plane, {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": data}
+    )
     result = try_apply(control_plane, basic, full, pool)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -37,6 +51,7 @@ def test_a_broken_class_or_set_is_refused_naming_the_field(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     basic, full, pool = _in(namespace)
+    _guides_secret(control_plane, namespace)
     no_secret = copy.deepcopy(basic)
     del no_secret["spec"]["credentialsSecretRef"]
     no_secret["spec"]["parameters"]["sshAccess"] = "Public"
@@ -65,3 +80,15 @@ def test_a_broken_class_or_set_is_refused_naming_the_field(
     given["spec"]["parameters"] = {"namespace": "my-vms"}
     result = try_apply(control_plane, given)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_class_whose_secret_is_missing_is_admitted_with_a_warning(
+    control_plane: ControlPlane, webhook: WebhookServer, namespace: str
+) -> None:
+    basic, _, _ = _in(namespace)
+    result = try_apply(control_plane, basic)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f"Warning: spec.credentialsSecretRef.name: Secret {namespace}/kubevirt-credentials "
+        "not found (it holds the target's kubeconfig)\n"
+    )

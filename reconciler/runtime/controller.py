@@ -45,7 +45,13 @@ from typing import Any
 
 from api.access import NAMESPACED
 from api.imagepolicy import ImagePolicy
-from pool.model.access import EXPORTERS, EXPORTERSETS, JUMPSTARTER_LEASES, provisioned_access
+from pool.model.access import (
+    CLASSES,
+    EXPORTERS,
+    EXPORTERSETS,
+    JUMPSTARTER_LEASES,
+    provisioned_access,
+)
 from pool.model.views import Observation
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.provisioners.base import Provisioner
@@ -65,10 +71,11 @@ from reconciler.runtime.memory import MemoryLeases
 from reconciler.runtime.metrics import ReconcileStats
 from reconciler.runtime.named import DEFAULT_BUDGET, DEFAULT_RESYNC
 from reconciler.runtime.observe import Observed, Observer
+from reconciler.runtime.remotecleanup import RemoteCleanup
 from reconciler.runtime.report import log_pass, report
 from reconciler.runtime.routing import Router, set_key
 from reconciler.runtime.scope import Scope
-from reconciler.runtime.targets import targets_of
+from reconciler.runtime.targets import Targets, targets_of
 from reconciler.runtime.workqueue import WorkQueue
 
 __all__ = ["LANE_STEPS", "Controller", "Lane", "Observed"]
@@ -118,7 +125,7 @@ class Controller:
         self.claims = claims.index  # the namespace's sets as the claim rule sees them
         self.credentials = InstanceCredentials(self.watches, self.secrets)
         # where its instances live beyond this cluster: a change there wakes its set
-        self.targets = targets_of(kube, provisioner.remote, self.queue.add)
+        self.targets, self.remote_cleanup = self._remote_parts()
         self.leftovers = Leftovers(
             kube, self.watches[EXPORTERSETS], self.watches[EXPORTERS], claims, self.queue
         )
@@ -157,6 +164,15 @@ class Controller:
             lost=self.leftovers,
         ).subscribe()
 
+    def _remote_parts(self) -> tuple[Targets | None, RemoteCleanup | None]:
+        """A provisioner with a `remote` part: its target clusters, the sets' finalizer."""
+        targets = targets_of(self.kube, self.provisioner.remote, self.queue.add)
+        if targets is None:
+            return None, None
+        exporters = self.watches[EXPORTERS]
+        mode = self.scope.mode
+        return targets, RemoteCleanup(self.kube, self.provisioner.name, targets, exporters, mode)
+
     @property
     def writes(self) -> int:
         """The API writes the passes made (Events included)."""
@@ -176,6 +192,9 @@ class Controller:
         exporter_set = self.leftovers.look_after(key, now)  # what a deleted set left
         if self.targets is not None:  # and what its removed instances left there
             self._pass_writes += self.targets.sweep(key, self.watches[EXPORTERS])
+        if self.remote_cleanup and exporter_set is not None:
+            klass = self.watches[CLASSES].get(key[0], _class_name(exporter_set))
+            self._pass_writes += self.remote_cleanup.look_after(exporter_set, klass)
         observed = self.observer.observe(exporter_set) if exporter_set is not None else "gone"
         if exporter_set is None or isinstance(observed, str):  # gone, or not this process's
             self.plans.pop(key, None)  # its metric series go with it
@@ -305,3 +324,7 @@ class Controller:
         self.queue.close()
         for thread in threads:
             thread.join()
+
+
+def _class_name(exporter_set: dict[str, Any]) -> str:
+    return str((exporter_set.get("spec") or {}).get("virtualTargetClassName", ""))

@@ -251,12 +251,17 @@ class Targets:
                 where = f"{view.resource.kind} {view.namespace}/{view.name}"
                 raise TargetError(f"delete {where}: {exc}") from exc
 
-    def sweep(self, key: ObjKey, exporters: Cache) -> int:
-        """Delete the set's objects there, on every target known, whose Exporter is gone
-        from the synced cache of `exporters` (a removal deletes them first; this takes
-        what one missed, and a deleted set's); how many were deleted."""
+    def sweep(
+        self, key: ObjKey, exporters: Cache, keep: Callable[[str], bool] | None = None
+    ) -> int:
+        """Delete the set's objects there, on every target known, but those of instances
+        `keep` names (default: whose Exporter is in the synced cache of `exporters`: a
+        removal deletes them first; this takes what one missed, and a deleted set's); how
+        many were deleted."""
         if not exporters.synced.is_set():
             return 0
+        if keep is None:
+            keep = partial(_exists, exporters, key[0])
         with self._lock:
             caches = [c for t in self._targets.values() for c in t.caches.values()]
         gone = 0
@@ -264,7 +269,7 @@ class Targets:
             if not informer.synced.is_set():
                 continue
             for view in informer.derived_by_index("set", key):
-                if not view.deleting and exporters.get(key[0], view.instance) is None:
+                if not view.deleting and not keep(view.instance):
                     self.delete(view)
                     gone += 1
         return gone
@@ -273,6 +278,10 @@ class Targets:
 def targets_of(kube: Kube, remote: Remote | None, wake: Callable[[ObjKey], None]) -> Targets | None:
     """The target clusters of a provisioner with a `remote` part; None for one without."""
     return Targets(kube, remote, wake) if remote is not None else None
+
+
+def _exists(exporters: Cache, namespace: str, instance: str) -> bool:
+    return exporters.get(namespace, instance) is not None
 
 
 def _set_of(obj: Obj) -> list[tuple[str, str]]:

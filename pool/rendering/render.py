@@ -82,6 +82,9 @@ class InstanceContext:
     resources: Mapping[str, Any] = field(default_factory=dict)
     credentials_secret: str | None = None  # the class's credentialsSecretRef
     credentials: Credentials | None = None
+    # the instance's objects on its target cluster by name, as read there
+    # (`Provisioner.remote`): where its Services are reached
+    target_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def config_secret(self) -> str:

@@ -9,6 +9,7 @@ its rotated token written into what its Secret holds.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from pool.model.access import SECRETS
@@ -63,6 +64,10 @@ class ConfigWrites(Writer):
             self.runtime.provisioner.default_images,
             credentials,
         )
+        targets = self.runtime.targets
+        if targets is not None:  # where its Services there are reached (their drivers)
+            found = targets.objects_of(self._key, name)
+            context = replace(context, target_objects=found)
         return context
 
     def _sync_config(self, ctx: InstanceContext) -> None:

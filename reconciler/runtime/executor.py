@@ -61,7 +61,7 @@ from pool.model.keys import (
 from pool.model.reasons import POD_CREATED, RETAINED, SCALE_UP, STANDBY_CREATED, STANDBY_PROMOTED
 from pool.model.timefmt import format_time
 from pool.rendering.provisioners.base import target_of
-from pool.rendering.render import render_exporter
+from pool.rendering.render import InstanceContext, render_exporter
 from pool.rules.explain import describe
 from reconciler.runtime.configwrites import ConfigWrites
 from reconciler.runtime.expectations import EXPORTER, POD
@@ -207,24 +207,33 @@ class Executor(Removals, ConfigWrites):
             self._event(STANDBY_PROMOTED, "Promote", note, exporter)
 
     def _create_pod(self, name: str) -> None:
-        """The instance's config Secret brought up to date, then its Pod."""
+        """The instance's objects on its target cluster where it has one, its config
+        Secret brought up to date, then its Pod."""
         exporter = self._cached_exporter(name) or self.kube.get(EXPORTERS, self.namespace, name)
         ctx = self._context(exporter) if exporter is not None else None
-        if ctx is None:
+        if exporter is None or ctx is None:
             return
+        if self.runtime.targets is not None:
+            self._create_there(ctx)
+            ctx = self._context(exporter)  # with where the Services made there are reached
+            if ctx is None:
+                return
         self._sync_config(ctx)
-        targets = self.runtime.targets
-        if targets is not None:  # what the exporter drives exists before it starts
-            ref = target_of(targets.remote, self.this.exporter_set, self.this.klass)
-            if ref is None:
-                raise TargetError("the class names no credentials Secret or no namespace")
-            targets.ensure(ctx, ref)
         rendered = render_or_fail(self.runtime.provisioner.render_pod, ctx)
         pod, made = self._create_or_find(PODS, rendered)
         if pod is not None and controller_of(pod) == ctx.exporter_uid:
             self.runtime.expectations.expect(self._key, POD, ctx.exporter_uid)
         if made:
             self._event(POD_CREATED, "Create", f"created Pod {name}", pod)
+
+    def _create_there(self, ctx: InstanceContext) -> None:
+        """What the exporter drives, made before it starts (`reconciler.runtime.targets`)."""
+        targets = self.runtime.targets
+        assert targets is not None
+        ref = target_of(targets.remote, self.this.exporter_set, self.this.klass)
+        if ref is None:
+            raise TargetError("the class names no credentials Secret or no namespace")
+        targets.ensure(ctx, ref)
 
     def _remember(self, marks: Mapping[str, str | None]) -> None:
         """Write the pool's memory: into its Lease, else into the set's annotations."""

@@ -138,7 +138,14 @@ class Targets:
                 resource,
                 namespace,
                 _SELECTOR,
-                transform=keep_only("status.printableStatus"),
+                # a VM's state; a Service's address (`kubevirt_target.service_address`)
+                transform=keep_only(
+                    "status.printableStatus",
+                    "status.loadBalancer",
+                    "spec.type",
+                    "spec.ports",
+                    "spec.clusterIP",
+                ),
                 derive=partial(self._view, resource, target.name),
             )
             informer.add_index("set", _set_of)
@@ -196,6 +203,17 @@ class Targets:
             name: tuple(sorted(views, key=lambda v: (v.resource.plural, v.name)))
             for name, views in sorted(found.items())
         }, synced
+
+    def objects_of(self, key: ObjKey, instance: str) -> dict[str, Obj]:
+        """The instance's objects there as cached, by name (on every target known)."""
+        with self._lock:
+            caches = [c for t in self._targets.values() for c in t.caches.values()]
+        return {
+            str(meta_of(obj).get("name", "")): obj
+            for informer in caches
+            for obj in informer.by_index("set", key)
+            if (meta_of(obj).get("labels") or {}).get(INSTANCE_LABEL) == instance
+        }
 
     # -- a pass's writes -----------------------------------------------------------------
     def ensure(self, ctx: InstanceContext, ref: TargetRef) -> None:

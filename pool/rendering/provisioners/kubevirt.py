@@ -216,7 +216,7 @@ class KubevirtProvisioner:
         return [], []
 
     def drivers(self, ctx: InstanceContext) -> list[dict[str, Any]]:
-        return drivers_with_services(ctx, {})
+        return drivers_with_services(ctx, ctx.target_objects)
 
     def cleanup(
         self, instance: str, provisioned: Sequence[ProvisionedView]

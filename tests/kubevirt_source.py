@@ -7,16 +7,14 @@ to them."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 import tarfile
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from harness.controlplane import REPO_ROOT
+from harness.images import kubevirt_source_tarball
 
 __all__ = ["driver_fields", "go_constants", "guide_documents", "source_text"]
 
@@ -28,15 +26,10 @@ _CONSTANT = re.compile(r'^\s*(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|\d+)\s*$', re.MULTIL
 _FENCE = re.compile(r"```yaml\n(.*?)```", re.DOTALL)
 
 
-def _tarball() -> Path:
-    default = REPO_ROOT.parent / "shared" / "vendor" / "jumpstarter-pr927-kubevirt.tar.gz"
-    return Path(os.environ.get("JUMPSTARTER_PR927_SOURCE", default))
-
-
 @cache
 def source_text(path: str) -> str:
     """One file of the pull request, by its path in the repository."""
-    with tarfile.open(_tarball()) as tar:
+    with tarfile.open(kubevirt_source_tarball()) as tar:
         member = tar.extractfile(f"{_TOP}/{path}")
         assert member is not None, path
         return member.read().decode()

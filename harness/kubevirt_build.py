@@ -420,6 +420,12 @@ def _add_dir(tar: tarfile.TarFile, name: str, uid: int = 0) -> None:
     tar.addfile(info)
 
 
+def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+    tar.addfile(info)
+
+
 def _accounts(root_tar: Path) -> tuple[bytes, bytes]:
     """trixie's /etc/passwd and /etc/group with upstream's qemu user and group (107)."""
     with tarfile.open(root_tar) as tar:
@@ -459,6 +465,11 @@ def _kubevirt_layer(tree: Path, bins: Path, root_tar: Path, layer: Path) -> None
         _add_bytes(tar, "etc/passwd", passwd)
         _add_bytes(tar, "etc/group", group)
         _add_dir(tar, "home/qemu", QEMU_UID)
+        # Debian links /var/run to /run absolutely; virt-handler resolves launcher paths as
+        # /proc/<pid>/root/var/run/..., which an absolute link takes to the host's /run.
+        # Relative, as in upstream's (CentOS) images.
+        for link, target in (("var/run", "../run"), ("var/lock", "../run/lock")):
+            _add_symlink(tar, link, target)
         _add_dir(tar, "usr/lib64/qemu-kvm")
 
 

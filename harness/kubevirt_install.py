@@ -260,7 +260,7 @@ def _install(kv: KubeVirtInstall, timeout: float) -> None:
 
 def uninstall(kv: KubeVirtInstall) -> None:
     """Remove the CR (the operator removes its components), then the operator's manifest,
-    then what virt-handler left on the host; `/` private again if it was."""
+    then the node's control-plane label (`clean_host` does the host)."""
     cluster, begin = kv.cluster, time.monotonic()
     try:
         if cluster.plane.is_running("kube-apiserver"):
@@ -286,6 +286,8 @@ def uninstall(kv: KubeVirtInstall) -> None:
                 "--timeout=120s",
                 timeout=150,
             )
+            # the node as it was for the modules after this one
+            _kubectl(cluster, "label", "node", cluster.node_name, f"{CONTROL_PLANE_LABEL}-")
     finally:
         kv.timings["uninstall"] = round(time.monotonic() - begin, 1)
 

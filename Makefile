@@ -17,7 +17,7 @@ CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images kubevirt test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -80,13 +80,20 @@ jumpstarter: $(STAMP)
 jumpstarter-images: $(STAMP)
 	$(PY) -m harness.jumpstarter_images
 
+## KubeVirt v1.7.0 from its Go module: its binaries, its five component images on a
+## debootstrap of Debian 13 (one docker-archive) and the kubevirt-operator.yaml and
+## kubevirt-cr.yaml a user applies, under .cache/kubevirt, each step once per set of
+## inputs (first build: minutes; harness/kubevirt_build.py). Needs libvirt-dev.
+kubevirt: $(STAMP)
+	$(PY) -m harness.kubevirt_build
+
 # Parallel workers of `make test` (pytest-xdist): the node tier is one unit of work, every
 # other test module one each (tests/conftest.py); the tests mostly wait, so more workers
 # than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests.
-test: $(STAMP) control-plane jumpstarter jumpstarter-images
+test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
@@ -102,7 +109,7 @@ e2e: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
-node: $(STAMP) control-plane jumpstarter jumpstarter-images
+node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 	$(PY) -m pytest -m node
 
 ## The product image, the QEMU exporter image (images/qemu-exporter) and the KubeVirt exporter

@@ -57,6 +57,7 @@ from harness.controlplane import (
     require_binaries,
 )
 from harness.guest import DEBIAN_PACKAGES as GUEST_PACKAGES
+from harness.kubevirt_build import DEBIAN_PACKAGES as KUBEVIRT_PACKAGES
 from harness.nodehost import (
     MAX_NODES,
     NETWORK,
@@ -88,7 +89,8 @@ __all__ = [
 NODE_BINARIES = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 # The Debian packages the node tier needs (`.ci/run` installs these when missing), and the
 # programs from them the harness runs; gcc and libc6-dev build the pause binary; the
-# marker guest the tier boots is built with the guest's (`harness.guest`).
+# marker guest the tier boots is built with the guest's (`harness.guest`), KubeVirt with
+# `harness.kubevirt_build`'s (libvirt-dev for virt-launcher's cgo, debootstrap).
 DEBIAN_PACKAGES = tuple(
     dict.fromkeys(
         (
@@ -101,6 +103,7 @@ DEBIAN_PACKAGES = tuple(
             "gcc",
             "libc6-dev",
             *GUEST_PACKAGES,
+            *KUBEVIRT_PACKAGES,
         )
     )
 )
@@ -108,6 +111,7 @@ HOST_PROGRAMS = ("containerd", "ctr", "runc", "umoci", "gcc", "strip", "iptables
 CNI_BIN = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "portmap", "loopback")
 READY_TIMEOUT_S = 120.0
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 class NodeError(RuntimeError):
@@ -237,7 +241,18 @@ class NodeCluster:
         ]
         serving = issue(ca, names, now=now)
         client = issue(ca, ["kube-apiserver-kubelet-client"], now=now, client=True)
-        for name, issued in (("ca", ca), ("apiserver", serving), ("kubelet-client", client)):
+        # The front proxy's (kubeadm's names): the apiserver authenticates itself to
+        # aggregated API servers (KubeVirt's virt-api) with this client certificate, and
+        # they check it against the CA it publishes in extension-apiserver-authentication.
+        proxy_ca = new_ca("front-proxy-ca", now=now)
+        proxy = issue(proxy_ca, [FRONT_PROXY_CLIENT], now=now, client=True)
+        for name, issued in (
+            ("ca", ca),
+            ("apiserver", serving),
+            ("kubelet-client", client),
+            ("front-proxy-ca", proxy_ca),
+            ("front-proxy-client", proxy),
+        ):
             self._path("pki", f"{name}.crt").write_bytes(issued.cert_pem)
             key = self._path("pki", f"{name}.key")
             key.write_bytes(issued.key_pem)
@@ -593,6 +608,13 @@ def _running(
                 "allow-privileged": "true",
                 # The apiserver calls webhook and aggregated APIs at their endpoints.
                 "enable-aggregator-routing": "true",
+                "requestheader-client-ca-file": str(root / "pki" / "front-proxy-ca.crt"),
+                "requestheader-allowed-names": FRONT_PROXY_CLIENT,
+                "requestheader-username-headers": "X-Remote-User",
+                "requestheader-group-headers": "X-Remote-Group",
+                "requestheader-extra-headers-prefix": "X-Remote-Extra-",
+                "proxy-client-cert-file": str(root / "pki" / "front-proxy-client.crt"),
+                "proxy-client-key-file": str(root / "pki" / "front-proxy-client.key"),
             },
         )
         members = [Node(network, plane, root, ca) for network in net.nodes(nodes)]

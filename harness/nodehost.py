@@ -577,6 +577,8 @@ def _remove_host_files(ledger: Ledger, network: Network) -> None:
             if link.is_symlink() and os.readlink(link).startswith(marker):
                 link.unlink()
     KUBELET_SOCKET.unlink(missing_ok=True)  # one kubelet per machine: it was this one's
+    # and so was the device manager's checkpoint, written once a device plugin registered
+    (KUBELET_SOCKET.parent / "kubelet_internal_checkpoint").unlink(missing_ok=True)
     results = CNI_RESULTS
     names = "|".join(re.escape(node.cni_network) for node in network.nodes(MAX_NODES))
     cached = re.compile(rf"(?:{names})-([0-9a-f]{{64}})-eth0")  # a sandbox's id: 64 hex

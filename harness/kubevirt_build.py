@@ -51,6 +51,7 @@ from harness.images import apt_mirror
 from harness.nodehost import unmount_under
 
 __all__ = [
+    "CACHE",
     "COMPONENTS",
     "DEBIAN_PACKAGES",
     "REGISTRY",
@@ -59,9 +60,11 @@ __all__ = [
     "KubeVirtBuildError",
     "build",
     "containerdisk",
+    "go_env",
     "image_name",
     "main",
     "marker_containerdisk",
+    "source",
     "write_archive",
 ]
 
@@ -202,7 +205,7 @@ def _key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
 
 
-def _go_env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
     # The module is built as a module of its own: no workspace, go.sum completed on the way.
     return {**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=mod"}
 
@@ -214,7 +217,7 @@ def source(cache: Path = CACHE) -> Path:
     if stamp.is_file() and stamp.read_text().strip() == VERSION:
         return tree
     listing = json.loads(
-        _run(["go", "mod", "download", "-json", f"{MODULE}@{VERSION}"], cwd=cache, env=_go_env())
+        _run(["go", "mod", "download", "-json", f"{MODULE}@{VERSION}"], cwd=cache, env=go_env())
     )
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(listing["Dir"], tree)
@@ -232,7 +235,7 @@ def source(cache: Path = CACHE) -> Path:
             f"-require=kubevirt.io/client-go@{VERSION}",
         ],
         cwd=tree,
-        env=_go_env(),
+        env=go_env(),
     )
     for name in ("go.work", "go.work.sum"):
         (tree / name).unlink(missing_ok=True)
@@ -271,7 +274,7 @@ def binaries(tree: Path, cache: Path = CACHE) -> Path:
     _run(
         ["go", "build", "-ldflags", _ldflags(), "-o", str(partial) + "/", *PACKAGES],
         cwd=tree,
-        env=_go_env(),
+        env=go_env(),
         log=cache / "go-build.log",
     )
     _run(

@@ -65,6 +65,7 @@ __all__ = [
     "install",
     "installed_kubevirt",
     "read_console",
+    "stop_machines",
     "uninstall",
 ]
 
@@ -258,6 +259,23 @@ def _install(kv: KubeVirtInstall, timeout: float) -> None:
     kv.timings["install"] = round(time.monotonic() - begin, 1)
 
 
+def stop_machines(cluster: NodeCluster, namespace: str | None = None, timeout: float = 120) -> None:
+    """Stop every VMI (of `namespace`, else of the cluster) at once, and wait until their
+    virt-launcher Pods are gone. A VM powered off or deleted stops its guest gracefully,
+    for up to the VMI's `terminationGracePeriodSeconds` (180 s unless set, as in the VMs
+    #927 renders): the marker guest has no ACPI, so it would run out that time."""
+    where = ["-n", namespace] if namespace else ["-A"]
+    _kubectl(cluster, "delete", "vmi", "--all", *where, "--grace-period=0", "--force",
+             "--wait=false", check=False)  # fmt: skip
+
+    def launchers_gone() -> bool:
+        found = _kubectl(cluster, "get", "pods", *where, "-l", "kubevirt.io=virt-launcher",
+                         "-o", "name", check=False)  # fmt: skip
+        return not found.strip()
+
+    _wait(cluster, "the VMs' launcher Pods gone", launchers_gone, timeout)
+
+
 def uninstall(kv: KubeVirtInstall) -> None:
     """Remove the CR (the operator removes its components), then the operator's manifest,
     then the node's control-plane label (`clean_host` does the host)."""
@@ -292,9 +310,12 @@ def uninstall(kv: KubeVirtInstall) -> None:
         kv.timings["uninstall"] = round(time.monotonic() - begin, 1)
 
 
-def clean_host(kv: KubeVirtInstall) -> None:
-    """After `uninstall`, before the cluster stops: what virt-handler left on the host
-    (folders, its device plugins' sockets), the device-plugins binding, `/` as it was."""
+def clean_host(kv: KubeVirtInstall, cluster_stopped: bool = False) -> None:
+    """After `uninstall`, before the cluster stops, or once it stopped (`cluster_stopped`:
+    KubeVirt not removed, its Pods gone with the cluster): what virt-handler left on the
+    host (folders, its device plugins' sockets), the device-plugins binding, `/` as it
+    was; once the cluster stopped, also the device-plugins folder the sockets kept from
+    the cluster's own sweep, if they alone were in it."""
     if kv.bound is not None:
         subprocess.run(["umount", "-l", str(kv.bound)], capture_output=True, check=False)
     for socket in Path(DEVICE_PLUGINS).glob("kubevirt-*.sock"):  # virt-handler's plugins
@@ -302,6 +323,10 @@ def clean_host(kv: KubeVirtInstall) -> None:
     for path in HOST_LEFTOVERS:
         subprocess.run(["umount", "-R", path], capture_output=True, check=False)
         shutil.rmtree(path, ignore_errors=True)
+    if cluster_stopped:
+        for folder in (Path(DEVICE_PLUGINS), Path(DEVICE_PLUGINS).parent):
+            with contextlib.suppress(OSError):  # not empty, or not there: not ours to take
+                folder.rmdir()
     if kv.made_shared:
         subprocess.run(["mount", "--make-rprivate", "/"], check=True)
 

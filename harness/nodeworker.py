@@ -201,6 +201,11 @@ state = "{root / "state"}"
             "podLogsDir": str(root / "pod-logs"),
             "failSwapOn": False,
             "resolvConf": "",  # no DNS: the host's resolvers are outside the guard
+            # A cluster's DNS settings, with no server: a lookup at the node IP is refused
+            # at once. KubeVirt's masquerade DHCP server passes a Pod's search domains to
+            # its guest and refuses "." (what a Pod gets with no cluster domain).
+            "clusterDomain": "cluster.local",
+            "clusterDNS": [net.node_ip],
             "evictionHard": {
                 "memory.available": "100Mi",
                 "nodefs.available": "1%",

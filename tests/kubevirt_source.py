@@ -10,13 +10,14 @@ import ast
 import re
 import tarfile
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness.images import kubevirt_source_tarball
 
-__all__ = ["driver_fields", "go_constants", "guide_documents", "source_text"]
+__all__ = ["driver_fields", "driver_package", "go_constants", "guide_documents", "source_text"]
 
 _TOP = "jumpstarter-pr927-cd305c7"
 GO_DIR = "controller/internal/exporterset/provisioners/kubevirt"
@@ -70,3 +71,19 @@ def driver_fields() -> dict[str, set[str]]:
         return own
 
     return {name: fields(name) for name in classes}
+
+
+def driver_package(into: Path) -> Path:
+    """The driver's Python package, unmodified, unpacked under `into` (which then goes
+    on a client's PYTHONPATH: its client classes, which a client loads by the names the
+    exporter reports)."""
+    package = DRIVER.rsplit("/", 1)[0]
+    with tarfile.open(kubevirt_source_tarball()) as tar:
+        for member in tar.getmembers():
+            if member.isfile() and member.name.startswith(f"{_TOP}/{package}/"):
+                target = into / "jumpstarter_driver_kubevirt" / Path(member.name).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                target.write_bytes(extracted.read())
+    return into

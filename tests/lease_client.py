@@ -1,6 +1,9 @@
 """A Jumpstarter client session, run as its own process by the tests: Jumpstarter 0.9.0's
 Python client (`ClientConfigV1Alpha1.lease`, the API `jmp shell` uses) leases an exporter
-by its labels from the controller the config names, and calls its QEMU driver.
+by its labels from the controller the config names, and calls its QEMU driver, or (with
+`--driver ""`) the `power` and `console` drivers at the top of the export, as a KubeVirt
+instance has them (#927's `KubevirtPower` and `KubevirtConsole`, whose console is a
+stream, read through Jumpstarter's own `PexpectAdapter`).
 
     python -m tests.lease_client --config client.yaml --selector pool=guest \\
         --flash disk.img --boots 2 --marker JMP-MARKER-READY
@@ -41,6 +44,16 @@ def say(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "at": time.time(), **fields}), flush=True)
 
 
+def _console(console: Any) -> Any:
+    """A pexpect session on the console: the pyserial client's own, else Jumpstarter's
+    adapter over the driver's `connect` stream."""
+    if hasattr(console, "pexpect"):
+        return console.pexpect()
+    from jumpstarter_driver_network.adapters import PexpectAdapter
+
+    return PexpectAdapter(client=console)
+
+
 def boot(qemu: Any, marker: str, timeout: float, silent_after: float) -> str:
     """Power on, read the console until the marker, power off: the marker's line. A
     TimeoutError when the console gave not one byte for `silent_after` seconds."""
@@ -49,7 +62,7 @@ def boot(qemu: Any, marker: str, timeout: float, silent_after: float) -> str:
     say("powered on")
     try:
         # The pty drops what nobody reads: attach after power-on; the guest repeats it.
-        with qemu.console.pexpect() as console:
+        with _console(qemu.console) as console:
             console.logfile_read = sys.stderr.buffer
             if console.expect([ANY_BYTE, pexpect.TIMEOUT], timeout=silent_after) == 1:
                 raise TimeoutError(f"console silent: not one byte in {silent_after:.0f} s")
@@ -67,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.lease_client", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="a ClientConfig file")
     parser.add_argument("--selector", required=True, help="the exporter's labels, k=v,...")
-    parser.add_argument("--driver", default="qemu", help="the QEMU driver's name in the export")
+    parser.add_argument(
+        "--driver", default="qemu", help='the QEMU driver\'s name in the export ("": the top)'
+    )
     parser.add_argument("--flash", type=Path, help="a disk image to flash first")
     parser.add_argument("--boots", type=int, default=1)
     parser.add_argument("--marker", default="JMP-MARKER-READY")
@@ -88,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("lease acquired", lease=lease.name, exporter=lease.exporter_name)
             # The exporter's log, as `jmp shell` shows it, into ours (stderr).
             with lease.connect() as client, client.log_stream():
-                qemu = getattr(client, args.driver)
+                qemu = getattr(client, args.driver) if args.driver else client
                 if args.flash:
                     say("flash started", size=args.flash.stat().st_size)
                     qemu.flasher.flash(str(args.flash))

@@ -69,8 +69,19 @@ class ClientRun:
         return sum(1 for e in self.events if e["event"] == event)
 
 
-def run_client(config: Path, selector: str, image: Path, boots: int, workdir: Path) -> ClientRun:
-    """Lease by `selector`, flash `image`, boot `boots` times to the marker, release."""
+def run_client(
+    config: Path,
+    selector: str,
+    image: Path | None,
+    boots: int,
+    workdir: Path,
+    *,
+    driver: str = "qemu",
+    client_path: Path | None = None,
+) -> ClientRun:
+    """Lease by `selector`, flash `image` (if any), boot `boots` times to the marker,
+    release. `driver` names the QEMU driver ("": power and console at the export's top);
+    `client_path` goes on the client's PYTHONPATH (a driver's client classes)."""
     command = [
         sys.executable,
         "-m",
@@ -79,15 +90,19 @@ def run_client(config: Path, selector: str, image: Path, boots: int, workdir: Pa
         str(config),
         "--selector",
         selector,
-        "--flash",
-        str(image),
+        "--driver",
+        driver,
+        *(("--flash", str(image)) if image is not None else ()),
         "--boots",
         str(boots),
     ]
+    env = {**os.environ, "HOME": str(workdir), "NONINTERACTIVE": "1"}
+    if client_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(client_path), env.get("PYTHONPATH")]))
     done = subprocess.run(
         command,
         cwd=REPO_ROOT,
-        env={**os.environ, "HOME": str(workdir), "NONINTERACTIVE": "1"},
+        env=env,
         capture_output=True,
         text=True,
         timeout=CLIENT_TIMEOUT_S,

@@ -425,14 +425,16 @@ def running_pool(
     parameters: Obj | None = None,
     class_spec: Obj | None = None,
     namespaced: bool = True,
+    images: Obj | None = None,
 ) -> Iterator[Pool]:
-    """The class `node` (its exporter image the QEMU exporter image this project ships,
-    `parameters`, and `class_spec`'s other fields), the reconciler and a History for the
-    namespace `jumpstarter` serves; the set itself is the test's to apply (`Pool.apply`).
+    """The class `node` (its exporter image the QEMU exporter image this project ships
+    unless `images` says, `parameters`, and `class_spec`'s other fields), the reconciler
+    and a History for the namespace `jumpstarter` serves; the set itself is the test's to
+    apply (`Pool.apply`).
     The reconciler serves that namespace alone, or with `namespaced=False` the cluster (the
     install that reads Nodes)."""
     namespace = jumpstarter.namespace
-    images = {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
+    images = images or {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
     klass = virtual_target_class(
         "node", namespace, images=images, parameters=parameters or {}, **(class_spec or {})
     )

@@ -14,34 +14,41 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api.provisioners.kubevirt import PROVISIONER
 from harness.guest import MARKER
+from harness.images import build_kubevirt_exporter
+from harness.jumpstarter import JumpstarterSupply
 from harness.kubevirt_build import marker_containerdisk
-from harness.kubevirt_install import KubeVirtInstall, installed_kubevirt, read_console
+from harness.kubevirt_install import KubeVirtInstall, read_console, stop_machines
 from harness.node import NodeCluster
+from pool.model.keys import RETAINED_FROM, SET_LABEL, STANDBY_LABEL
+from tests.e2e.objects import get_json
+from tests.kubevirt_source import driver_package
+from tests.node.guest_support import monotonic, run_client
+from tests.node.kubevirt_pools import IMAGES, Target, kubevirt_class_spec, make_target
+from tests.node.pool_support import Pool, running_pool
 from tests.node.support import record_figure
 
 # The first build of KubeVirt's images is `make kubevirt`'s; here they are current.
 pytestmark = pytest.mark.timeout(1200)
+# KubeVirt on the shared cluster, installed in the background as it starts (conftest.py).
+USES_KUBEVIRT = True
 
 VM = "marker"
 BOOT_TIMEOUT_S = 300.0
+VM_SIZE = {"resources": {"cpu": 1, "memory": "256Mi"}}  # the marker guest needs little
 
 
 @pytest.fixture(scope="module")
-def kubevirt(node_cluster: NodeCluster) -> Iterator[KubeVirtInstall]:
-    """KubeVirt installed for the module; removed, and the host cleaned, after it."""
-    began = time.monotonic()
-    with installed_kubevirt(node_cluster) as kv:
-        record_figure(f"kubevirt: install to Available {kv.timings['install']:.1f} s {kv.timings}")
-        yield kv
-    record_figure(
-        f"kubevirt: module {time.monotonic() - began:.1f} s "
-        f"(uninstall {kv.timings['uninstall']:.1f} s)"
-    )
+def kubevirt_exporter(node_cluster: NodeCluster) -> str:
+    """The KubeVirt exporter image (`make image`) imported into the node."""
+    name: str = node_cluster.import_image(build_kubevirt_exporter(), IMAGES["exporter"]["image"])
+    return name
 
 
 def marker_vm(image: str) -> dict[str, Any]:
@@ -90,3 +97,136 @@ def test_vm_boots_to_marker_on_its_serial_console(
         "wait", "--for=delete", f"vmi/{VM}", "-n", namespace, "--timeout=120s", timeout=150
     )
     node_cluster.kubectl("delete", "vm", VM, "-n", namespace, "--wait=true")
+
+
+# -- pools of KubeVirt VMs ------------------------------------------------------------------
+
+
+@pytest.fixture
+def kubevirt_pool(
+    node_cluster: NodeCluster,
+    kubevirt: KubeVirtInstall,
+    kubevirt_exporter: str,
+    jumpstarters: JumpstarterSupply,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[Pool, Target]]:
+    """A `kubevirt.jumpstarter.dev` pool under Jumpstarter 0.9.0's controller and router,
+    its VMs of the marker guest's containerDisk on the target (`kubevirt_pools`), the
+    reconciler serving its namespace; the class's fields beside the parameters from
+    the test's `class_spec` parameter."""
+    archive, disk = marker_containerdisk()
+    node_cluster.import_image(archive, disk)
+    class_spec = getattr(request, "param", {})
+    with jumpstarters.take() as jumpstarter:
+        target = make_target(node_cluster, jumpstarter.namespace)
+        parameters = {"namespace": target.namespace, "image": disk, **VM_SIZE}
+        try:
+            with running_pool(
+                node_cluster,
+                jumpstarter,
+                tmp_path,
+                name="vm",
+                reconciler_args=(f"--provisioner={PROVISIONER}",),
+                parameters=parameters,
+                class_spec=kubevirt_class_spec(**class_spec),
+                images=IMAGES,
+            ) as pool:
+                yield pool, target
+        finally:
+            stop_machines(node_cluster, target.namespace)  # the guest ignores ACPI
+            node_cluster.kubectl(
+                "delete", "namespace", jumpstarter.namespace, target.namespace,
+                "--wait=false", check=False,
+            )  # fmt: skip
+
+
+def test_a_client_leases_a_vm_powers_it_on_reads_its_marker_and_its_successor_is_fresh(
+    kubevirt_pool: tuple[Pool, Target], tmp_path: Path
+) -> None:
+    """The issue's end to end: a pool of 2; the real 0.9.0 client leases an instance,
+    powers its VM on (#927's KubevirtPower), reads the marker from its console
+    (KubevirtConsole, virt-api's WebSocket), powers it off and releases; ExitAndReplace
+    brings a fresh VM; deleting the set removes every VM and Service there."""
+    pool, target = kubevirt_pool
+    pool.apply(drivers=[], minAvailableReplicas=2)
+    filled = pool.wait_warm(2, timeout=240)
+    vms = target.machines()
+    assert sorted(vms) == sorted(e["metadata"]["name"] for e in pool.exporters())
+    assert {vm["spec"]["runStrategy"] for vm in vms.values()} == {"Halted"}
+    config = pool.jumpstarter.client_config("tester")
+    client_path = driver_package(tmp_path / "driver")
+    run = run_client(config, pool.selector, None, 1, tmp_path, driver="", client_path=client_path)
+    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
+    leased = run.first("lease acquired")["exporter"]
+    (marker,) = [e["line"] for e in run.events if e["event"] == "marker"]
+    assert marker.startswith(MARKER), run.output
+
+    def successor() -> str | None:
+        names = {e["metadata"]["name"] for e in pool.exporters()}
+        fresh = sorted(n for n in names if n not in vms)
+        if leased in names or not fresh or not pool.warm(2):
+            return None
+        return fresh[0] if fresh[0] in target.machines() else None
+
+    new = pool.wait("a successor with a fresh VM", successor, timeout=240)
+    replaced = time.monotonic()
+    assert leased not in target.machines()  # the released instance's VM went with it
+    released = monotonic(run.at("releasing"))
+    record_figure(
+        f"kubevirt pool: 2 instances warm {filled:.0f} s; lease request -> client holding it "
+        f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; power-on -> marker "
+        f"{run.boot_times()}; release -> successor {new} Available {replaced - released:.1f} s"
+    )
+    pool.cluster.kubectl("delete", "exporterset", pool.name, "-n", pool.namespace)
+    began = time.monotonic()
+    pool.wait("no VM or Service left", lambda: not target.machines() and not target.services(),
+              timeout=120)  # fmt: skip
+    record_figure(
+        f"kubevirt pool: set deleted -> no VM or Service {time.monotonic() - began:.1f} s"
+    )
+
+
+@pytest.mark.parametrize(
+    "kubevirt_pool",
+    [{"bindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Retain"}],
+    indirect=True,
+    ids=["first-consumer-retain"],
+)
+def test_a_first_consumer_pool_makes_a_vm_for_a_lease_and_retain_keeps_it(
+    kubevirt_pool: tuple[Pool, Target],
+) -> None:
+    """WaitForFirstConsumer: no VM until a Lease pends; then one instance and its VM, and
+    the Lease is assigned. Retain: the served instance leaves the pool whole, its VM
+    kept on the target beside its Exporter and Pod."""
+    pool, target = kubevirt_pool
+    pool.apply(drivers=[], minReplicas=0, maxReplicas=1, minAvailableReplicas=0)
+    pool.wait("the standby Exporter", lambda: _standby(pool), timeout=60)
+    assert not target.machines()  # a standby Exporter has no Pod and no VM
+    asked = time.monotonic()
+    got = pool.lease("first", timeout=240)
+    assigned = time.monotonic() - asked
+    vm = target.of(got)
+    assert vm is not None and vm["metadata"]["name"] == got
+    pool.release("first")
+    kept = pool.wait("the instance retained", lambda: _retained(pool, got), timeout=120)
+    assert target.of(got) is not None  # Retain keeps the VM with its Exporter and Pod
+    record_figure(
+        f"kubevirt first-consumer pool: Lease requested -> assigned {assigned:.1f} s "
+        f"(instance, VM and exporter from nothing); retained {kept}"
+    )
+
+
+def _standby(pool: Pool) -> bool:
+    found = get_json(pool.cluster, "exporters", "-n", pool.namespace, "-l", STANDBY_LABEL)
+    return bool(found["items"])
+
+
+def _retained(pool: Pool, name: str) -> str | None:
+    """The instance `name` out of the pool, kept: its Exporter without the set's label,
+    annotated with where it came from, its Pod still there."""
+    exporter = get_json(pool.cluster, "exporter", name, "-n", pool.namespace)
+    meta = exporter["metadata"]
+    kept = SET_LABEL not in meta.get("labels", {}) and RETAINED_FROM in meta.get("annotations", {})
+    pod = pool.cluster.kubectl("get", "pod", name, "-n", pool.namespace, check=False)
+    return f"Exporter {name} and its Pod" if kept and pod.returncode == 0 else None

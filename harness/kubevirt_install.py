@@ -1,5 +1,4 @@
-"""KubeVirt installed on a running node cluster as its users install it, and its VMs'
-serial consoles read as `virtctl console` reads them.
+"""KubeVirt installed on a running node cluster as its users install it.
 
 `install(cluster)` imports the images `harness.kubevirt_build` made into the node's
 containerd, applies KubeVirt's own `kubevirt-operator.yaml`, waits for virt-operator, then
@@ -24,10 +23,11 @@ applies `kubevirt-cr.yaml` with `spec.configuration.developerConfiguration.useEm
 
 `uninstall` deletes the CR (virt-operator removes what it deployed) and then the
 operator's manifest, as KubeVirt's docs say; `clean_host` then undoes the host changes
-and removes what virt-handler left on the host, before the cluster stops.
+and removes what virt-handler left on the host, before the cluster stops (or, KubeVirt
+left installed, after it stopped: the node tier's way, tests/node/conftest.py).
+`stop_machines` stops every VMI at once.
 
     kv = install(cluster)                       # about two minutes
-    read_console(cluster, namespace, vmi, until=MARKER)
     uninstall(kv); clean_host(kv)
 """
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -44,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import websocket
 import yaml
 
 from harness.kubevirt_build import (
@@ -57,14 +55,11 @@ from harness.kubevirt_build import build as build_kubevirt
 from harness.node import NodeCluster
 
 __all__ = [
-    "ConsoleError",
     "KubeVirtInstall",
     "KubeVirtInstallError",
     "clean_host",
-    "console_url",
     "install",
     "installed_kubevirt",
-    "read_console",
     "stop_machines",
     "uninstall",
 ]
@@ -84,10 +79,6 @@ CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 
 class KubeVirtInstallError(RuntimeError):
     """The install or the removal failed; the message says which step, with its output."""
-
-
-class ConsoleError(RuntimeError):
-    """The console did not show what was awaited; the message holds what it showed."""
 
 
 @dataclass
@@ -259,9 +250,11 @@ def _install(kv: KubeVirtInstall, timeout: float) -> None:
     kv.timings["install"] = round(time.monotonic() - begin, 1)
 
 
-def stop_machines(cluster: NodeCluster, namespace: str | None = None, timeout: float = 120) -> None:
-    """Stop every VMI (of `namespace`, else of the cluster) at once, and wait until their
-    virt-launcher Pods are gone. A VM powered off or deleted stops its guest gracefully,
+def stop_machines(
+    cluster: NodeCluster, namespace: str | None = None, timeout: float = 120, wait: bool = True
+) -> None:
+    """Stop every VMI (of `namespace`, else of the cluster) at once, and (`wait`) wait
+    until their virt-launcher Pods are gone. A VM powered off or deleted stops its guest gracefully,
     for up to the VMI's `terminationGracePeriodSeconds` (180 s unless set, as in the VMs
     #927 renders): the marker guest has no ACPI, so it would run out that time."""
     where = ["-n", namespace] if namespace else ["-A"]
@@ -273,7 +266,8 @@ def stop_machines(cluster: NodeCluster, namespace: str | None = None, timeout: f
                          "-o", "name", check=False)  # fmt: skip
         return not found.strip()
 
-    _wait(cluster, "the VMs' launcher Pods gone", launchers_gone, timeout)
+    if wait:
+        _wait(cluster, "the VMs' launcher Pods gone", launchers_gone, timeout)
 
 
 def uninstall(kv: KubeVirtInstall) -> None:
@@ -343,53 +337,3 @@ def installed_kubevirt(cluster: NodeCluster) -> Iterator[KubeVirtInstall]:
             uninstall(kv)
         finally:
             clean_host(kv)
-
-
-# --- the serial console ----------------------------------------------------------------
-
-
-def console_url(cluster: NodeCluster, namespace: str, vmi: str) -> str:
-    """virt-api's `console` subresource of a VMI, through the cluster's apiserver."""
-    server = cluster.plane.server.replace("https://", "wss://")
-    return (
-        f"{server}/apis/subresources.kubevirt.io/v1/namespaces/{namespace}"
-        f"/virtualmachineinstances/{vmi}/console"
-    )
-
-
-def read_console(
-    cluster: NodeCluster, namespace: str, vmi: str, until: str, timeout: float = 120.0
-) -> str:
-    """Read the VMI's serial console over virt-api's WebSocket (subprotocol
-    `plain.kubevirt.io`, as `virtctl console`) until `until` shows; what it showed."""
-    deadline = time.monotonic() + timeout
-    shown = b""
-    while time.monotonic() < deadline:
-        try:
-            ws = websocket.create_connection(
-                console_url(cluster, namespace, vmi),
-                header=[f"Authorization: Bearer {cluster.plane.token}"],
-                subprotocols=["plain.kubevirt.io"],
-                sslopt={"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": str(cluster.plane.ca_file)},
-                timeout=5,
-            )
-        except (websocket.WebSocketException, OSError):
-            time.sleep(1)  # virt-api answers 400 until the VMI runs
-            continue
-        try:
-            while time.monotonic() < deadline:
-                try:
-                    data = ws.recv()
-                except websocket.WebSocketTimeoutException:
-                    continue
-                shown += data if isinstance(data, bytes) else data.encode()
-                if until.encode() in shown:
-                    return shown.decode(errors="replace")
-        except (websocket.WebSocketException, OSError):
-            time.sleep(1)
-        finally:
-            ws.close()
-    raise ConsoleError(
-        f"console of {namespace}/{vmi}: no {until!r} in {timeout:.0f}s; "
-        f"it showed {shown[-2000:].decode(errors='replace')!r}"
-    )

@@ -24,7 +24,7 @@ from pool.model.access import (
     PODS,
 )
 from pool.model.adapt import lease_view, pool_claim
-from pool.model.keys import NAME_LABEL, SET_LABEL
+from pool.model.keys import NAME_LABEL, RETAINED_FROM, SET_LABEL
 from pool.model.nodes import node_lost
 from pool.rendering.configsync import ConfigSync
 from pool.rendering.credentials import ca_source, credential_secret_name
@@ -188,11 +188,16 @@ def set_key(obj: Obj) -> ObjKey:
 def pool_keys(exporter: Obj) -> set[ObjKey]:
     """The sets an Exporter concerns: its controller set, and the one its set label names
     (the same while the set controls it; after a deletion or an orphaning only the label
-    is left, and its lease protection is still looked after: `reconciler.runtime.leftovers`)."""
+    is left, and its lease protection is still looked after: `reconciler.runtime.leftovers`);
+    for one a Retain pool let go, the set it came from (its objects on a target cluster
+    are that set's sweep's once it is deleted: `reconciler.runtime.targets`)."""
     keys = set(owner_sets(exporter))
-    name = (meta_of(exporter).get("labels") or {}).get(SET_LABEL)
-    if name:
-        keys.add((meta_of(exporter).get("namespace", ""), name))
+    meta = meta_of(exporter)
+    namespace = meta.get("namespace", "")
+    for name in ((meta.get("labels") or {}).get(SET_LABEL),
+                 (meta.get("annotations") or {}).get(RETAINED_FROM)):  # fmt: skip
+        if name:
+            keys.add((namespace, name))
     return keys
 
 

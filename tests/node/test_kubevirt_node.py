@@ -150,7 +150,7 @@ def test_a_first_consumer_pool_makes_a_vm_for_a_lease_and_retain_keeps_it(
 ) -> None:
     """WaitForFirstConsumer: no VM until a Lease pends; then one instance and its VM, and
     the Lease is assigned. Retain: the served instance leaves the pool whole, its VM
-    kept on the target beside its Exporter and Pod."""
+    kept on the target beside its Exporter and Pod, until its Exporter is deleted."""
     pool, target = kubevirt_pool
     pool.apply(drivers=[], minReplicas=0, maxReplicas=1, minAvailableReplicas=0)
     pool.wait("the standby Exporter", lambda: _standby(pool), timeout=60)
@@ -163,6 +163,10 @@ def test_a_first_consumer_pool_makes_a_vm_for_a_lease_and_retain_keeps_it(
     pool.release("first")
     kept = pool.wait("the instance retained", lambda: _retained(pool, got), timeout=120)
     assert target.of(got) is not None  # Retain keeps the VM with its Exporter and Pod
+    # Deleted later by a person, the retained Exporter takes its VM with it: the set it
+    # came from (its `retained-from` annotation) is woken and sweeps what is left there.
+    pool.cluster.kubectl("delete", "exporter", got, "-n", pool.namespace)
+    pool.wait("the retained instance's VM gone", lambda: target.of(got) is None, timeout=60)
     record_figure(
         f"kubevirt first-consumer pool: Lease requested -> assigned {assigned:.1f} s "
         f"(instance, VM and exporter from nothing); retained {kept}"

@@ -11,7 +11,7 @@ import pytest
 
 from api.provisioners.kubevirt import KubevirtParameters
 from pool.model.actions import PatchStatus, RememberBackoff, Remove
-from pool.model.keys import INSTANCE_LABEL, NAME_LABEL, SET_NAMESPACE_LABEL
+from pool.model.keys import INSTANCE_LABEL, NAME_LABEL, RETAINED_FROM, SET_NAMESPACE_LABEL
 from pool.model.remote import FAILED_EXIT, remote_failure, with_remote_failures
 from pool.model.views import ExporterView, Observation, PodView, ProvisionedView
 from pool.rendering.provisioners import kubevirt as kv
@@ -19,6 +19,7 @@ from pool.rendering.provisioners import kubevirt_target as target
 from pool.rendering.provisioners.base import TargetRef, target_of
 from pool.rendering.render import InstanceContext
 from pool.rules.planner import plan
+from reconciler.runtime.routing import pool_keys
 from tests.unit.test_reconciler_support import T0, booting, klass, pool, ready
 
 Obj = dict[str, Any]
@@ -146,3 +147,11 @@ def test_an_instance_whose_vm_is_gone_fails_as_a_pod_does_but_never_while_leased
     leased = (ready("pool-a", uid="uid-pool-a", lease_ref="lease-1"), idle[1])
     result, status = _status(leased, pods)
     assert not any(isinstance(a, (RememberBackoff, Remove)) for a in result.actions)
+
+
+def test_a_retained_exporter_wakes_the_set_it_came_from() -> None:
+    """Its deletion is what lets that set's sweep take its VM (reconciler.runtime.targets)."""
+    meta = {"namespace": "lab", "name": "pool-x", "annotations": {RETAINED_FROM: "pool"}}
+    retained = {"metadata": meta}
+    assert pool_keys(retained) == {("lab", "pool")}
+    assert pool_keys({"metadata": {"namespace": "lab", "name": "stray"}}) == set()

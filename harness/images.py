@@ -81,6 +81,7 @@ __all__ = [
     "ensure_base",
     "kubevirt_source_tarball",
     "main",
+    "pack_root",
     "pip_secrets",
     "product_image",
     "unpacked",
@@ -182,14 +183,7 @@ def base_rootfs(cache: Path = CACHE) -> Path:
             timeout=1200,
         )
         unmount_under(root)
-        # What apt downloaded is not part of a base.
-        for leftover in ["var/cache/apt/archives", "var/lib/apt/lists"]:
-            for item in (root / leftover).glob("*"):
-                if item.is_file():
-                    item.unlink()
-        partial = target.with_suffix(".partial")
-        _run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."])
-        partial.rename(target)
+        pack_root(root, target)
     finally:
         unmount_under(root)
         shutil.rmtree(root, ignore_errors=True)
@@ -263,6 +257,18 @@ def build_lock(cache: Path) -> Iterator[None]:
         finally:
             _HELD[cache] = 0
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def pack_root(root: Path, target: Path) -> None:
+    """A debootstrapped root filesystem as a tarball at `target` (numeric owners), whole
+    or not at all, without what apt downloaded (no part of a root filesystem)."""
+    for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for item in (root / leftover).glob("*"):
+            if item.is_file():
+                item.unlink()
+    partial = target.with_suffix(".partial")
+    _run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."])
+    partial.rename(target)
 
 
 def ensure_base(cache: Path = CACHE) -> str:

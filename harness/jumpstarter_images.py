@@ -179,11 +179,8 @@ def final_stage(containerfile: str, base: str, programs: Mapping[str, str]) -> s
 
 
 def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
     with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            sha.update(chunk)
-    return sha.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def _tag(archive: Path, names: Sequence[str]) -> None:

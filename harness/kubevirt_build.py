@@ -47,7 +47,7 @@ from pathlib import Path
 
 from harness.controlplane import REPO_ROOT
 from harness.guest import build_marker_guest
-from harness.images import apt_mirror
+from harness.images import apt_mirror, pack_root
 from harness.nodehost import unmount_under
 
 __all__ = [
@@ -335,13 +335,7 @@ def rootfs(cache: Path = CACHE) -> Path:
             timeout=1800,
         )
         _chroot_install(root, cache / "debootstrap-apt.log")
-        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for item in (root / leftover).glob("*"):
-                if item.is_file():
-                    item.unlink()
-        partial = target.with_suffix(".partial")
-        _run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."])
-        partial.rename(target)
+        pack_root(root, target)
     finally:
         unmount_under(root)
         shutil.rmtree(root, ignore_errors=True)
@@ -477,11 +471,8 @@ def _kubevirt_layer(tree: Path, bins: Path, root_tar: Path, layer: Path) -> None
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def _config(diff_ids: list[str], entrypoint: str = "", user: str = "") -> bytes:

@@ -17,7 +17,7 @@ CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images kubevirt test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-node test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -92,9 +92,15 @@ kubevirt: $(STAMP)
 # than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 3
 
-## Unit, property and end-to-end tests.
+## Unit, property and end-to-end tests (all but the KubeVirt node module: `make kubevirt-node`).
 test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m 'not kubevirt'
+
+## KubeVirt pools on real KubeVirt on the node (tests/node/test_kubevirt_node.py: about five
+## minutes, two of them KubeVirt's install; outside `make test`, which has no room for it:
+## docs/measurements.md).
+kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
+	$(PY) -m pytest -m kubevirt
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
 ## to minutes: the developer's loop.

@@ -97,15 +97,11 @@ def _root_logging_restored() -> Generator[None]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {tier: n for n, tier in enumerate(_TIERS)}
 
-    def order(item: pytest.Item) -> tuple[int, bool, bool]:
+    def order(item: pytest.Item) -> tuple[int, bool]:
         # The node modules that need the machine to themselves come after those that share
-        # its cluster (tests/node/conftest.py), so that cluster starts and stops once; of
-        # those that share it, the one that needs KubeVirt comes last, so that KubeVirt's
-        # install (begun as the cluster starts) runs beside the others.
-        module = getattr(item, "module", None)
-        own = bool(getattr(module, "OWN_NODE_CLUSTER", False))
-        kubevirt = bool(getattr(module, "USES_KUBEVIRT", False))
-        return rank.get(_part(item.path), len(_TIERS)), own, kubevirt
+        # its cluster (tests/node/conftest.py), so that cluster starts and stops once.
+        own = getattr(getattr(item, "module", None), "OWN_NODE_CLUSTER", False)
+        return rank.get(_part(item.path), len(_TIERS)), bool(own)
 
     items.sort(key=order)
 

@@ -12,7 +12,6 @@ import contextlib
 import secrets
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +22,10 @@ from harness.controlplane import jumpstarter_crds
 from harness.guest import build_marker_guest
 from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
-from harness.kubevirt_install import (
-    AVAILABLE_TIMEOUT_S,
-    KubeVirtInstall,
-    clean_host,
-    install,
-    stop_machines,
-)
 from harness.node import NodeCluster, running_node_cluster
 from tests.node.hoststate import host_state, leftovers
 from tests.node.pool_support import node_jumpstarters
-from tests.node.support import (
-    LOCK_WAIT_S,
-    NODE_COUNT,
-    OWN_NODE_CLUSTER,
-    USES_KUBEVIRT,
-    record_figure,
-    record_timings,
-)
+from tests.node.support import LOCK_WAIT_S, NODE_COUNT, OWN_NODE_CLUSTER, record_timings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,39 +38,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 class SharedCluster:
     """The node cluster the tier's modules share (its start and stop, and the images
     imported into it, paid once), started on first use and stopped at the session's end,
-    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`).
-
-    Where the session runs a module that needs KubeVirt (`USES_KUBEVIRT`, ordered after
-    the other modules on this cluster: tests/conftest.py), KubeVirt is installed in the
-    background as the cluster starts: its two minutes (mostly its components' start, one
-    after another) pass while the other modules run. It is not removed: the cluster's stop
-    takes its Pods, and `clean_host` what it changed on the host."""
+    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`)."""
 
     def __init__(self) -> None:
         self._stack: contextlib.ExitStack | None = None
         self.cluster: NodeCluster | None = None
         self._jumpstarters: JumpstarterSupply | None = None
-        self._kubevirt: Future[KubeVirtInstall] | None = None
         self._before: dict[str, Any] = {}
         # What its last stop left on the host (tests/node/test_teardown.py); None until
         # it stopped once.
         self.left: list[str] | None = None
 
-    def get(self, kubevirt: bool = False) -> NodeCluster:
-        """The cluster; with `kubevirt`, KubeVirt's install begun on it."""
+    def get(self) -> NodeCluster:
         if self.cluster is None:
             self._before = host_state()
             self._stack = contextlib.ExitStack()
             self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
-        if kubevirt and self._kubevirt is None:
-            self._kubevirt = ThreadPoolExecutor(1, "kubevirt").submit(install, self.cluster)
         return self.cluster
-
-    def kubevirt(self) -> KubeVirtInstall:
-        """KubeVirt on the cluster, once its background install is Available."""
-        cluster = self.get(kubevirt=True)
-        assert self._kubevirt is not None and cluster is not None
-        return self._kubevirt.result(timeout=AVAILABLE_TIMEOUT_S)
 
     def jumpstarters(self, tmp: pytest.TempPathFactory) -> JumpstarterSupply:
         """One supply for every module on this cluster: the controller it starts while a
@@ -97,22 +66,11 @@ class SharedCluster:
     def stop(self) -> None:
         if self._jumpstarters is not None:
             self._jumpstarters.close()
-        installed = None
-        if self._kubevirt is not None:
-            with contextlib.suppress(Exception):  # a failed install cleaned up after itself
-                installed = self._kubevirt.result(timeout=AVAILABLE_TIMEOUT_S)
         if self._stack is not None and self.cluster is not None:
-            if installed is not None:  # no guest left to run out its shutdown's grace
-                stop_machines(self.cluster)
-            try:
-                self._stack.close()
-            finally:
-                if installed is not None:
-                    clean_host(installed, cluster_stopped=True)
+            self._stack.close()
             record_timings("the modules sharing one cluster", self.cluster)
             self.left = leftovers(self.cluster.workdir, self._before)
         self._stack, self.cluster, self._jumpstarters = None, None, None
-        self._kubevirt = None
 
 
 @pytest.fixture(scope="session")
@@ -131,8 +89,7 @@ def node_cluster(
     on a machine at a time), of NODE_COUNT nodes if it says. Those modules come last in
     the tier (tests/conftest.py)."""
     if not getattr(request.module, OWN_NODE_CLUSTER, False):
-        wanted = any(getattr(item.module, USES_KUBEVIRT, False) for item in request.session.items)
-        yield shared_node_cluster.get(kubevirt=wanted)
+        yield shared_node_cluster.get()
         return
     shared_node_cluster.stop()
     nodes = getattr(request.module, NODE_COUNT, 1)
@@ -196,15 +153,3 @@ def jumpstarters(
 def marker_guest() -> Path:
     """The marker guest's disk (built once per cache folder)."""
     return build_marker_guest()
-
-
-@pytest.fixture(scope="module")
-def kubevirt(node_cluster: NodeCluster, shared_node_cluster: SharedCluster) -> KubeVirtInstall:
-    """KubeVirt installed on the shared cluster (begun in the background as it started)."""
-    waited = time.monotonic()
-    installed = shared_node_cluster.kubevirt()
-    record_figure(
-        f"kubevirt: install to Available {installed.timings['install']:.1f} s in the "
-        f"background, waited for {time.monotonic() - waited:.1f} s {installed.timings}"
-    )
-    return installed

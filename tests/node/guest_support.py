@@ -78,10 +78,12 @@ def run_client(
     *,
     driver: str = "qemu",
     client_path: Path | None = None,
+    silent_after: float | None = None,
 ) -> ClientRun:
     """Lease by `selector`, flash `image` (if any), boot `boots` times to the marker,
     release. `driver` names the QEMU driver ("": power and console at the export's top);
-    `client_path` goes on the client's PYTHONPATH (a driver's client classes)."""
+    `client_path` goes on the client's PYTHONPATH (a driver's client classes);
+    `silent_after` bounds the console's first silence (the client's default otherwise)."""
     command = [
         sys.executable,
         "-m",
@@ -93,6 +95,7 @@ def run_client(
         "--driver",
         driver,
         *(("--flash", str(image)) if image is not None else ()),
+        *(("--silent-after", str(silent_after)) if silent_after is not None else ()),
         "--boots",
         str(boots),
     ]

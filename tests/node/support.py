@@ -18,10 +18,6 @@ LOCK_WAIT_S = 240.0
 OWN_NODE_CLUSTER = "OWN_NODE_CLUSTER"
 # Such a module's cluster has this many nodes when the module sets it (one otherwise).
 NODE_COUNT = "NODE_COUNT"
-# A module that sets this attribute True needs KubeVirt on the shared cluster: installed in
-# the background as that cluster starts (tests/node/conftest.py), the module run after the
-# others that share the cluster.
-USES_KUBEVIRT = "USES_KUBEVIRT"
 TIMINGS: list[tuple[str, dict[str, float]]] = []
 # What the tests measured (counts, times), one line each, printed at the end of the run.
 FIGURES: list[str] = []

@@ -13,7 +13,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,3 @@ def crds(cache: Path = CACHE) -> list[dict[str, Any]]:
         crd.pop("status", None)
         crd["metadata"].pop("creationTimestamp", None)
     return loaded
-
-
-if __name__ == "__main__":
-    json.dump(crds(), sys.stdout)

@@ -62,6 +62,21 @@ class Target:
             None,
         )
 
+    def describe(self) -> str:
+        """What a failed test shows of the target: its VMs, VMIs (phase, node) and Pods,
+        and its Events in order (a VMI that never ran says why here: scheduling, the
+        launcher's image, its volumes)."""
+        where = ("-n", self.namespace)
+        shown = [
+            self.cluster.kubectl(*command, *where, check=False)
+            for command in (
+                ("get", "virtualmachines.kubevirt.io,virtualmachineinstances.kubevirt.io,pods",
+                 "-o", "wide"),
+                ("get", "events", "--sort-by=.lastTimestamp"),
+            )
+        ]  # fmt: skip
+        return "\n".join([f"target {self.namespace}:", *(r.stdout + r.stderr for r in shown)])
+
 
 def make_target(cluster: Any, pool_namespace: str) -> Target:
     """A namespace standing for the target cluster, and the credentials Secret in

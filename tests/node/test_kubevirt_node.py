@@ -125,7 +125,7 @@ def test_a_client_leases_a_vm_powers_it_on_reads_its_marker_and_its_successor_is
         config, pool.selector, None, 1, tmp_path, driver="", client_path=client_path,
         silent_after=SILENT_AFTER_S,
     )  # fmt: skip
-    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}"
+    assert run.code == 0, f"{run.output}\n{pool.instance_logs()}\n{target.describe()}"
     leased = run.first("lease acquired")["exporter"]
     (marker,) = [e["line"] for e in run.events if e["event"] == "marker"]
     assert marker.startswith(MARKER), run.output

@@ -216,6 +216,7 @@ def source(cache: Path = CACHE) -> Path:
     stamp = tree / _STAMP
     if stamp.is_file() and stamp.read_text().strip() == VERSION:
         return tree
+    cache.mkdir(parents=True, exist_ok=True)  # the first step of a fresh clone's build
     listing = json.loads(
         _run(["go", "mod", "download", "-json", f"{MODULE}@{VERSION}"], cwd=cache, env=go_env())
     )

@@ -77,12 +77,36 @@ def jumpstarter_crds() -> list[Path]:
     return [*ours, *built().crds]
 
 
+# Where `free_port` picks: below the kernel's ephemeral range (32768 and up unless
+# ip_local_port_range says otherwise), whose ports any outgoing connection may take as its
+# source port between the check and the listener's bind (a kube-apiserver once failed to
+# start so: "bind: address already in use"), and below NodePorts' 30000-32767.
+LISTEN_PORTS = range(20000, 30000)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on `host` (loopback by default) that was free a moment ago."""
+    """A TCP port on `host` (loopback by default) that was free a moment ago, picked at
+    random from `LISTEN_PORTS` (the kernel's own pick where that range overlaps its
+    ephemeral one)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if LISTEN_PORTS.stop <= _ephemeral_low():
+            for _ in range(64):
+                port = LISTEN_PORTS.start + secrets.randbelow(len(LISTEN_PORTS))
+                try:
+                    sock.bind((host, port))
+                except OSError:  # in use: another pick
+                    continue
+                return port
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        picked: int = sock.getsockname()[1]
+        return picked
 
 
 def require_binaries(names: Sequence[str] = BINARIES) -> dict[str, Path]:

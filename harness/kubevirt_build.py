@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import shutil
@@ -41,6 +42,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -532,21 +534,50 @@ def images(tree: Path, bins: Path, root_tar: Path, cache: Path = CACHE) -> Path:
     return archive
 
 
+# virt-handler (v1.7.0, and v1.8.1 still) writes the CRC32 of a containerDisk's disk, a
+# uint32, into the VMI's status, where KubeVirt's own CRD says int32: from 2^31 on,
+# kube-apiserver refuses every status update ("Checked value must be of type integer with
+# format int32 in status.volumeStatus[0].containerDiskVolume.checksum") and the VMI never
+# becomes ready (kubevirt/kubevirt#17469, merged on main after v1.8.1). So the disk of a
+# containerDisk built here ends in one more sector, of which 4 bytes keep its CRC32 lower.
+INT32_MAX = 2**31 - 1
+SECTOR = 512
+
+
+def crc_sector(disk: Path) -> bytes:
+    """A sector which, appended to `disk`, makes their CRC32 (KubeVirt's checksum) at most
+    INT32_MAX: a little-endian counter, then zeros; the first counter that does."""
+    crc = 0
+    with disk.open("rb") as data:
+        while chunk := data.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    for counter in itertools.count():
+        sector = counter.to_bytes(4, "little") + bytes(SECTOR - 4)
+        if zlib.crc32(sector, crc) <= INT32_MAX:
+            return sector
+    raise AssertionError("unreachable: half of all counters do")
+
+
 def containerdisk(disk: Path, name: str, cache: Path = CACHE) -> Path:
     """A containerDisk image `name` holding the raw `disk` at /disk/, owned by qemu (107),
-    as KubeVirt's docs build one (`ADD --chown=107:107 disk.img /disk/`)."""
-    archive = cache / f"containerdisk-{disk.stem}.tar"
+    as KubeVirt's docs build one (`ADD --chown=107:107 disk.img /disk/`), past its end the
+    sector `crc_sector` gives it (outside every partition: the guest never reads it)."""
+    archive = cache / f"containerdisk-{disk.stem}-crc31.tar"
     if archive.is_file():
         return archive
     with tempfile.TemporaryDirectory(prefix="containerdisk-", dir=cache) as folder:
+        padded = Path(folder) / disk.name
+        shutil.copyfile(disk, padded)
+        with padded.open("ab") as out:
+            out.write(crc_sector(disk))
         layer = Path(folder) / "disk.tar"
         with tarfile.open(layer, "w") as tar:
             _add_dir(tar, "disk", QEMU_UID)
-            info = tar.gettarinfo(str(disk), f"disk/{disk.name}")
+            info = tar.gettarinfo(str(padded), f"disk/{disk.name}")
             info.uid = info.gid = QEMU_UID
             info.uname = info.gname = ""
             info.mode, info.mtime = 0o440, 0
-            with disk.open("rb") as data:
+            with padded.open("rb") as data:
                 tar.addfile(info, data)
         write_archive([layer], {name: ("", "")}, archive)
     return archive

@@ -94,19 +94,18 @@ kubevirt: $(STAMP)
 kubevirt-crds: $(STAMP)
 	$(PY) -m harness.kubevirt_crds > /dev/null
 
-# Parallel workers of `make test` (pytest-xdist): the node tier is one unit of work, every
-# other test module one each (tests/conftest.py); the tests mostly wait, so more workers
-# than cores pay (docs/measurements.md).
+# Parallel workers of `make test` (pytest-xdist): the node tier is two units of work (its
+# modules of tests/node/sharing.py's BESIDE on a second worker, on the first's cluster),
+# every other test module one each (tests/conftest.py); the tests mostly wait, so more
+# workers than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 3
 
-## Unit, property and end-to-end tests (all but the KubeVirt node module: `make kubevirt-node`;
-## so not KubeVirt's build either, only its CRDs).
-test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt-crds
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m 'not kubevirt'
+## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included.
+test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
-## KubeVirt pools on real KubeVirt on the node (tests/node/test_kubevirt_node.py: about five
-## minutes, two of them KubeVirt's install; outside `make test`, which has no room for it:
-## docs/measurements.md).
+## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
+## about five minutes, two of them KubeVirt's install).
 kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 	$(PY) -m pytest -m kubevirt
 

@@ -183,6 +183,9 @@ class ControlPlane:
     # name -> the binary it runs and what runs in the child before exec, for a restart
     _programs: dict[str, str] = field(default_factory=dict)
     _preexec: dict[str, Callable[[], object] | None] = field(default_factory=dict)
+    # The processes another process on this machine runs for this plane, which this one
+    # only uses (`harness.node.attached_node_cluster`): running, as far as it can tell.
+    started_elsewhere: frozenset[str] = frozenset()
 
     @property
     def server(self) -> str:
@@ -321,8 +324,13 @@ class ControlPlane:
             process.wait(timeout=timeout)
 
     def is_running(self, name: str) -> bool:
-        """Whether `name` was started and not stopped since (`kill`)."""
-        return name in self._running
+        """Whether `name` was started and not stopped since (`kill`), here or by the
+        process this plane is attached to."""
+        return name in self._running or name in self.started_elsewhere
+
+    def running(self) -> list[str]:
+        """The names of the processes started and not stopped since."""
+        return sorted(self._running)
 
     def restart(self, name: str) -> None:
         """Start `name` again with the same arguments: same ports, same data."""

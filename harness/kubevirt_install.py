@@ -18,17 +18,18 @@ applies `kubevirt-cr.yaml` with `spec.configuration.developerConfiguration.useEm
   life;
 - the host has no systemd, so `/` is a private mount, and virt-handler's Bidirectional and
   virt-launcher's HostToContainer mounts need shared ones: `/` is made rshared for the
-  install's life (as systemd makes it on any other host) and private again after;
+  install's life (as systemd makes it on any other host) and private again after, unless
+  the cluster has it so for its own life (`running_node_cluster(shared_root=True)`, the
+  node tier's way: Pods that outlive KubeVirt must not see it turn private);
 - one replica of virt-api and of virt-controller (`spec.infra.replicas`), not two.
 
 `uninstall` deletes the CR (virt-operator removes what it deployed) and then the
 operator's manifest, as KubeVirt's docs say; `clean_host` then undoes the host changes
-and removes what virt-handler left on the host, before the cluster stops (or, KubeVirt
-left installed, after it stopped: the node tier's way, tests/node/conftest.py).
-`stop_machines` stops every VMI at once.
+and removes what virt-handler left on the host, before the cluster stops.
+`stop_machines` stops every VMI at once; `remove` does the three.
 
     kv = install(cluster)                       # about two minutes
-    uninstall(kv); clean_host(kv)
+    remove(kv)                                  # stop_machines, uninstall, clean_host
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +53,14 @@ from harness.kubevirt_build import (
 )
 from harness.kubevirt_build import build as build_kubevirt
 from harness.node import NodeCluster
+from harness.nodehost import root_is_shared
 
 __all__ = [
     "KubeVirtInstall",
     "KubeVirtInstallError",
     "clean_host",
     "install",
-    "installed_kubevirt",
+    "remove",
     "stop_machines",
     "uninstall",
 ]
@@ -151,11 +152,10 @@ def kubevirt_cr(built: KubeVirtBuild, cluster: NodeCluster) -> dict[str, Any]:
 
 
 def _make_root_shared() -> bool:
-    """Make `/` rshared when it is private (no systemd did it); whether it was changed."""
-    line = subprocess.run(
-        ["findmnt", "-n", "-o", "PROPAGATION", "/"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    if line.startswith("shared"):
+    """Make `/` rshared when it is private (no systemd did it); whether it was changed. (The
+    node cluster does it for its whole life when it is to run KubeVirt: `running_node_cluster`'s
+    `shared_root`; then this changes nothing.)"""
+    if root_is_shared():
         return False
     subprocess.run(["mount", "--make-rshared", "/"], check=True)
     return True
@@ -304,12 +304,9 @@ def uninstall(kv: KubeVirtInstall) -> None:
         kv.timings["uninstall"] = round(time.monotonic() - begin, 1)
 
 
-def clean_host(kv: KubeVirtInstall, cluster_stopped: bool = False) -> None:
-    """After `uninstall`, before the cluster stops, or once it stopped (`cluster_stopped`:
-    KubeVirt not removed, its Pods gone with the cluster): what virt-handler left on the
-    host (folders, its device plugins' sockets), the device-plugins binding, `/` as it
-    was; once the cluster stopped, also the device-plugins folder the sockets kept from
-    the cluster's own sweep, if they alone were in it."""
+def clean_host(kv: KubeVirtInstall) -> None:
+    """After `uninstall`, before the cluster stops: what virt-handler left on the host
+    (folders, its device plugins' sockets), the device-plugins binding, `/` as it was."""
     if kv.bound is not None:
         subprocess.run(["umount", "-l", str(kv.bound)], capture_output=True, check=False)
     for socket in Path(DEVICE_PLUGINS).glob("kubevirt-*.sock"):  # virt-handler's plugins
@@ -317,23 +314,15 @@ def clean_host(kv: KubeVirtInstall, cluster_stopped: bool = False) -> None:
     for path in HOST_LEFTOVERS:
         subprocess.run(["umount", "-R", path], capture_output=True, check=False)
         shutil.rmtree(path, ignore_errors=True)
-    if cluster_stopped:
-        for folder in (Path(DEVICE_PLUGINS), Path(DEVICE_PLUGINS).parent):
-            with contextlib.suppress(OSError):  # not empty, or not there: not ours to take
-                folder.rmdir()
     if kv.made_shared:
         subprocess.run(["mount", "--make-rprivate", "/"], check=True)
 
 
-@contextlib.contextmanager
-def installed_kubevirt(cluster: NodeCluster) -> Iterator[KubeVirtInstall]:
-    """KubeVirt installed on `cluster` for the block; removed, and the host cleaned,
-    afterwards (the cluster still running)."""
-    kv = install(cluster)
+def remove(kv: KubeVirtInstall) -> None:
+    """KubeVirt's VMs stopped at once (`stop_machines`), KubeVirt removed (`uninstall`) and
+    the host cleaned (`clean_host`), the cluster still running."""
     try:
-        yield kv
+        stop_machines(kv.cluster)
+        uninstall(kv)
     finally:
-        try:
-            uninstall(kv)
-        finally:
-            clean_host(kv)
+        clean_host(kv)

@@ -83,6 +83,7 @@ __all__ = [
     "NODE_NAME",
     "NodeCluster",
     "NodeError",
+    "attached_node_cluster",
     "running_node_cluster",
 ]
 
@@ -431,6 +432,22 @@ class NodeCluster:
 
     # -- use --------------------------------------------------------------------------
 
+    def description(self) -> dict[str, Any]:
+        """What another process on this machine needs to use this running cluster
+        (`attached_node_cluster`), as JSON: its folder, its API server and tokens, how
+        many nodes, the node images' names, what runs."""
+        plane = self.plane
+        return {
+            "workdir": str(self.workdir),
+            "server": {"address": plane.address, "port": plane.port, "token": plane.token},
+            "ca": str(plane.ca_file),
+            "tokens": plane.tokens,
+            "binaries": {name: str(path) for name, path in plane.binaries.items()},
+            "nodes": len(self.nodes),
+            "images": self.images,
+            "running": plane.running(),
+        }
+
     def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return self.plane.kubectl(*args, **kwargs)
 
@@ -521,6 +538,32 @@ class NodeCluster:
         )  # fmt: skip
 
 
+def attached_node_cluster(description: dict[str, Any]) -> NodeCluster:
+    """The running cluster another process on this machine started and described
+    (`NodeCluster.description`): kubectl, image imports and the nodes' addresses work as
+    they do there; its processes, its stop and its host changes stay that process's (this
+    object's `stop` does nothing)."""
+    root, server = Path(description["workdir"]), description["server"]
+    plane = ControlPlane(
+        workdir=root,
+        port=server["port"],
+        token=server["token"],
+        binaries={name: Path(path) for name, path in description["binaries"].items()},
+        address=server["address"],
+        tokens=description["tokens"],
+        ca_path=Path(description["ca"]),
+        started_elsewhere=frozenset(description["running"]),
+    )
+    images = description["images"]
+    members = [
+        Node(network, plane, root, plane.ca_file, sandbox_image=images["pause"], up=True)
+        for network in NETWORK.nodes(description["nodes"])
+    ]
+    return NodeCluster(
+        workdir=root, plane=plane, ledger=Ledger(root), nodes=members, images=images, _stopped=True
+    )
+
+
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP unwind like Ctrl-C, so the cluster's teardown runs."""
@@ -544,23 +587,24 @@ def _stop_on_signals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def running_node_cluster(
-    workdir: Path | None = None, *, wait: float = 0.0, nodes: int = 1
+    workdir: Path | None = None, *, wait: float = 0.0, nodes: int = 1, shared_root: bool = False
 ) -> Iterator[NodeCluster]:
     """Start a cluster of `nodes` nodes in `workdir` (emptied first; a private temporary
     folder when None, removed afterwards); stop it and undo every host change on exit, also
     when the caller fails or the process is told to stop. One cluster runs on a machine at
-    a time: wait up to `wait` seconds for another to stop."""
+    a time: wait up to `wait` seconds for another to stop. With `shared_root` (a cluster
+    that is to run KubeVirt), `/` is rshared for its whole life (`Ledger.share_root`)."""
     if not 1 <= nodes <= MAX_NODES:
         raise NodeError(f"node cluster: 1 to {MAX_NODES} nodes, not {nodes}")
     binaries = require_binaries((*BINARIES, *NODE_BINARIES))
     binaries |= _require_host()
     if workdir is not None:
-        with _running(workdir, binaries, wait, nodes, fresh=True) as cluster:
+        with _running(workdir, binaries, wait, nodes, shared_root, fresh=True) as cluster:
             yield cluster
         return
     root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     try:
-        with _running(root, binaries, wait, nodes, fresh=False) as cluster:
+        with _running(root, binaries, wait, nodes, shared_root, fresh=False) as cluster:
             yield cluster
     finally:
         remove_folder(root)  # never through a mount: refused while one is left
@@ -568,7 +612,13 @@ def running_node_cluster(
 
 @contextlib.contextmanager
 def _running(
-    root: Path, binaries: dict[str, Path], wait: float, nodes: int, *, fresh: bool
+    root: Path,
+    binaries: dict[str, Path],
+    wait: float,
+    nodes: int,
+    shared_root: bool,
+    *,
+    fresh: bool,
 ) -> Iterator[NodeCluster]:
     root = root.resolve()
     with _stop_on_signals(), machine_lock(root, wait):
@@ -578,6 +628,8 @@ def _running(
         ledger = Ledger(root)
         ledger.check_host(NETWORK)
         ledger.remember_host()
+        if shared_root:
+            ledger.share_root()
         net = NETWORK
         ca = root / "pki" / "ca.crt"
         plane = ControlPlane(

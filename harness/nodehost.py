@@ -69,6 +69,7 @@ __all__ = [
     "processes_of",
     "rejoin",
     "remove_folder",
+    "root_is_shared",
     "sweep",
     "unmount_under",
 ]
@@ -332,6 +333,7 @@ class Ledger:
     addresses: list[str] = field(default_factory=list)  # node IPs the start added to lo
     sysctls: dict[str, str] = field(default_factory=dict)  # values before the start
     host_dirs: list[str] = field(default_factory=list)  # folders that did not exist
+    root_made_shared: bool = False  # `/` was private and the start made it rshared
 
     @property
     def path(self) -> Path:
@@ -384,6 +386,19 @@ class Ledger:
         self.sysctls = kernel_settings()
         self.host_dirs = [str(top) for path in HOST_DIRS if (top := _first_missing(path))]
         self.save()
+
+    def share_root(self) -> None:
+        """`/` rshared for the cluster's life, as systemd makes it on other hosts, where it
+        is private (no systemd here): for KubeVirt, whose virt-handler and virt-launcher
+        mount with Bidirectional and HostToContainer propagation. Made so before any Pod,
+        and private again only after the last one: a mount namespace made while `/` was
+        shared keeps copies of the kubelet's later volume mounts once it is private again,
+        and the kubelet cannot remove their folders ("device or resource busy")."""
+        if root_is_shared():
+            return
+        self.root_made_shared = True
+        self.save()
+        _run("mount", "--make-rshared", "/")
 
     def add_address(self, network: Network = NETWORK) -> None:
         """A node's IP, a /32 on lo: this kernel has no dummy device, and lo is local."""
@@ -649,6 +664,8 @@ def sweep(ledger: Ledger, network: Network = NETWORK) -> list[str]:
         step(f"address {address}", functools.partial(_del_address, address))
     step("kernel settings", lambda: _restore_sysctls(ledger.sysctls))
     step("host folders", lambda: _remove_host_files(ledger, network))
+    if ledger.root_made_shared:
+        step("/ private again", functools.partial(_run, "mount", "--make-rprivate", "/"))
     problems += [
         f"{program} (pid {pid}) still runs" for pid, program in processes_of(ledger.workdir).items()
     ]
@@ -661,6 +678,11 @@ def sweep(ledger: Ledger, network: Network = NETWORK) -> list[str]:
         for name in chains(tool, table)
     ]
     return problems
+
+
+def root_is_shared() -> bool:
+    """Whether `/` is a shared mount (its propagation `shared`, maybe `shared,slave`)."""
+    return _run("findmnt", "-n", "-o", "PROPAGATION", "/").stdout.strip().startswith("shared")
 
 
 def _has_address(address: str) -> bool:

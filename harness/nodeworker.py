@@ -9,6 +9,7 @@ started again over the same state (`kill`, `start_again`).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import signal
 import subprocess
@@ -172,11 +173,16 @@ state = "{root / "state"}"
         )
 
     def import_image(self, archive: Path, name: str | None = None) -> str:
-        """Import a docker-archive into this node's containerd (`import_archive`), once."""
+        """Import a docker-archive into this node's containerd (`import_archive`), once.
+        Processes importing into this containerd take turns (the node tier's two workers,
+        tests/node/sharing.py): two imports of one archive at once would write the same
+        blobs."""
         stat = archive.stat()
         key = (archive.resolve(), stat.st_size, stat.st_mtime_ns, name)
         if key not in self.imported:
-            self.imported[key] = import_archive(self.ctr, archive, name)
+            with self._path("containerd", "import.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self.imported[key] = import_archive(self.ctr, archive, name)
         return self.imported[key]
 
     def start_kubelet(self, kubeconfig: str) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from xdist.scheduler import LoadScopeScheduling
 
 from tests import records
+from tests.node.sharing import runs_beside, split
+from tests.node.support import OWN_NODE_CLUSTER, RESTARTS_NODE, USES_KUBEVIRT
 
 # Hypothesis's too_slow health check is a timing check, and a loaded 2-core run trips it
 # (1.1 s for a few inputs): the tests assert behaviour, not speed.
@@ -64,17 +66,32 @@ def pytest_configure(config: pytest.Config) -> None:
         records.start()
 
 
-def _unit_of_work(nodeid: str) -> str:
-    """The scope a worker runs whole: the node tier as one, every other module as one."""
+def _unit_of_work(nodeid: str, node_split: bool) -> str:
+    """The scope a worker runs whole: the node tier as one (as two where `node_split`, its
+    modules of `sharing.BESIDE` the second: tests/node/sharing.py), every other module as
+    one."""
     module = nodeid.split("::", 1)[0]
-    return "node" if _part(module) == "node" else module
+    if _part(module) != "node":
+        return module
+    return "node-beside" if node_split and runs_beside(nodeid) else "node"
 
 
 class _ByModule(LoadScopeScheduling):
+    """Units of work handed out in the order of the collection (`pytest_collection_
+    modifyitems` below), not xdist's by size: the node tier's first, so that its two
+    units start at once on two workers."""
+
+    def __init__(self, config: pytest.Config, log: Any) -> None:
+        config.option.loadscopereorder = False
+        super().__init__(config, log)
+        self._node_split: bool | None = None
+
     # Grouped here from the node id alone: xdist's own loadgroup marks the groups by
     # rewriting an attribute pytest 9 no longer reads, so they reach no scheduler.
     def _split_scope(self, nodeid: str) -> str:
-        return _unit_of_work(nodeid)
+        if self._node_split is None:  # the collection is whole when scopes are asked for
+            self._node_split = split(self.collection or (), len(self.nodes))
+        return _unit_of_work(nodeid, self._node_split)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
@@ -96,12 +113,24 @@ def _root_logging_restored() -> Generator[None]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {tier: n for n, tier in enumerate(_TIERS)}
+    tests_of = Counter(item.path for item in items)
 
-    def order(item: pytest.Item) -> tuple[int, bool]:
-        # The node modules that need the machine to themselves come after those that share
-        # its cluster (tests/node/conftest.py), so that cluster starts and stops once.
-        own = getattr(getattr(item, "module", None), "OWN_NODE_CLUSTER", False)
-        return rank.get(_part(item.path), len(_TIERS)), bool(own)
+    def order(item: pytest.Item) -> tuple[int, ...]:
+        if _part(item.path) != "node":  # the modules with the most tests first
+            return 1, -tests_of[item.path], rank.get(_part(item.path), len(_TIERS))
+        module = getattr(item, "module", None)
+        # Of the node tier, the modules that share its cluster first (tests/node/conftest.py:
+        # it starts and stops once), the one that restarts the node's kubelet last of those
+        # the first worker runs (the second's are likely done by then); the modules beside
+        # them next, KubeVirt's last (tests/node/sharing.py); then those that need the
+        # machine to themselves.
+        return (
+            0,
+            bool(getattr(module, OWN_NODE_CLUSTER, False)),
+            runs_beside(item.nodeid),
+            bool(getattr(module, USES_KUBEVIRT, False)),
+            bool(getattr(module, RESTARTS_NODE, False)),
+        )
 
     items.sort(key=order)
 

@@ -12,6 +12,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,27 @@ from harness.controlplane import jumpstarter_crds
 from harness.guest import build_marker_guest
 from harness.images import build_qemu_exporter
 from harness.jumpstarter import JumpstarterSupply
+from harness.kubevirt_install import AVAILABLE_TIMEOUT_S, KubeVirtInstall
+from harness.kubevirt_install import remove as remove_kubevirt
 from harness.node import NodeCluster, running_node_cluster
 from tests.node.hoststate import host_state, leftovers
+from tests.node.kubevirt_pools import kubevirt_ready
 from tests.node.pool_support import node_jumpstarters
-from tests.node.support import LOCK_WAIT_S, NODE_COUNT, OWN_NODE_CLUSTER, record_timings
+from tests.node.sharing import Share, runs_beside, share_of_run
+from tests.node.support import (
+    LOCK_WAIT_S,
+    NODE_COUNT,
+    OWN_NODE_CLUSTER,
+    USES_KUBEVIRT,
+    record_figure,
+    record_timings,
+)
+
+# How long the worker beside waits for the owner's cluster (its start, which may itself
+# wait for the machine), and the owner for the other's modules to finish before it stops
+# the cluster (they finish well before it needs to: tests/node/sharing.py).
+ATTACH_WAIT_S = LOCK_WAIT_S + 120.0
+DONE_WAIT_S = 240.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,23 +56,100 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 class SharedCluster:
     """The node cluster the tier's modules share (its start and stop, and the images
     imported into it, paid once), started on first use and stopped at the session's end,
-    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`)."""
+    or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`).
 
-    def __init__(self) -> None:
+    Under `make test` a second worker may run the modules of `sharing.BESIDE` on it
+    meanwhile (tests/node/sharing.py): this worker then either owns the cluster (starts
+    it, publishes it, waits for the other's done mark before it stops it) or runs beside
+    (attaches, marks done after its last module). Where a module of this worker's needs
+    KubeVirt (`USES_KUBEVIRT`, last of the modules beside the others), KubeVirt is
+    installed in the background from the first of them on, with its pools' images: its
+    two minutes, mostly its components starting one after another, pass while they run;
+    after the last of them, KubeVirt is removed again."""
+
+    def __init__(self, share: Share | None, kubevirt_wanted: bool) -> None:
+        self.share = share
+        self._kubevirt_wanted = kubevirt_wanted
+        self._hosts_kubevirt = kubevirt_wanted  # this run installs it on the cluster
         self._stack: contextlib.ExitStack | None = None
         self.cluster: NodeCluster | None = None
         self._jumpstarters: JumpstarterSupply | None = None
+        self._kubevirt: Future[KubeVirtInstall] | None = None
+        self._attach_error: BaseException | None = None
+        self._beside = False  # attached to another worker's cluster
+        self._done = False  # attached, and told the owner this worker's modules are done
+        self._alone = False  # the other worker's modules are done with this one's cluster
         self._before: dict[str, Any] = {}
         # What its last stop left on the host (tests/node/test_teardown.py); None until
         # it stopped once.
         self.left: list[str] | None = None
 
-    def get(self) -> NodeCluster:
+    def get(self, beside: bool = False) -> NodeCluster:
+        """The cluster, for a module of `sharing.BESIDE` when `beside`."""
         if self.cluster is None:
-            self._before = host_state()
-            self._stack = contextlib.ExitStack()
-            self.cluster = self._stack.enter_context(running_node_cluster(wait=LOCK_WAIT_S))
+            if self.share is not None and beside:
+                self.cluster = self._attach(self.share)
+            else:
+                self.cluster = self._start()
+        if beside and self._kubevirt_wanted and self._kubevirt is None:
+            self._kubevirt = ThreadPoolExecutor(1, "kubevirt").submit(kubevirt_ready, self.cluster)
         return self.cluster
+
+    def _start(self) -> NodeCluster:
+        self._before = host_state()
+        self._stack = contextlib.ExitStack()
+        try:
+            started = running_node_cluster(wait=LOCK_WAIT_S, shared_root=self._hosts_kubevirt)
+            cluster = self._stack.enter_context(started)
+        except BaseException as error:
+            if self.share is not None:
+                self.share.publish_failure(error)
+            raise
+        if self.share is not None:
+            self.share.publish(cluster)
+        return cluster
+
+    def _attach(self, share: Share) -> NodeCluster:
+        if self._attach_error is not None:  # one wait, not one per module
+            raise self._attach_error
+        try:
+            cluster = share.attach(ATTACH_WAIT_S)
+        except BaseException as error:
+            self._attach_error = error
+            share.mark_done()  # nothing of this worker's will use the cluster
+            raise
+        self._beside = True
+        return cluster
+
+    def kubevirt(self) -> KubeVirtInstall:
+        """KubeVirt on the cluster, once its background install is Available."""
+        self.get(beside=True)
+        assert self._kubevirt is not None, "no module of this run needs KubeVirt"
+        return self._kubevirt.result(timeout=AVAILABLE_TIMEOUT_S)
+
+    def after_beside(self) -> None:
+        """After the last module of `sharing.BESIDE`: KubeVirt removed (its VMs stopped at
+        once first: the marker guest ignores ACPI), the host cleaned; attached, this
+        worker's Jumpstarters stopped and the owner told."""
+        future, self._kubevirt, self._kubevirt_wanted = self._kubevirt, None, False
+        try:
+            if future is not None:
+                remove_kubevirt(future.result(timeout=AVAILABLE_TIMEOUT_S))
+        finally:
+            if self._beside and not self._done:
+                self._done = True
+                self._close_jumpstarters()
+                assert self.share is not None
+                self.share.mark_done()
+
+    def alone(self) -> None:
+        """Until no other worker's modules use this worker's cluster (at once when none
+        does)."""
+        if self.share is None or self._beside or self._alone or self._stack is None:
+            return
+        waited = self.share.wait_done(DONE_WAIT_S)
+        self._alone = True
+        print(f"\nnode: the modules beside this worker's done; waited {waited:.1f} s")
 
     def jumpstarters(self, tmp: pytest.TempPathFactory) -> JumpstarterSupply:
         """One supply for every module on this cluster: the controller it starts while a
@@ -63,21 +158,51 @@ class SharedCluster:
             self._jumpstarters = node_jumpstarters(self.get(), tmp.mktemp("jumpstarter"), "pool")
         return self._jumpstarters
 
-    def stop(self) -> None:
+    def _close_jumpstarters(self) -> None:
         if self._jumpstarters is not None:
             self._jumpstarters.close()
-        if self._stack is not None and self.cluster is not None:
-            self._stack.close()
-            record_timings("the modules sharing one cluster", self.cluster)
-            self.left = leftovers(self.cluster.workdir, self._before)
-        self._stack, self.cluster, self._jumpstarters = None, None, None
+        self._jumpstarters = None
+
+    def stop(self) -> None:
+        if self._beside:  # the owner stops it
+            self.after_beside()
+            self.cluster = None
+            return
+        try:
+            self.alone()
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._close_jumpstarters()
+        if self._kubevirt is not None:  # its modules did not finish (`after_beside`)
+            with contextlib.suppress(Exception):
+                self.after_beside()
+        try:
+            if self._stack is not None and self.cluster is not None:
+                self._stack.close()
+                record_timings("the modules sharing one cluster", self.cluster)
+                self.left = leftovers(self.cluster.workdir, self._before)
+        finally:
+            if self.share is not None and self._alone:
+                self.share.remove()
+            self._stack, self.cluster = None, None
 
 
 @pytest.fixture(scope="session")
-def shared_node_cluster() -> Iterator[SharedCluster]:
-    shared = SharedCluster()
+def shared_node_cluster(request: pytest.FixtureRequest) -> Iterator[SharedCluster]:
+    items = request.session.items
+    share = share_of_run(getattr(request.config, "workerinput", None), (i.nodeid for i in items))
+    kubevirt = any(getattr(getattr(i, "module", None), USES_KUBEVIRT, False) for i in items)
+    shared = SharedCluster(share, kubevirt)
     yield shared
     shared.stop()
+
+
+def _last_beside(request: pytest.FixtureRequest) -> bool:
+    """Whether the requesting module is the run's last of `sharing.BESIDE`."""
+    beside = [item for item in request.session.items if runs_beside(item.nodeid)]
+    return bool(beside) and beside[-1].path == request.path
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +214,23 @@ def node_cluster(
     on a machine at a time), of NODE_COUNT nodes if it says. Those modules come last in
     the tier (tests/conftest.py)."""
     if not getattr(request.module, OWN_NODE_CLUSTER, False):
-        yield shared_node_cluster.get()
+        beside = runs_beside(request.node.nodeid)
+        yield shared_node_cluster.get(beside=beside)
+        if beside and _last_beside(request):
+            shared_node_cluster.after_beside()
         return
     shared_node_cluster.stop()
     nodes = getattr(request.module, NODE_COUNT, 1)
     with running_node_cluster(wait=LOCK_WAIT_S, nodes=nodes) as cluster:
         yield cluster
     record_timings(request.module.__name__.rsplit(".", 1)[-1], cluster)
+
+
+@pytest.fixture
+def node_alone(shared_node_cluster: SharedCluster) -> None:
+    """For a test that restarts the node's kubelet or containerd: the modules another
+    worker runs on the shared cluster (tests/node/sharing.py) are done first."""
+    shared_node_cluster.alone()
 
 
 @pytest.fixture
@@ -153,3 +288,16 @@ def jumpstarters(
 def marker_guest() -> Path:
     """The marker guest's disk (built once per cache folder)."""
     return build_marker_guest()
+
+
+@pytest.fixture(scope="module")
+def kubevirt(node_cluster: NodeCluster, shared_node_cluster: SharedCluster) -> KubeVirtInstall:
+    """KubeVirt installed on the shared cluster, its pools' images imported (begun in the
+    background with the first module beside the others; removed after the last)."""
+    waited = time.monotonic()
+    installed = shared_node_cluster.kubevirt()
+    record_figure(
+        f"kubevirt: install to Available {installed.timings['install']:.1f} s in the "
+        f"background, waited for {time.monotonic() - waited:.1f} s {installed.timings}"
+    )
+    return installed

@@ -15,22 +15,57 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from api.provisioners.kubevirt import KUBEVIRT_EXPORTER_IMAGE, PROVISIONER
+from harness.images import build_kubevirt_exporter
+from harness.kubevirt_build import NAMESPACE, marker_containerdisk
+from harness.kubevirt_install import KubeVirtInstall, install, remove
+from harness.node import NodeCluster
 from pool.model.keys import INSTANCE_LABEL
 from pool.rendering.provisioners.kubevirt import CREDENTIALS_DIR, KUBECONFIG_KEY
 from pool.rendering.provisioners.kubevirt_target import kubeconfig_rules
 from tests.e2e.objects import apply, get_json
 
-__all__ = ["ACCOUNT", "SECRET", "Target", "kubevirt_class_spec", "make_target"]
+__all__ = [
+    "ACCOUNT",
+    "SECRET",
+    "Target",
+    "guest_disk",
+    "kubevirt_class_spec",
+    "kubevirt_ready",
+    "make_target",
+]
 
 Obj = dict[str, Any]
 ACCOUNT = "jumpstarter-kubevirt"
 SECRET = "kubevirt-credentials"
 IMAGES = {"exporter": {"image": KUBEVIRT_EXPORTER_IMAGE}}
+
+
+def kubevirt_ready(cluster: NodeCluster) -> KubeVirtInstall:
+    """KubeVirt installed on `cluster`, and what its pools run imported into the node: the
+    KubeVirt exporter image (`make image`) and the marker guest's containerDisk (its name:
+    `guest_disk()`). Each import is the node's once (`NodeCluster.import_image`)."""
+    installed = install(cluster)
+    started = time.monotonic()
+    try:
+        cluster.import_image(build_kubevirt_exporter(), KUBEVIRT_EXPORTER_IMAGE)
+        archive, disk = marker_containerdisk()
+        cluster.import_image(archive, disk)
+    except BaseException:
+        remove(installed)  # nothing would use it, and the host is as it was
+        raise
+    installed.timings["pool images imported"] = round(time.monotonic() - started, 1)
+    return installed
+
+
+def guest_disk() -> str:
+    """The name of the marker guest's containerDisk, the pools' VMs' disk."""
+    return marker_containerdisk()[1]
 
 
 @dataclass(frozen=True)
@@ -64,15 +99,19 @@ class Target:
 
     def describe(self) -> str:
         """What a failed test shows of the target: its VMs, VMIs (phase, node) and Pods,
-        and its Events in order (a VMI that never ran says why here: scheduling, the
-        launcher's image, its volumes)."""
+        its Events in order (a VMI that never ran says why here: scheduling, the
+        launcher's image, its volumes), and the last of the logs of the launchers'
+        `compute` containers and of virt-handler (a VMI defined but never started)."""
         where = ("-n", self.namespace)
+        launchers = ("-l", "kubevirt.io=virt-launcher", "-c", "compute", "--prefix")
         shown = [
-            self.cluster.kubectl(*command, *where, check=False)
+            self.cluster.kubectl(*command, check=False)
             for command in (
                 ("get", "virtualmachines.kubevirt.io,virtualmachineinstances.kubevirt.io,pods",
-                 "-o", "wide"),
-                ("get", "events", "--sort-by=.lastTimestamp"),
+                 "-o", "wide", *where),
+                ("get", "events", "--sort-by=.lastTimestamp", *where),
+                ("logs", *launchers, "--tail=40", *where),
+                ("logs", "-n", NAMESPACE, "daemonset/virt-handler", "--tail=60"),
             )
         ]  # fmt: skip
         return "\n".join([f"target {self.namespace}:", *(r.stdout + r.stderr for r in shown)])

@@ -1,8 +1,10 @@
 """`kubevirt.jumpstarter.dev` pools on real KubeVirt v1.7.0, built here from its Go module
 and installed as its users install it (`harness.kubevirt_install`: kubevirt-operator.yaml,
-then kubevirt-cr.yaml with `useEmulation`, waited for `Available`; begun in the background
-as the shared cluster starts: tests/node/conftest.py), beside Jumpstarter 0.9.0's released
-controller and router.
+then kubevirt-cr.yaml with `useEmulation`, waited for `Available`), beside Jumpstarter
+0.9.0's released controller and router. Under `make test` a second worker runs this module
+on the shared node cluster after the other modules beside the first worker's
+(tests/node/sharing.py), KubeVirt installed in the background from the first of them on,
+with this module's images, and removed after this module (tests/node/conftest.py).
 
 The VMs' disk is a containerDisk of the SeaBIOS marker guest (`harness.guest`); the target
 cluster is a namespace of the node cluster reached through a ServiceAccount token
@@ -22,45 +24,33 @@ import pytest
 
 from api.provisioners.kubevirt import PROVISIONER
 from harness.guest import MARKER
-from harness.images import build_kubevirt_exporter
 from harness.jumpstarter import JumpstarterSupply
-from harness.kubevirt_build import marker_containerdisk
-from harness.kubevirt_install import KubeVirtInstall, installed_kubevirt, stop_machines
+from harness.kubevirt_install import KubeVirtInstall, stop_machines
 from harness.node import NodeCluster
 from pool.model.keys import RETAINED_FROM, SET_LABEL, STANDBY_LABEL
 from tests.e2e.objects import get_json
 from tests.kubevirt_source import driver_package
 from tests.node.guest_support import monotonic, run_client
-from tests.node.kubevirt_pools import IMAGES, Target, kubevirt_class_spec, make_target
+from tests.node.kubevirt_pools import (
+    IMAGES,
+    Target,
+    guest_disk,
+    kubevirt_class_spec,
+    make_target,
+)
 from tests.node.pool_support import Pool, running_pool
 from tests.node.support import record_figure
 
-# The first build of KubeVirt's images is `make kubevirt`'s; here they are current. Outside
-# `make test` (`make kubevirt-node`): its five minutes do not fit the node tier's budget.
+# The first build of KubeVirt's images is `make kubevirt`'s; here they are current.
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.kubevirt]
-
-
-@pytest.fixture(scope="module")
-def kubevirt(node_cluster: NodeCluster) -> Iterator[KubeVirtInstall]:
-    """KubeVirt installed for the module, removed after it (its VMIs stopped at once first:
-    the marker guest ignores ACPI), the host cleaned."""
-    with installed_kubevirt(node_cluster) as kv:
-        record_figure(f"kubevirt: install to Available {kv.timings['install']:.1f} s {kv.timings}")
-        yield kv
-        stop_machines(node_cluster)
+# KubeVirt on the shared cluster: the `kubevirt` fixture of tests/node/conftest.py.
+USES_KUBEVIRT = True
 
 
 # KubeVirt's console answers once the VMI runs (its launcher Pod started), the driver
 # retrying meanwhile: the silence allowed covers that start, slower beside other work.
 SILENT_AFTER_S = 180.0
 VM_SIZE = {"resources": {"cpu": 1, "memory": "256Mi"}}  # the marker guest needs little
-
-
-@pytest.fixture(scope="module")
-def kubevirt_exporter(node_cluster: NodeCluster) -> str:
-    """The KubeVirt exporter image (`make image`) imported into the node."""
-    name: str = node_cluster.import_image(build_kubevirt_exporter(), IMAGES["exporter"]["image"])
-    return name
 
 
 # -- pools of KubeVirt VMs ------------------------------------------------------------------
@@ -70,7 +60,6 @@ def kubevirt_exporter(node_cluster: NodeCluster) -> str:
 def kubevirt_pool(
     node_cluster: NodeCluster,
     kubevirt: KubeVirtInstall,
-    kubevirt_exporter: str,
     jumpstarters: JumpstarterSupply,
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -79,8 +68,7 @@ def kubevirt_pool(
     its VMs of the marker guest's containerDisk on the target (`kubevirt_pools`), the
     reconciler serving its namespace; the class's fields beside the parameters from
     the test's `class_spec` parameter."""
-    archive, disk = marker_containerdisk()
-    node_cluster.import_image(archive, disk)
+    disk = guest_disk()
     class_spec = getattr(request, "param", {})
     with jumpstarters.take() as jumpstarter:
         target = make_target(node_cluster, jumpstarter.namespace)

@@ -47,6 +47,9 @@ from tests.node.support import record_figure
 # The first test's setup builds the QEMU exporter image on a fresh clone (about 3 minutes
 # on 2 cores) and starts the cluster, past the suite's default 300 s per test.
 pytestmark = pytest.mark.timeout(900)
+# Its kubelet and containerd restart test: last of the first worker's modules on the
+# shared cluster (tests/node/support.py).
+RESTARTS_NODE = True
 
 Obj = dict[str, Any]
 
@@ -570,7 +573,7 @@ def _node_lease_renewed_after(cluster: Any, moment: datetime) -> bool:
 
 
 def test_kubelet_then_containerd_restart_returns_to_the_warm_buffer(
-    pool: Pool, node_cluster: Any
+    node_alone: None, pool: Pool, node_cluster: Any
 ) -> None:
     pool.apply(minAvailableReplicas=WARM)
     pool.wait_warm(WARM)

@@ -96,6 +96,13 @@ def _local_volume(node: str, path: Path, index: int) -> Obj:
     }
 
 
+# A tenth of a core each (not the guest's one virtual CPU): a retained guest and its
+# replacement then fit on the 2-core node beside what another worker's modules run on it
+# meanwhile (KubeVirt's components and VMs: tests/node/sharing.py). The guest runs the
+# same; what is measured here is its disk.
+SCHEDULING = {"scheduling": {"resources": {"requests": {"cpu": "100m"}}}}
+
+
 @pytest.fixture
 def disk_pool(
     request: pytest.FixtureRequest,
@@ -107,7 +114,12 @@ def disk_pool(
     """A pool of one QEMU instance with the test's parameters (`request.param`)."""
     parameters, reclaim = request.param
     with fresh_pool(
-        node_cluster, jumpstarters, tmp_path, name="disk", parameters=parameters
+        node_cluster,
+        jumpstarters,
+        tmp_path,
+        name="disk",
+        parameters=parameters,
+        class_spec=SCHEDULING,
     ) as pool:
         if reclaim != "Delete":
             change = json.dumps({"spec": {"reclaimPolicy": reclaim}})

@@ -1,5 +1,6 @@
 """`make test`'s parallel workers: a module runs whole on one worker, and so does the node
-tier (one node cluster a machine), whatever pytest and pytest-xdist lay out as node ids."""
+tier (one node cluster a machine), or its two halves on two (tests/node/sharing.py),
+whatever pytest and pytest-xdist lay out as node ids."""
 
 from __future__ import annotations
 
@@ -10,16 +11,31 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import _OTHER_TIERS_NICENESS, _niceness_for, _unit_of_work
+from tests.node.sharing import BESIDE, split
 
 REPO = Path(__file__).resolve().parents[2]
+BESIDE_ID = f"tests/node/{sorted(BESIDE)[0]}::test_a"
+OWNERS_ID = "tests/node/test_cluster.py::test_ready"
 
 
 def test_the_node_tier_is_one_unit_and_every_other_module_one() -> None:
-    assert _unit_of_work("tests/node/test_cluster.py::test_ready") == "node"
-    assert _unit_of_work("tests/node/test_teardown.py::test_stop") == "node"
-    assert _unit_of_work("tests/e2e/test_rollout_e2e.py::test_a[x::y]") == (
-        "tests/e2e/test_rollout_e2e.py"
-    )
+    for node_split in (False, True):
+        assert _unit_of_work(OWNERS_ID, node_split) == "node"
+        assert _unit_of_work("tests/node/test_teardown.py::test_stop", node_split) == "node"
+        assert _unit_of_work("tests/e2e/test_rollout_e2e.py::test_a[x::y]", node_split) == (
+            "tests/e2e/test_rollout_e2e.py"
+        )
+    assert _unit_of_work(BESIDE_ID, False) == "node"
+    assert _unit_of_work(BESIDE_ID, True) == "node-beside"
+
+
+def test_the_node_tier_is_split_only_with_two_workers_and_both_kinds_of_module() -> None:
+    both = [OWNERS_ID, BESIDE_ID, "tests/unit/test_lock.py::test_x"]
+    assert split(both, 2) and split(both, 3)
+    assert not split(both, 1)
+    assert not split([BESIDE_ID, "tests/unit/test_lock.py::test_x"], 3)
+    assert not split([OWNERS_ID], 3)
+    assert not split([f"tests/e2e/{sorted(BESIDE)[0]}::test_a", OWNERS_ID], 3)  # not the tier's
 
 
 def test_the_node_tier_runs_at_the_normal_priority_and_the_others_below_it() -> None:

@@ -1,0 +1,137 @@
+"""The node tier on two workers of `make test`: one starts the shared node cluster and runs
+its modules there, a second runs the modules of `BESIDE` on that same cluster meanwhile.
+
+The tier's modules mostly wait (guests booting, grace periods, Jumpstarter's polls): about
+560 CPU-s in 1,200 s of wall, on one worker the run's longest stream. The modules of
+`BESIDE` share the node without needing what the others need of it: their instances
+request no CPU, or a tenth of a core (KubeVirt's virt-launchers), and none restarts the
+node's kubelet or containerd. So a second worker runs them beside the first, KubeVirt's
+install (tests/node/conftest.py) overlapping the others.
+
+The scheduler (tests/conftest.py) makes them a unit of work of their own when `split()`:
+two workers or more, and node modules of both kinds in the run. Then
+
+- the owner, the worker of the other node modules, starts the shared cluster as before
+  and publishes its description (`NodeCluster.description`) in a folder of this run;
+  before it stops that cluster (for a module on a cluster of its own, or at its end), and
+  before a test that restarts the node's kubelet, it waits for the other's done mark;
+- the worker beside it waits for the description, attaches (`attached_node_cluster`), runs
+  its modules and marks done after the last.
+
+Otherwise one process runs every node module on the one cluster, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.node import NodeCluster, attached_node_cluster
+
+__all__ = ["BESIDE", "Share", "runs_beside", "share_of_run", "split"]
+
+# The modules a second worker runs on the shared cluster (file names in tests/node).
+BESIDE = frozenset(
+    {
+        "test_demand_node.py",
+        "test_rollout_node.py",
+        "test_lease_protection_node.py",
+        "test_kubevirt_node.py",
+    }
+)
+_POLL_S = 0.5
+
+
+def _module(nodeid: str) -> Path:
+    return Path(nodeid.split("::", 1)[0])
+
+
+def _is_node(nodeid: str) -> bool:
+    folder = _module(nodeid).parent
+    return folder.name == "node" and folder.parent.name == "tests"
+
+
+def runs_beside(nodeid: str) -> bool:
+    """Whether the test `nodeid` is in a module of `BESIDE`."""
+    return _is_node(nodeid) and _module(nodeid).name in BESIDE
+
+
+def split(nodeids: Iterable[str], workers: int) -> bool:
+    """Whether a run of `nodeids` on `workers` workers runs the modules of `BESIDE` on a
+    worker of their own."""
+    kinds = {runs_beside(nodeid) for nodeid in nodeids if _is_node(nodeid)}
+    return workers >= 2 and kinds == {True, False}
+
+
+@dataclass(frozen=True)
+class Share:
+    """The run's folder where the owner publishes its cluster and the other marks done."""
+
+    folder: Path
+
+    @property
+    def _cluster(self) -> Path:
+        return self.folder / "cluster.json"
+
+    @property
+    def _done(self) -> Path:
+        return self.folder / "beside.done"
+
+    def publish(self, cluster: NodeCluster) -> None:
+        self._write(self._cluster, {"cluster": cluster.description()})
+
+    def publish_failure(self, error: BaseException) -> None:
+        """The owner's cluster did not start: the other worker's modules fail with why."""
+        self._write(self._cluster, {"error": f"{type(error).__name__}: {error}"})
+
+    def attach(self, timeout: float) -> NodeCluster:
+        """The owner's cluster, once published (within `timeout` seconds)."""
+        published = self._wait(self._cluster, timeout, "no worker published the shared cluster")
+        found = json.loads(published.read_text())
+        if "error" in found:
+            raise RuntimeError(f"the shared node cluster did not start: {found['error']}")
+        return attached_node_cluster(found["cluster"])
+
+    def mark_done(self) -> None:
+        self._write(self._done, {"at": time.time()})
+
+    def wait_done(self, timeout: float) -> float:
+        """Until the other worker marked done; the seconds waited."""
+        began = time.monotonic()
+        self._wait(self._done, timeout, "the modules beside this worker's did not finish")
+        return time.monotonic() - began
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _write(self, path: Path, content: dict[str, object]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(content))
+        partial.replace(path)  # whole or absent for the reader
+
+    def _wait(self, path: Path, timeout: float, what: str) -> Path:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} within {timeout:.0f} s (nothing at {path})")
+            time.sleep(_POLL_S)
+        return path
+
+
+def share_of_run(workerinput: dict[str, object] | None, nodeids: Iterable[str]) -> Share | None:
+    """This run's share when its node tier is split over two workers (`split`); None when
+    one process runs it all (no workers, one, or node modules of one kind)."""
+    if workerinput is None:
+        return None
+    workers = workerinput["workercount"]
+    assert isinstance(workers, int)
+    if not split(nodeids, workers):
+        return None
+    folder = Path(tempfile.gettempdir()) / f"virtualtarget-node-share-{workerinput['testrunuid']}"
+    return Share(folder)

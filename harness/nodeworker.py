@@ -58,9 +58,6 @@ class Node:
     sandbox_image: str = ""
     up: bool = False  # its containerd started and not killed since
     ports: dict[str, int] = field(default_factory=dict)
-    # archive, its size and mtime, the name -> what `import_archive` returned: containerd
-    # keeps an image over a crash, so importing the same archive again is skipped.
-    imported: dict[tuple[Path, int, int, str | None], str] = field(default_factory=dict)
 
     @property
     def number(self) -> int:
@@ -173,17 +170,22 @@ state = "{root / "state"}"
         )
 
     def import_image(self, archive: Path, name: str | None = None) -> str:
-        """Import a docker-archive into this node's containerd (`import_archive`), once.
-        Processes importing into this containerd take turns (the node tier's two workers,
-        tests/node/sharing.py): two imports of one archive at once would write the same
-        blobs."""
+        """Import a docker-archive into this node's containerd (`import_archive`), once:
+        the node's folder records each archive (path, size, mtime) and name imported, with
+        what the import returned, and containerd keeps its images over a crash. The
+        processes that import here (the node tier's two workers, tests/node/sharing.py)
+        take turns, so the second finds the first's record instead of reading the same
+        archive again."""
         stat = archive.stat()
-        key = (archive.resolve(), stat.st_size, stat.st_mtime_ns, name)
-        if key not in self.imported:
-            with self._path("containerd", "import.lock").open("w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                self.imported[key] = import_archive(self.ctr, archive, name)
-        return self.imported[key]
+        key = json.dumps([str(archive.resolve()), stat.st_size, stat.st_mtime_ns, name])
+        with self._path("containerd", "import.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            record = self.workdir / "containerd" / "imported.json"
+            imported: dict[str, str] = json.loads(record.read_text()) if record.is_file() else {}
+            if key not in imported:
+                imported[key] = import_archive(self.ctr, archive, name)
+                record.write_text(json.dumps(imported, indent=1))
+        return imported[key]
 
     def start_kubelet(self, kubeconfig: str) -> None:
         net, root = self.network, self.workdir / "kubelet"

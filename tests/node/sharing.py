@@ -4,9 +4,9 @@ its modules there, a second runs the modules of `BESIDE` on that same cluster me
 The tier's modules mostly wait (guests booting, grace periods, Jumpstarter's polls): about
 560 CPU-s in 1,200 s of wall, on one worker the run's longest stream. The modules of
 `BESIDE` share the node without needing what the others need of it: their instances
-request no CPU, or a tenth of a core (KubeVirt's virt-launchers), and none restarts the
-node's kubelet or containerd. So a second worker runs them beside the first, KubeVirt's
-install (tests/node/conftest.py) overlapping the others.
+request no CPU, or a tenth of a core (`TENTH_OF_A_CORE`, KubeVirt's virt-launchers), and
+none restarts the node's kubelet or containerd. So a second worker runs them beside the
+first, KubeVirt's install (tests/node/conftest.py) overlapping the others.
 
 The scheduler (tests/conftest.py) makes them a unit of work of their own when `split()`:
 two workers or more, and node modules of both kinds in the run. Then
@@ -33,17 +33,22 @@ from pathlib import Path
 
 from harness.node import NodeCluster, attached_node_cluster
 
-__all__ = ["BESIDE", "Share", "runs_beside", "share_of_run", "split"]
+__all__ = ["BESIDE", "TENTH_OF_A_CORE", "Share", "runs_beside", "share_of_run", "split"]
 
 # The modules a second worker runs on the shared cluster (file names in tests/node).
 BESIDE = frozenset(
     {
         "test_demand_node.py",
+        "test_guests_arch_node.py",
         "test_rollout_node.py",
         "test_lease_protection_node.py",
         "test_kubevirt_node.py",
     }
 )
+# The class fields of a pool whose guests need not hold a core each (what is measured is
+# their firmware or their disk, not their speed): a tenth of a core, so that they fit on
+# the 2-core node beside the other worker's (KubeVirt's components and VMs among them).
+TENTH_OF_A_CORE = {"scheduling": {"resources": {"requests": {"cpu": "100m"}}}}
 _POLL_S = 0.5
 
 

@@ -34,6 +34,7 @@ from tests.kubeget import find_json
 from tests.node import test_pools_node as pools
 from tests.node.guest_support import DiskSeen, run_client_watching_disk
 from tests.node.pool_support import Pool, fresh_pool
+from tests.node.sharing import TENTH_OF_A_CORE
 from tests.node.support import record_figure
 
 pytestmark = pytest.mark.timeout(900)
@@ -96,13 +97,6 @@ def _local_volume(node: str, path: Path, index: int) -> Obj:
     }
 
 
-# A tenth of a core each (not the guest's one virtual CPU): a retained guest and its
-# replacement then fit on the 2-core node beside what another worker's modules run on it
-# meanwhile (KubeVirt's components and VMs: tests/node/sharing.py). The guest runs the
-# same; what is measured here is its disk.
-SCHEDULING = {"scheduling": {"resources": {"requests": {"cpu": "100m"}}}}
-
-
 @pytest.fixture
 def disk_pool(
     request: pytest.FixtureRequest,
@@ -119,7 +113,7 @@ def disk_pool(
         tmp_path,
         name="disk",
         parameters=parameters,
-        class_spec=SCHEDULING,
+        class_spec=TENTH_OF_A_CORE,  # a retained guest and its replacement: two at once
     ) as pool:
         if reclaim != "Delete":
             change = json.dumps({"spec": {"reclaimPolicy": reclaim}})

@@ -39,15 +39,14 @@ __all__ = ["BESIDE", "TENTH_OF_A_CORE", "Share", "runs_beside", "share_of_run", 
 BESIDE = frozenset(
     {
         "test_demand_node.py",
-        "test_guests_arch_node.py",
         "test_rollout_node.py",
         "test_lease_protection_node.py",
         "test_kubevirt_node.py",
     }
 )
 # The class fields of a pool whose guests need not hold a core each (what is measured is
-# their firmware or their disk, not their speed): a tenth of a core, so that they fit on
-# the 2-core node beside the other worker's (KubeVirt's components and VMs among them).
+# their disk, not their speed): a tenth of a core, so that they fit on the 2-core node
+# beside the other worker's (KubeVirt's components and VMs among them).
 TENTH_OF_A_CORE = {"scheduling": {"resources": {"requests": {"cpu": "100m"}}}}
 _POLL_S = 0.5
 

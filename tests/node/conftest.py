@@ -149,7 +149,7 @@ class SharedCluster:
             return
         waited = self.share.wait_done(DONE_WAIT_S)
         self._alone = True
-        print(f"\nnode: the modules beside this worker's done; waited {waited:.1f} s")
+        record_figure(f"node: the first worker waited {waited:.1f} s for the second's modules")
 
     def jumpstarters(self, tmp: pytest.TempPathFactory) -> JumpstarterSupply:
         """One supply for every module on this cluster: the controller it starts while a

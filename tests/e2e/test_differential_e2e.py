@@ -227,9 +227,12 @@ def lease_and_release(plane: ControlPlane, sides: list[Side]) -> None:
         "both leases ended",
         lambda: all([lease_served(plane, s.ns, "lease")["ended"] for s in sides]),
     )
-    wait_for(
+    wait_for(  # its Exporter and then its Pod: read between the two, the Pod was there
         "ours removed its released instance",
-        lambda: find_json(plane, "exporter", ours.leased, "-n", ours.ns) is None,
+        lambda: all(
+            find_json(plane, kind, ours.leased, "-n", ours.ns) is None
+            for kind in ("exporter", "pod")
+        ),
     )
     for side in sides:
         pod = find_json(plane, "pod", side.leased, "-n", side.ns)

@@ -1,5 +1,5 @@
 # The image for both the webhook and the reconciler (deploy/base runs it with
-# `webhook ...` or `reconcile ...`). Build: docker build -t ghcr.io/jumpstarter-dev/virtualtarget:0.1.0 .
+# `webhook ...` or `reconcile ...`). Build: docker build -t ghcr.io/jumpstarter-dev/virtualtarget:0.2.0 .
 # (BuildKit: the default since Docker 23; buildah bud works as well.)
 #
 # Stage 1 installs the locked dependencies (requirements.lock, every package pinned with
@@ -23,7 +23,7 @@ RUN --mount=type=secret,id=pip-conf --mount=type=secret,id=pip-ca \
     if [ -f /run/secrets/pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip-conf; fi \
  && if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && /opt/venv/bin/pip install --require-hashes --only-binary :all: -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY api api
 COPY certs certs
 COPY webhook webhook
@@ -38,6 +38,11 @@ RUN /opt/venv/bin/pip install --no-index --no-build-isolation . \
  && mkdir /rootfs && ln -s /opt/venv/bin/exporter-set-controller /rootfs/exporter-set-controller
 
 FROM ${BASE}
+# The licence of pyproject.toml (tests/unit/test_licence.py holds every Dockerfile to it).
+LABEL org.opencontainers.image.title="virtualtarget" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/jumpstarter-dev/virtualtarget"
+COPY LICENSE /usr/share/doc/virtualtarget/LICENSE
 # The root filesystem is read-only in the cluster: no .pyc writes, logs straight out.
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY --from=build /opt/venv /opt/venv

@@ -17,7 +17,10 @@ CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 
-.PHONY: all venv crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
+# The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
+V ?=
+
+.PHONY: all venv release crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -133,6 +136,12 @@ node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 image: $(STAMP)
 	$(PY) -m harness.images
 	$(PY) -m harness.guest --all
+
+## A release into dist/$(V)/: the three images as archives that ctr, podman and docker
+## load, an SBOM of each, the manifests naming them by digest, the CHANGELOG's section,
+## SHA256SUMS (harness/release.py; root, as `make image`).
+release: $(STAMP) control-plane
+	$(PY) -m harness.release $(if $(V),--version $(V))
 
 ## Resolve requirements.lock (every runtime and build dependency, with hashes) with uv.
 lock: $(STAMP)

@@ -1,0 +1,271 @@
+"""`make release`: one version of this product, built into `dist/VERSION/`.
+
+    python -m harness.release                 # the working tree's version (pyproject.toml)
+    python -m harness.release --version 0.1.0 # a cut release, again from its commit
+
+A version named in `releases.toml` is built from the commit recorded there (its tree
+taken out with `git archive`, its images built by that tree's own `harness.images`);
+the working tree's version is built from HEAD. What lands in `dist/VERSION/`:
+
+- `images/NAME.oci.tar`: the product, the QEMU exporter and the KubeVirt exporter, each
+  an archive that `ctr images import`, `podman load` and `docker load` read
+  (`harness.ociarchive`), named `REPOSITORY:VERSION` (the exporters also by the name their
+  classes default to), labelled with the licence, version and commit;
+- `sbom/NAME.cdx.json`: each image's Python packages (`harness.sbom`);
+- `manifests/crds.yaml`: this product's CRDs alone; `manifests/cert-manager.yaml`: the
+  cert-manager route rendered; `kustomize/`: the kustomize tree of every route
+  (`deploy/overlays`, `deploy/components`), for the routes that need certificates made
+  on the cluster's side; every manifest names the product image by digest;
+- `images.json` (each image's names, digest and archive), `CHANGELOG.md` (this version's
+  section), `LICENSE`, and `SHA256SUMS` over all of it (`sha256sum -c SHA256SUMS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.deploy_render import REPO, kubectl
+from harness.images import kubevirt_source_tarball
+from harness.ociarchive import OciImage, write_oci_archive
+from harness.sbom import write_sbom
+
+__all__ = ["RELEASES", "Source", "build_release", "changelog_section", "main", "source_of"]
+
+RELEASES = REPO / "releases.toml"
+DIST = REPO / "dist"
+CACHE = REPO / ".cache" / "release"
+# Each image a release ships: its archive name, the docker-archive `harness.images`
+# writes, and the repository it is released under.
+IMAGES = (
+    ("virtualtarget", "virtualtarget.tar", "ghcr.io/jumpstarter-dev/virtualtarget"),
+    ("qemu-exporter", "qemu-exporter.tar", "ghcr.io/jumpstarter-dev/virtualtarget-qemu-exporter"),
+    (
+        "kubevirt-exporter",
+        "kubevirt-exporter.tar",
+        "ghcr.io/jumpstarter-dev/virtualtarget-kubevirt-exporter",
+    ),
+)
+PRODUCT_REPOSITORY = IMAGES[0][2]
+
+
+class ReleaseError(RuntimeError):
+    """A release that cannot be built as asked."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a version comes from: a tree of files at a commit."""
+
+    version: str
+    commit: str
+    tree: Path
+    time: dt.datetime  # the commit's: every timestamp of the release
+
+    @property
+    def images(self) -> Path:
+        """Where this tree's `harness.images` leaves its docker-archives."""
+        return (REPO / ".cache" / "images") if self.tree == REPO else self.tree / ".cache/images"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def tree_version(tree: Path) -> str:
+    version: str = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["version"]
+    return version
+
+
+def licence() -> str:
+    """The licence, as pyproject.toml declares it (the one source)."""
+    found: str = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"]
+    return found
+
+
+def recorded() -> dict[str, str]:
+    """Each cut release's version and the commit it was cut from."""
+    table = tomllib.loads(RELEASES.read_text()).get("releases", {})
+    return {version: entry["commit"] for version, entry in table.items()}
+
+
+def source_of(version: str | None) -> Source:
+    """The tree a version is built from: a recorded release's commit, or HEAD for the
+    working tree's own version."""
+    head_version = tree_version(REPO)
+    commits = recorded()
+    version = version or head_version
+    if version in commits:
+        commit = _git("rev-parse", f"{commits[version]}^{{commit}}")
+    elif version == head_version:
+        if _git("status", "--porcelain", "--untracked-files=no"):
+            raise ReleaseError("the working tree has uncommitted changes: commit them first")
+        commit = _git("rev-parse", "HEAD")
+    else:
+        known = ", ".join([*commits, head_version])
+        raise ReleaseError(f"no release {version} (releases.toml and HEAD know: {known})")
+    when = dt.datetime.fromtimestamp(int(_git("show", "-s", "--format=%ct", commit)), dt.UTC)
+    if commit == _git("rev-parse", "HEAD") and not _git("status", "--porcelain", "-uno"):
+        return Source(version, commit, REPO, when)
+    tree = CACHE / f"src-{commit[:12]}"
+    if not (tree / "pyproject.toml").is_file():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    if tree_version(tree) != version:
+        raise ReleaseError(
+            f"{commit[:12]}'s pyproject.toml says {tree_version(tree)}, not {version}"
+        )
+    return Source(version, commit, tree, when)
+
+
+def build_images(source: Source) -> None:
+    """The tree's own `harness.images` (`make image`): its three docker-archives."""
+    # A tree taken out of git has no ../shared beside it: name the vendored source.
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(source.tree),
+        "JUMPSTARTER_PR927_SOURCE": str(kubevirt_source_tarball()),
+    }
+    subprocess.run([sys.executable, "-m", "harness.images"], cwd=source.tree, env=env, check=True)
+
+
+def changelog_section(version: str, changelog: Path = REPO / "CHANGELOG.md") -> str:
+    """The `## VERSION` section of the changelog, heading included."""
+    text = changelog.read_text()
+    match = re.search(rf"^## {re.escape(version)}\b.*?(?=^## |\Z)", text, re.M | re.S)
+    if match is None:
+        raise ReleaseError(f"CHANGELOG.md has no section `## {version}`")
+    return match.group(0).rstrip() + "\n"
+
+
+def _archive_names(docker_archive: Path) -> list[str]:
+    with tarfile.open(docker_archive) as tar:
+        reader = tar.extractfile("manifest.json")
+        assert reader is not None
+        (entry,) = json.load(reader)
+        return list(entry.get("RepoTags") or [])
+
+
+def release_images(source: Source, out: Path) -> dict[str, OciImage]:
+    labels = {
+        "org.opencontainers.image.version": source.version,
+        "org.opencontainers.image.revision": source.commit,
+        "org.opencontainers.image.created": source.time.isoformat().replace("+00:00", "Z"),
+        "org.opencontainers.image.licenses": licence(),
+    }
+    made = {}
+    for name, built, repository in IMAGES:
+        docker_archive = source.images / built
+        if not docker_archive.is_file():
+            raise ReleaseError(f"no {docker_archive}: the images were not built")
+        own = f"{repository}:{source.version}"
+        names = [own, *(n for n in _archive_names(docker_archive) if n != own)]
+        if name == "virtualtarget":  # the product goes by its own name only
+            names = [own]
+        image = write_oci_archive(docker_archive, out / "images" / f"{name}.oci.tar", names, labels)
+        write_sbom(
+            docker_archive,
+            out / "sbom" / f"{name}.cdx.json",
+            image=own,
+            version=source.version,
+            digest=image.digest,
+            timestamp=source.time,
+        )
+        made[name] = image
+    return made
+
+
+def _pin(tree: Path, product: OciImage) -> None:
+    """Every manifest under `tree` names the product image by digest."""
+    pattern = re.compile(rf"{re.escape(PRODUCT_REPOSITORY)}:[\w.\-]+(?![\w.\-@])")
+    for path in sorted(tree.rglob("*.yaml")):
+        text = path.read_text()
+        pinned = pattern.sub(product.reference(), text)
+        if pinned != text:
+            path.write_text(pinned)
+
+
+def release_manifests(source: Source, out: Path, product: OciImage) -> None:
+    manifests = out / "manifests"
+    tree = out / "kustomize"
+    for folder in ("deploy", "crds"):
+        shutil.copytree(source.tree / folder, tree / folder, dirs_exist_ok=True)
+    _pin(tree, product)
+    render = [str(kubectl()), "kustomize"]
+    crds = subprocess.run([*render, str(tree / "crds")], check=True, capture_output=True, text=True)
+    (manifests / "crds.yaml").write_text(crds.stdout)
+    overlay = tree / "deploy" / "overlays" / "cert-manager"
+    routed = subprocess.run([*render, str(overlay)], check=True, capture_output=True, text=True)
+    (manifests / "cert-manager.yaml").write_text(routed.stdout)
+
+
+def write_sums(out: Path) -> Path:
+    lines = []
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
+        with path.open("rb") as stream:
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
+        lines.append(f"{digest}  {path.relative_to(out).as_posix()}\n")
+    sums = out / "SHA256SUMS"
+    sums.write_text("".join(lines))
+    return sums
+
+
+def build_release(source: Source, dist: Path = DIST, *, build: bool = True) -> Path:
+    """Build `source` into `dist/VERSION/`; with `build=False` its images must be built
+    already (the tests, after `make image`)."""
+    if build:
+        build_images(source)
+    out = dist / source.version
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    images = release_images(source, out)
+    release_manifests(source, out, images["virtualtarget"])
+    (out / "CHANGELOG.md").write_text(changelog_section(source.version))
+    shutil.copyfile(REPO / "LICENSE", out / "LICENSE")
+    listing = {
+        name: {
+            "names": list(image.names),
+            "digest": image.digest,
+            "archive": image.archive.relative_to(out).as_posix(),
+        }
+        for name, image in images.items()
+    }
+    document = {"version": source.version, "commit": source.commit, "images": listing}
+    (out / "images.json").write_text(json.dumps(document, indent=2) + "\n")
+    write_sums(out)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.release", description=__doc__)
+    parser.add_argument("--version", help="the version (default: pyproject.toml's)")
+    parser.add_argument("--dist", type=Path, default=DIST, help="where VERSION/ is written")
+    args = parser.parse_args(argv)
+    try:
+        out = build_release(source_of(args.version), args.dist)
+    except (ReleaseError, subprocess.CalledProcessError) as error:
+        print(f"release: {error}", file=sys.stderr)
+        return 1
+    print(f"release: {out} (check with: cd {out} && sha256sum -c SHA256SUMS)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

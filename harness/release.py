@@ -9,8 +9,9 @@ the working tree's version is built from HEAD. What lands in `dist/VERSION/`:
 
 - `images/NAME.oci.tar`: the product, the QEMU exporter and the KubeVirt exporter, each
   an archive that `ctr images import`, `podman load` and `docker load` read
-  (`harness.ociarchive`), named `REPOSITORY:VERSION` (the exporters also by the name their
-  classes default to), labelled with the licence, version and commit;
+  (`harness.ociarchive`), the product named `...virtualtarget:VERSION`, each exporter by
+  the name its classes default to (`IMAGES`), each labelled with the licence, version and
+  commit;
 - `sbom/NAME.cdx.json`: each image's Python packages (`harness.sbom`);
 - `manifests/crds.yaml`: this product's CRDs alone; `manifests/cert-manager.yaml`: the
   cert-manager route rendered; `kustomize/`: the kustomize tree of every route
@@ -47,18 +48,18 @@ __all__ = ["RELEASES", "Source", "build_release", "changelog_section", "main", "
 RELEASES = REPO / "releases.toml"
 DIST = REPO / "dist"
 CACHE = REPO / ".cache" / "release"
-# Each image a release ships: its archive name, the docker-archive `harness.images`
-# writes, and the repository it is released under.
+# Each image a release ships, by the docker-archive `harness.images` writes. The product
+# is released as `ghcr.io/jumpstarter-dev/virtualtarget:VERSION`. An exporter keeps the
+# name it was built under, the one classes default to (`...-qemu-exporter:0.9.0`, after the
+# Jumpstarter release it runs): the reconciler renders that default into every instance
+# that names no image, so a name that changed with each release would roll out every such
+# pool on an upgrade. One name per archive: podman keeps the digest only then.
 IMAGES = (
-    ("virtualtarget", "virtualtarget.tar", "ghcr.io/jumpstarter-dev/virtualtarget"),
-    ("qemu-exporter", "qemu-exporter.tar", "ghcr.io/jumpstarter-dev/virtualtarget-qemu-exporter"),
-    (
-        "kubevirt-exporter",
-        "kubevirt-exporter.tar",
-        "ghcr.io/jumpstarter-dev/virtualtarget-kubevirt-exporter",
-    ),
+    ("virtualtarget", "virtualtarget.tar"),
+    ("qemu-exporter", "qemu-exporter.tar"),
+    ("kubevirt-exporter", "kubevirt-exporter.tar"),
 )
-PRODUCT_REPOSITORY = IMAGES[0][2]
+PRODUCT_REPOSITORY = "ghcr.io/jumpstarter-dev/virtualtarget"
 
 
 class ReleaseError(RuntimeError):
@@ -171,14 +172,15 @@ def release_images(source: Source, out: Path) -> dict[str, OciImage]:
         "org.opencontainers.image.licenses": licence(),
     }
     made = {}
-    for name, built, repository in IMAGES:
+    for name, built in IMAGES:
         docker_archive = source.images / built
         if not docker_archive.is_file():
             raise ReleaseError(f"no {docker_archive}: the images were not built")
-        own = f"{repository}:{source.version}"
-        names = [own, *(n for n in _archive_names(docker_archive) if n != own)]
-        if name == "virtualtarget":  # the product goes by its own name only
-            names = [own]
+        if name == "virtualtarget":
+            own = f"{PRODUCT_REPOSITORY}:{source.version}"
+        else:
+            (own,) = _archive_names(docker_archive)
+        names = [own]
         image = write_oci_archive(docker_archive, out / "images" / f"{name}.oci.tar", names, labels)
         write_sbom(
             docker_archive,

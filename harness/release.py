@@ -206,6 +206,7 @@ def _pin(tree: Path, product: OciImage) -> None:
 
 def release_manifests(source: Source, out: Path, product: OciImage) -> None:
     manifests = out / "manifests"
+    manifests.mkdir(parents=True, exist_ok=True)
     tree = out / "kustomize"
     for folder in ("deploy", "crds"):
         shutil.copytree(source.tree / folder, tree / folder, dirs_exist_ok=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from email.parser import BytesParser
 from pathlib import Path, PurePosixPath
 
-from cyclonedx.factory.license import LicenseFactory
+from cyclonedx.contrib.license.factories import LicenseFactory
 from cyclonedx.model import Property
 from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType
@@ -157,6 +157,7 @@ def write_sbom(
         serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"{repository}@{digest}"),
         metadata=BomMetaData(component=subject, timestamp=timestamp),
     )
+    bom.register_dependency(subject, components)  # the image holds every package
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(JsonV1Dot6(bom).output_as_string(indent=2) + "\n")
     return len(components)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,17 +134,12 @@ def test_the_manifests_are_accepted_by_a_real_apiserver(
 
 
 def test_podman_loads_the_product_archive(
-    release: Path, images: dict[str, dict[str, object]], tmp_path: Path
+    release: Path, images: dict[str, dict[str, object]]
 ) -> None:
-    podman = [
-        "podman",
-        "--root",
-        str(tmp_path / "root"),
-        "--runroot",
-        str(tmp_path / "run"),
-        "--storage-driver",
-        "overlay",
-    ]
+    # podman refuses a run folder of more than 50 characters: pytest's are longer.
+    folder = Path(tempfile.mkdtemp(prefix="vt-podman-"))
+    podman = ["podman", "--root", str(folder / "root"), "--runroot", str(folder / "run")]
+    podman += ["--storage-driver", "overlay"]
     entry = images["virtualtarget"]
     subprocess.run(
         [*podman, "load", "-i", str(release / str(entry["archive"]))],
@@ -159,6 +156,7 @@ def test_podman_loads_the_product_archive(
         (entry["names"], entry["digest"])
     ]
     subprocess.run([*podman, "system", "reset", "--force"], capture_output=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ kubevirt-crds: $(STAMP)
 TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included.
-test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds
+test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds release
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:

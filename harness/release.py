@@ -24,7 +24,9 @@ the working tree's version is built from HEAD. What lands in `dist/VERSION/`:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -34,7 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,11 @@ class Source:
     commit: str
     tree: Path
     time: dt.datetime  # the commit's: every timestamp of the release
+    dirty: bool = False  # HEAD with uncommitted changes: a build for tests, not a release
+
+    @property
+    def revision(self) -> str:
+        return f"{self.commit}-dirty" if self.dirty else self.commit
 
     @property
     def images(self) -> Path:
@@ -113,15 +120,16 @@ def source_of(version: str | None) -> Source:
     if version in commits:
         commit = _git("rev-parse", f"{commits[version]}^{{commit}}")
     elif version == head_version:
-        if _git("status", "--porcelain", "--untracked-files=no"):
-            raise ReleaseError("the working tree has uncommitted changes: commit them first")
         commit = _git("rev-parse", "HEAD")
     else:
         known = ", ".join([*commits, head_version])
         raise ReleaseError(f"no release {version} (releases.toml and HEAD know: {known})")
     when = dt.datetime.fromtimestamp(int(_git("show", "-s", "--format=%ct", commit)), dt.UTC)
-    if commit == _git("rev-parse", "HEAD") and not _git("status", "--porcelain", "-uno"):
-        return Source(version, commit, REPO, when)
+    if commit == _git("rev-parse", "HEAD"):
+        dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+        if dirty:
+            print(f"release: uncommitted changes: {version} marked {commit[:12]}-dirty, no release")
+        return Source(version, commit, REPO, when, dirty)
     tree = CACHE / f"src-{commit[:12]}"
     if not (tree / "pyproject.toml").is_file():
         tree.mkdir(parents=True, exist_ok=True)
@@ -167,7 +175,7 @@ def _archive_names(docker_archive: Path) -> list[str]:
 def release_images(source: Source, out: Path) -> dict[str, OciImage]:
     labels = {
         "org.opencontainers.image.version": source.version,
-        "org.opencontainers.image.revision": source.commit,
+        "org.opencontainers.image.revision": source.revision,
         "org.opencontainers.image.created": source.time.isoformat().replace("+00:00", "Z"),
         "org.opencontainers.image.licenses": licence(),
     }
@@ -230,12 +238,53 @@ def write_sums(out: Path) -> Path:
     return sums
 
 
+def inputs(source: Source) -> str:
+    """A digest of what a release is made of: the commit (and the uncommitted change), the
+    images' own input stamps (`harness.images.build_once`), and this module's code."""
+    digest = hashlib.sha256(f"{source.version} {source.revision}".encode())
+    if source.dirty:
+        digest.update(
+            subprocess.run(
+                ["git", "-C", str(REPO), "diff", "HEAD"], check=True, capture_output=True
+            ).stdout
+        )
+    for _, built in IMAGES:
+        stamp = source.images / f"{built}.inputs"
+        digest.update(stamp.read_bytes() if stamp.is_file() else b"-")
+    for module in ("release.py", "ociarchive.py", "sbom.py"):
+        digest.update((REPO / "harness" / module).read_bytes())
+    digest.update(changelog_section(source.version).encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(dist: Path) -> Iterator[None]:
+    """One build of a release folder at a time (test workers share `dist/`)."""
+    dist.mkdir(parents=True, exist_ok=True)
+    with (dist / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_release(source: Source, dist: Path = DIST, *, build: bool = True) -> Path:
-    """Build `source` into `dist/VERSION/`; with `build=False` its images must be built
-    already (the tests, after `make image`)."""
-    if build:
-        build_images(source)
-    out = dist / source.version
+    """Build `source` into `dist/VERSION/`, unless it was built from the same inputs; with
+    `build=False` its images must be built already (`make image`)."""
+    with _locked(dist):
+        if build:
+            build_images(source)
+        out = dist / source.version
+        stamp = dist / f".{source.version}.inputs"
+        made_of = inputs(source)
+        if (out / "SHA256SUMS").is_file() and stamp.is_file() and stamp.read_text() == made_of:
+            print(f"release: {out} is current")
+            return out
+        stamp.unlink(missing_ok=True)
+        _build(source, out)
+        stamp.write_text(made_of)
+        return out
+
+
+def _build(source: Source, out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     images = release_images(source, out)
@@ -250,10 +299,9 @@ def build_release(source: Source, dist: Path = DIST, *, build: bool = True) -> P
         }
         for name, image in images.items()
     }
-    document = {"version": source.version, "commit": source.commit, "images": listing}
+    document = {"version": source.version, "commit": source.revision, "images": listing}
     (out / "images.json").write_text(json.dumps(document, indent=2) + "\n")
     write_sums(out)
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

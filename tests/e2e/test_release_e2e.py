@@ -8,7 +8,6 @@ unchanged), so this costs the archives' conversion, not a build."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import subprocess
@@ -23,27 +22,21 @@ import yaml
 from harness.controlplane import ControlPlane
 from harness.images import build_kubevirt_exporter, build_product, build_qemu_exporter
 from harness.ociarchive import manifest_digest
-from harness.release import PRODUCT_REPOSITORY, REPO, Source, build_release, tree_version
+from harness.release import PRODUCT_REPOSITORY, REPO, build_release, source_of, tree_version
 
 pytestmark = [pytest.mark.e2e, pytest.mark.image, pytest.mark.timeout(900)]
 
 CERT_MANAGER_KINDS = {"Certificate", "Issuer"}  # served only where cert-manager runs
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+SELF_SIGNED = "kustomize/deploy/overlays/self-signed"
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def release() -> Path:
+    """`make release` of the working tree (into `dist/`, shared with the node tier's
+    install; built once for the same inputs)."""
     for build in (build_product, build_qemu_exporter, build_kubevirt_exporter):
         build()
-    commit = _git("rev-parse", "HEAD")
-    when = dt.datetime.fromtimestamp(int(_git("show", "-s", "--format=%ct", commit)), dt.UTC)
-    source = Source(tree_version(REPO), commit, REPO, when)
-    return build_release(source, tmp_path_factory.mktemp("dist"), build=False)
+    return build_release(source_of(None), build=False)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +51,9 @@ def test_the_sums_hold_for_every_file(release: Path) -> None:
     subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=release, check=True)
     listed = {line.split("  ", 1)[1] for line in (release / "SHA256SUMS").read_text().splitlines()}
     files = {p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file()}
-    assert listed == files - {"SHA256SUMS"}
+    # What the self-signed route's `certs` writes into the release (the node tier's install).
+    made = {f for f in files if f.startswith(f"{SELF_SIGNED}/certs/")}
+    assert listed == files - made - {"SHA256SUMS", f"{SELF_SIGNED}/ca-bundle.yaml"}
     version = tree_version(REPO)
     assert (release / "CHANGELOG.md").read_text().startswith(f"## {version}")
     assert {"LICENSE", "manifests/crds.yaml", "manifests/cert-manager.yaml"} <= listed
@@ -112,7 +107,8 @@ def test_the_manifests_are_accepted_by_a_real_apiserver(
     ]
     plane.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(documents))
     # The self-signed route, as its page has it: certificates into the overlay, then -k.
-    overlay = release / "kustomize" / "deploy" / "overlays" / "self-signed"
+    shutil.copytree(release / "kustomize", tmp_path / "kustomize")
+    overlay = tmp_path / SELF_SIGNED
     subprocess.run(
         [
             str(REPO / ".venv" / "bin" / "virtualtarget"),
@@ -189,11 +185,23 @@ def test_ctr_imports_the_product_archive_by_name_and_digest(
 ) -> None:
     ctr = ["ctr", "--address", str(containerd), "-n", "k8s.io"]
     entry = images["virtualtarget"]
+    # As the install page has it: a second name by digest, which the manifests name.
     subprocess.run(
-        [*ctr, "images", "import", "--no-unpack", str(release / str(entry["archive"]))],
+        [
+            *ctr,
+            "images",
+            "import",
+            "--no-unpack",
+            "--digests",
+            "--base-name",
+            PRODUCT_REPOSITORY,
+            str(release / str(entry["archive"])),
+        ],
         check=True,
         capture_output=True,
     )
     listed = subprocess.run([*ctr, "images", "ls"], check=True, capture_output=True, text=True)
     rows = {line.split()[0]: line.split()[2] for line in listed.stdout.splitlines()[1:]}
-    assert rows == {name: entry["digest"] for name in entry["names"]}  # type: ignore[attr-defined]
+    (name,) = entry["names"]  # type: ignore[misc]
+    digest = str(entry["digest"])
+    assert rows == {name: digest, f"{PRODUCT_REPOSITORY}@{digest}": digest}

@@ -2,11 +2,15 @@
 
 The unit tests check that the page's commands name what the code uses, the render tests
 build the page's own overlay, the image tests run its `docker run ... certs`, and the node
-tier installs and uninstalls with its blocks (tests/node/install.py)."""
+tier installs and uninstalls with its blocks (tests/node/install.py). The blocks that
+install on the node of `make cluster` (the images built and imported there, Jumpstarter
+by its operator) are a contributor's: docs/development.md holds them (`NODE_PAGE`), and
+`page_of` says which page holds a block."""
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from harness.deploy_render import OWN_OVERLAY, REPO
 from tests.docpages import Command, commands
@@ -21,16 +25,19 @@ __all__ = [
     "NODE_JUMPSTARTER",
     "NODE_MAIN_OPERATOR",
     "NODE_MAIN_OPERATOR_DISABLE",
+    "NODE_PAGE",
     "NODE_POOL",
     "OWN_OVERLAY_FILE",
     "PAGE",
     "UNINSTALL",
     "UNINSTALL_LEASED",
     "documented_certs_run",
+    "page_of",
     "words",
 ]
 
 PAGE = REPO / "docs" / "install.md"
+NODE_PAGE = REPO / "docs" / "development.md"
 INSTALL_SELF_SIGNED = "install-self-signed"
 INSTALL_CERT_MANAGER = "install-cert-manager"
 INSTALL_WITHOUT_JUMPSTARTER = "install-without-jumpstarter"
@@ -44,6 +51,13 @@ EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"
 UNINSTALL_LEASED = "uninstall-leased"
 OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
+# The blocks of NODE_PAGE: the node of `make cluster`, its images and Jumpstarter there.
+NODE_BLOCKS = frozenset({NODE_JUMPSTARTER, NODE_INSTALL, NODE_POOL, NODE_MAIN_OPERATOR})
+
+
+def page_of(name: str) -> Path:
+    """The page that holds the blocks marked `run=NAME`."""
+    return NODE_PAGE if name in NODE_BLOCKS else PAGE
 
 
 def words(command: Command) -> list[str]:

@@ -1,12 +1,13 @@
-"""The product installed on the node cluster by docs/install.md's own commands, and
+"""The product installed on the node cluster by the documentation's own commands, and
 uninstalled by them.
 
-The page's blocks `node-jumpstarter` (Jumpstarter 0.9.0 by its own operator),
-`node-install`, `node-pool` and `examples-apply` run word for word (tests/docpages.py), in
-one shell, from a copy of the checkout as a reader has it; that copy's `.cluster` is this
+docs/development.md's blocks `node-jumpstarter` (Jumpstarter 0.9.0 by its own operator),
+`node-install` and `node-pool`, and docs/install.md's `examples-apply`, run word for word
+(tests/docpages.py; `tests.installpage.page_of` says which page holds a block), in one
+shell, from a copy of the checkout as a reader has it; that copy's `.cluster` is this
 cluster's folder (the page's is `make cluster`'s, the repository's `.cluster`).
-`uninstall()` runs `examples-delete` and `uninstall`, `uninstall_leased()` the page's step
-for instances a lease still held. Each command's time is kept for the figures."""
+`uninstall()` runs install.md's `examples-delete` and `uninstall`, `uninstall_leased()`
+its step for instances a lease still held. Each command's time is kept for the figures."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tests.installpage import (
     PAGE,
     UNINSTALL,
     UNINSTALL_LEASED,
+    page_of,
 )
 
 NAMESPACE = "virtualtarget-system"
@@ -99,7 +101,7 @@ class Install:
         return ran
 
     def run(self, block: str) -> None:
-        self.blocks[block] = self.shell.run_all(commands(PAGE, block))
+        self.blocks[block] = self.shell.run_all(commands(page_of(block), block))
         self.installed += self.blocks[block]
 
 

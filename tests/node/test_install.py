@@ -45,7 +45,7 @@ from tests.e2e.examples import (
     write_examples,
 )
 from tests.e2e.objects import exporter_set, virtual_target_class, wait_for
-from tests.installpage import EXAMPLES_APPLY, PAGE
+from tests.installpage import EXAMPLES_APPLY, PAGE, page_of
 from tests.node.guest_support import monotonic, run_client
 from tests.node.install import (
     DEPLOYMENTS,
@@ -108,8 +108,8 @@ def installed(
 ) -> Iterator[Install]:
     done = install(node_cluster, tmp_path_factory.mktemp("install"))
     for block, ran in done.blocks.items():
-        record_figure(figure(f"docs/install.md {block}", ran))
-    record_figure(figure("install by docs/install.md", done.installed))
+        record_figure(figure(f"docs/{page_of(block).name} {block}", ran))
+    record_figure(figure("install by the documented blocks", done.installed))
     wait_for("the node pool's instance Available", lambda: pool_available(done), 300)
     available_at = time.monotonic()
     start = node_cluster.timings.get("start", 0)

@@ -1,13 +1,13 @@
 """Jumpstarter main's operator runs this product as its QEMU exporter-set controller.
 
-On a cluster of its own, docs/install.md's `node-main-operator` block as written: main's
+On a cluster of its own, docs/development.md's `node-main-operator` block as written: main's
 operator, controller and router, built here from main's source, main's operator installed
 from its `config/default`, then a `Jumpstarter` resource (examples/node/jumpstarter-main.yaml)
 whose `spec.exporterSets.provisioners` names `qemu.jumpstarter.dev` with this product's
 image, then the node pool. What the operator renders for the provisioner
 (`createExporterSetDeployment`, `exporterSetPolicyRules` of its exporterset.go) runs this
 product unchanged; a 0.9.0 client leases the pool's instance through main's controller and
-releases it, and the successor comes up; the page's
+releases it, and the successor comes up; docs/install.md's
 `node-main-operator-disable` takes the controller away and leaves the pool alone.
 """
 
@@ -25,7 +25,7 @@ from harness.node import NodeCluster
 from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
 from tests.e2e.objects import get_json, wait_for
-from tests.installpage import NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_DISABLE
+from tests.installpage import NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_DISABLE, page_of
 from tests.kubeget import find_json
 from tests.node.install import Install, figure, readers_checkout, readers_shell
 from tests.node.lab import (
@@ -64,7 +64,8 @@ def installed(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactor
         node_cluster, tree, readers_shell(tree, work), product_image(), started=time.monotonic()
     )
     done.run(NODE_MAIN_OPERATOR)
-    record_figure(figure(f"docs/install.md {NODE_MAIN_OPERATOR}", done.installed))
+    page = page_of(NODE_MAIN_OPERATOR).name
+    record_figure(figure(f"docs/{page} {NODE_MAIN_OPERATOR}", done.installed))
     wait_for("the node pool's instance Available", lambda: pool_available(done), 300)
     start = node_cluster.timings.get("start", 0)
     record_figure(

@@ -1,5 +1,6 @@
 """docs/install.md's commands name what the code uses, its steps render, and its uninstall
-goes in the order it explains (the node tier runs them: tests/node/test_install.py)."""
+goes in the order it explains (the node tier runs them: tests/node/test_install.py); so do
+the node install's blocks docs/development.md holds (`page_of`)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from tests.installpage import (
     UNINSTALL,
     UNINSTALL_LEASED,
     documented_certs_run,
+    page_of,
     words,
 )
 from virtualtarget.cli import main
@@ -41,7 +43,7 @@ OPERATOR_FOLDER = ".run/jumpstarter-operator"  # where the page writes the opera
 
 
 def _words(name: str) -> list[list[str]]:
-    return [words(c) for c in commands(PAGE, name)]
+    return [words(c) for c in commands(page_of(name), name)]
 
 
 def _applied(name: str) -> list[str]:

@@ -57,9 +57,14 @@ class Install:
     pool_applied: float = 0.0  # time.monotonic() once `node-pool` ran
 
     @property
+    def release(self) -> Path:
+        """The release the page's `node-install` installed from (`dist/VERSION/`)."""
+        return Path(self.shell.env["RELEASE"])
+
+    @property
     def overlay(self) -> Path:
-        """The self-signed overlay, holding the certificates the page's `certs` made."""
-        return self.tree / "deploy" / "overlays" / "self-signed"
+        """The release's self-signed overlay, holding the certificates `certs` made."""
+        return self.release / "kustomize" / "deploy" / "overlays" / "self-signed"
 
     def kubectl(self, *args: str, **kwargs: Any) -> Any:
         return self.cluster.kubectl(*args, **kwargs)
@@ -91,7 +96,12 @@ class Install:
         """The page's uninstall on the node: the examples, the pools, the classes, the
         overlay (Jumpstarter, the operator's, stays)."""
         ran = self.shell.run_all(commands(PAGE, EXAMPLES_DELETE))
-        ran += self.shell.run_all(commands(PAGE, UNINSTALL))
+        # The page's uninstall names the overlay as a release has it, from its kustomize/.
+        checkout, self.shell.cwd = self.shell.cwd, self.release / "kustomize"
+        try:
+            ran += self.shell.run_all(commands(PAGE, UNINSTALL))
+        finally:
+            self.shell.cwd = checkout
         return ran
 
     def uninstall_leased(self) -> list[Ran]:
@@ -114,7 +124,8 @@ def readers_checkout(work: Path, cluster: NodeCluster) -> Path:
     tree.mkdir()
     for name in COPIED:
         shutil.copytree(REPO / name, tree / name, symlinks=True)
-    linked = {p.name for p in REPO.iterdir()} - set(NOT_LINKED) | {".cache"}
+    # `make release` writes the real checkout's dist/, which the page reads back.
+    linked = {p.name for p in REPO.iterdir()} - set(NOT_LINKED) | {".cache", "dist"}
     for name in sorted(linked):
         (tree / name).symlink_to(REPO / name)
     (tree / ".cluster").symlink_to(cluster.workdir)

@@ -49,6 +49,7 @@ __all__ = [
     "Reconciler",
     "build",
     "configure",
+    "election_lease",
     "lead",
     "run",
     "serve",
@@ -236,6 +237,13 @@ def election_namespace(explicit: str | None, scope: Scope) -> str:
     return "default"
 
 
+def election_lease(args: argparse.Namespace) -> str:
+    """The name of the leader Lease: as given, else its provisioner's default."""
+    from reconciler.runtime.leader import default_election_id
+
+    return str(args.leader_election_id or default_election_id(args.provisioner))
+
+
 def _timestamp(created: float, encoding: str) -> float | int | str:
     """A record's time as zap's time encoders write it (`--zap-time-encoding`)."""
     from datetime import UTC, datetime
@@ -325,7 +333,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
     from pool.rendering.provisioners import provisioner
     from reconciler.runtime.controller import Controller
     from reconciler.runtime.kube import ConfigError, Kube, api_client
-    from reconciler.runtime.leader import ElectionConfig, Elector, default_election_id
+    from reconciler.runtime.leader import ElectionConfig, Elector
     from reconciler.runtime.metrics import ReconcilerMetrics
     from reconciler.runtime.scope import Scope
 
@@ -338,7 +346,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
     except ValueError as exc:
         return str(exc)
     lease_namespace = election_namespace(args.leader_election_namespace, scope)
-    lease_name = args.leader_election_id or default_election_id(args.provisioner)
+    lease_name = election_lease(args)
     try:
         metrics_address, health_address = _addresses(args)
     except ValueError as exc:

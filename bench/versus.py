@@ -66,9 +66,9 @@ from harness.stack import ChildProcess
 from pool.model.access import ELECTION_LEASES, EXPORTERS, JUMPSTARTER_LEASES, PODS, SECRETS
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import NAME_LABEL
-from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
 from reconciler.runtime.cache import Informer, keep_only
 from reconciler.runtime.kube import Kube
+from reconciler.runtime.leader import election_id
 from tests.dropin import ACCOUNT, PROVISIONER, operators_kubeconfig, ours_dropped_in
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
 from tests.e2e.test_takeover_e2e import online
@@ -305,7 +305,7 @@ class Census:
 
 def _leads(plane: ControlPlane, namespace: str) -> bool:
     found = find_json(
-        plane, "leases.coordination.k8s.io", f"{ELECTION_ID_PREFIX}{PROVISIONER}", "-n", namespace
+        plane, "leases.coordination.k8s.io", election_id(PROVISIONER), "-n", namespace
     )
     return bool(found and (found.get("spec") or {}).get("holderIdentity"))
 

@@ -49,6 +49,7 @@ __all__ = [
     "Reconciler",
     "build",
     "configure",
+    "election_lease",
     "lead",
     "run",
     "serve",
@@ -127,7 +128,12 @@ def _election_flags(parser: argparse.ArgumentParser) -> None:
         help="namespace of the leader Lease (default: $POD_NAMESPACE, else the one namespace "
         "watched, else default)",
     )
-    parser.add_argument("--leader-election-id", default="exporterset-reconciler")
+    parser.add_argument(
+        "--leader-election-id",
+        metavar="ID",
+        help="name of the leader Lease (default: exporterset-reconciler for "
+        "qemu.jumpstarter.dev, else exporter-set-controller-<provisioner>)",
+    )
     parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
     parser.add_argument("--renew-deadline", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument("--retry-period", type=float, default=2.0, metavar="SECONDS")
@@ -229,6 +235,13 @@ def election_namespace(explicit: str | None, scope: Scope) -> str:
     if scope.namespaces is not None and len(scope.namespaces) == 1:
         return scope.namespaces[0]
     return "default"
+
+
+def election_lease(args: argparse.Namespace) -> str:
+    """The name of the leader Lease: as given, else its provisioner's default."""
+    from reconciler.runtime.leader import default_election_id
+
+    return str(args.leader_election_id or default_election_id(args.provisioner))
 
 
 def _timestamp(created: float, encoding: str) -> float | int | str:
@@ -333,6 +346,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
     except ValueError as exc:
         return str(exc)
     lease_namespace = election_namespace(args.leader_election_namespace, scope)
+    lease_name = election_lease(args)
     try:
         metrics_address, health_address = _addresses(args)
     except ValueError as exc:
@@ -364,7 +378,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
             Kube(client),
             ElectionConfig(
                 namespace=lease_namespace,
-                name=args.leader_election_id,
+                name=lease_name,
                 identity=os.environ.get("POD_NAME", ""),
                 lease_duration=args.lease_duration,
                 renew_deadline=args.renew_deadline,
@@ -379,7 +393,7 @@ def build(args: argparse.Namespace) -> Reconciler | str:
         kube=kube,
         plans=lambda: list(controller.plans.items()),
         leading=elector.leading.is_set if elector is not None else lambda: True,
-        lease_name=args.leader_election_id,
+        lease_name=lease_name,
         image_allow_list=image_policy is not None,
     )
     log = logging.getLogger(__name__)

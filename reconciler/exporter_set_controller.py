@@ -10,9 +10,9 @@ that program does (Go's flag syntax: `--flag=value`, `--flag value`, a bool flag
 `--zap-time-encoding`) and `--kubeconfig`, and runs `virtualtarget reconcile` with:
 
 - the scope: only `NAMESPACE` (required, as there): caches, writes, the leader Lease;
-- the leader election ID `exporter-set-controller-<provisioner>` in `NAMESPACE`, so this
-  controller and Jumpstarter's for the same provisioner never lead at once (both take
-  the same coordination Lease);
+- the leader election ID `exporter-set-controller-<provisioner>` in `NAMESPACE`
+  (`reconciler.runtime.leader.election_id`), so this controller and Jumpstarter's for the
+  same provisioner never lead at once (both take the same coordination Lease);
 - the cluster: `--kubeconfig`, else `$KUBECONFIG`, else the in-cluster configuration,
   else `~/.kube/config`, as controller-runtime looks for it;
 - the QEMU layout Jumpstarter main renders (`--qemu-layout=sidecar`): the operator that
@@ -31,11 +31,11 @@ from pathlib import Path
 
 from api.provisioners.qemu import Layout
 from reconciler import cli
+from reconciler.runtime.leader import election_id
 from reconciler.runtime.scope import NAMESPACE_ENV
 
-__all__ = ["ELECTION_ID_PREFIX", "main", "reconcile_args"]
+__all__ = ["main", "reconcile_args"]
 
-ELECTION_ID_PREFIX = "exporter-set-controller-"
 # controller-runtime's zap flags: the levels `--zap-log-level` names (or an integer > 0,
 # a debug verbosity), and the values of the others.
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR}
@@ -126,7 +126,7 @@ def reconcile_args(
         f"--metrics-bind-address={ours.metrics_bind_address}",
         f"--namespace={namespace}",
         f"--leader-election-namespace={namespace}",
-        f"--leader-election-id={ELECTION_ID_PREFIX}{ours.provisioner}",
+        f"--leader-election-id={election_id(ours.provisioner)}",
         f"--qemu-layout={Layout.SIDECAR.value}",
     ]
     if not ours.leader_elect:

@@ -32,13 +32,40 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.provisioners.qemu import PROVISIONER as QEMU
 from pool.model.access import ELECTION_LEASES
 from pool.model.timefmt import parse_time
 from reconciler.runtime.kube import ApiError, Kube
 
-__all__ = ["ElectionConfig", "Elector", "default_identity"]
+__all__ = [
+    "ELECTION_ID_PREFIX",
+    "QEMU_ELECTION_ID",
+    "ElectionConfig",
+    "Elector",
+    "default_election_id",
+    "default_identity",
+    "election_id",
+]
 
 log = logging.getLogger("reconciler.leader")  # stable: log filters select by it
+
+ELECTION_ID_PREFIX = "exporter-set-controller-"
+# `virtualtarget reconcile`'s QEMU Lease from before each provisioner had its own, kept:
+# renamed, an upgrade's new replicas would lead beside the old leader on the old name.
+QEMU_ELECTION_ID = "exporterset-reconciler"
+
+
+def election_id(provisioner: str) -> str:
+    """The election Lease of `provisioner`'s reconcilers: the one Jumpstarter's own
+    exporter-set controller takes for it, so two controllers of one provisioner in one
+    namespace never lead at once, and those of two provisioners never wait on each other."""
+    return ELECTION_ID_PREFIX + provisioner
+
+
+def default_election_id(provisioner: str) -> str:
+    """`virtualtarget reconcile`'s `--leader-election-id` when none is given:
+    `election_id`, but QEMU's kept name (`QEMU_ELECTION_ID`)."""
+    return QEMU_ELECTION_ID if provisioner == QEMU else election_id(provisioner)
 
 
 def default_identity() -> str:
@@ -54,7 +81,7 @@ def _micro(moment: datetime) -> str:
 @dataclass(frozen=True)
 class ElectionConfig:
     namespace: str
-    name: str = "exporterset-reconciler"
+    name: str = QEMU_ELECTION_ID
     identity: str = ""
     lease_duration: float = 15.0
     renew_deadline: float = 10.0

@@ -5,7 +5,8 @@ The webhook and the reconciler run here with ServiceAccount tokens (TokenRequest
 the accounts in `deploy/`, not as the admin: a call missing from an `ACCESS` table, and so
 from the generated ClusterRoles, fails these tests. The reconciler's pool fills in a
 namespace Jumpstarter's released 0.9.0 controller serves: it issues the credentials and
-rotates one.
+rotates one. The install holds the KubeVirt reconciler's component too, and both
+reconcilers run at once with their Deployments' arguments, each leading its own Lease.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +28,20 @@ from harness.controlplane import ControlPlane
 from harness.deploy_render import (
     WEBHOOK_CONFIGURATION_KINDS,
     WEBHOOK_NAMESPACE,
+    container_args,
     render_overlay,
 )
 from harness.jumpstarter import Jumpstarter
-from harness.rbac import render_component
+from harness.rbac import RECONCILERS, render_component
 from harness.stack import (
+    ReconcilerProcess,
     register_webhooks,
     running_reconciler,
     running_webhook,
     unregister_webhooks,
 )
 from pool.model.access import ACCESS
+from reconciler.cli import election_lease
 from tests.e2e.objects import (
     apply,
     exporter_set,
@@ -44,14 +50,22 @@ from tests.e2e.objects import (
     virtual_target_class,
     wait_for,
 )
+from virtualtarget.cli import _parser_for
 
 
 @pytest.fixture(scope="module")
-def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
-    """Everything the self-signed overlay installs, but the webhook configurations (their
-    Service has no endpoints here) which are only dry-run; no controller runs the
-    Deployments."""
-    objects = render_overlay("self-signed")
+def rendered() -> list[dict[str, Any]]:
+    """The self-signed overlay with the KubeVirt reconciler's component."""
+    return render_overlay("self-signed", components=["kubevirt"])
+
+
+@pytest.fixture(scope="module")
+def installed(
+    control_plane: ControlPlane, rendered: list[dict[str, Any]]
+) -> Iterator[ControlPlane]:
+    """Everything `rendered` installs, but the webhook configurations (their Service has no
+    endpoints here) which are only dry-run; no controller runs the Deployments."""
+    objects = rendered
     configurations = [o for o in objects if o["kind"] in WEBHOOK_CONFIGURATION_KINDS]
     rest = [o for o in objects if o["kind"] not in WEBHOOK_CONFIGURATION_KINDS]
     apply = ("apply", "--server-side", "--force-conflicts", "-f", "-")
@@ -161,6 +175,65 @@ def test_reconciler_works_with_its_service_account(
         assert created == [first, second]
         log = reconciler.log_tail(200)
     assert "forbidden" not in log.lower(), log
+
+
+def _as_deployed(
+    plane: ControlPlane, rendered: list[dict[str, Any]], component: str, tmp_path: Path
+) -> tuple[str, str, ContextManager[ReconcilerProcess]]:
+    """(its election Lease, its Pod's name, the reconciler run as the component's rendered
+    Deployment runs it): its arguments but the ports (here the kernel's choice), its
+    environment's Pod fields, its ServiceAccount's token."""
+    name = f"virtualtarget-{component}"
+    (deployment,) = [
+        o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == name
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    args = container_args(rendered, name)
+    fields = {"metadata.namespace": WEBHOOK_NAMESPACE, "metadata.name": f"{name}-0"}
+    env = {
+        e["name"]: fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        for e in pod["containers"][0]["env"]
+    }
+    kubeconfig = plane.service_account_kubeconfig(
+        WEBHOOK_NAMESPACE, pod["serviceAccountName"], tmp_path / f"{component}.kubeconfig"
+    )
+    ports = ("--metrics-bind-address", "--health-probe-bind-address")
+    process = running_reconciler(
+        plane,
+        tmp_path,
+        name=component,
+        kubeconfig=kubeconfig,
+        extra=[a for a in args[1:] if not a.startswith(ports)],
+        env=env,
+    )
+    return election_lease(_parser_for(args).parse_args(args)), env["POD_NAME"], process
+
+
+def test_both_reconcilers_run_from_their_deployments_each_leading_its_own_lease(
+    installed: ControlPlane, rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The QEMU and the KubeVirt reconciler at once, as their Deployments run them: neither
+    stands the other by."""
+    holders: dict[str, str] = {}  # Lease -> the Pod that should hold it
+    with ExitStack() as stack:
+        running = []
+        for component in RECONCILERS:
+            lease, pod, process = _as_deployed(installed, rendered, component, tmp_path)
+            holders[lease] = pod
+            running.append(stack.enter_context(process))
+        assert len(holders) == len(RECONCILERS)  # a Lease each
+
+        def leading() -> dict[str, str | None]:
+            for reconciler in running:
+                reconciler.check_alive()
+            leases = get_json(installed, "leases.coordination.k8s.io", "-n", WEBHOOK_NAMESPACE)
+            held = {o["metadata"]["name"]: o["spec"].get("holderIdentity") for o in leases["items"]}
+            return {lease: held.get(lease) for lease in holders}
+
+        wait_for("each reconciler leading its own Lease", lambda: leading() == holders)
+        logs = [reconciler.log_tail(200) for reconciler in running]
+    for log in logs:
+        assert "forbidden" not in log.lower(), log
 
 
 def test_webhook_works_with_its_service_account(

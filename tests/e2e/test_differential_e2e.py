@@ -63,7 +63,7 @@ from pool.model.reasons import (
     SET_UNAVAILABLE,
     WAITING_FOR_CREDENTIALS,
 )
-from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from reconciler.runtime.leader import election_id
 from tests.dropin import PROVISIONER, ours_dropped_in
 from tests.e2e.objects import (
     assigned_exporter,
@@ -91,7 +91,7 @@ SPEC = {"minAvailableReplicas": 2}  # beside `the_pools`' maxReplicas 3 and temp
 STAGES = ("filled", "leased", "released", "surplus", "deleted")
 KINDS = ("Exporter", "Pod", "Secret")
 SETTLE_TIMEOUT = 180
-ELECTION = f"{ELECTION_ID_PREFIX}{PROVISIONER}"
+ELECTION = election_id(PROVISIONER)
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # The rows of docs/comparison.md's "What differs, and why" that allow a difference here,
 # by the words their first cell starts with.

@@ -35,7 +35,7 @@ from harness.stack import (
     unregister_webhooks,
 )
 from pool.model.reasons import SCALE_DOWN, SCALE_UP
-from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from reconciler.runtime.leader import election_id
 from reconciler.runtime.memory import lease_name
 from scrape.serving import SERVING_PROBES
 from tests.dropin import OPERATOR_ARGS, PROVISIONER, operator_account
@@ -134,9 +134,7 @@ def test_under_the_operators_role_ours_fills_its_namespace_only(
         wait_for("the pool in NAMESPACE filled", filled)
         assert _status(f"{probes}/readyz") == 200
         assert _status(f"{probes}/healthz") == 200
-        election = get_json(
-            plane, "leases.coordination.k8s.io", f"{ELECTION_ID_PREFIX}{PROVISIONER}", "-n", ns
-        )
+        election = get_json(plane, "leases.coordination.k8s.io", election_id(PROVISIONER), "-n", ns)
         assert election["spec"]["holderIdentity"]
         # The scale subresource of Jumpstarter's CRD sets maxReplicas: down to one, with
         # the floor and the warm buffer lowered to fit.

@@ -63,7 +63,7 @@ from pool.model.jumpstarter import CONFIG_KEY
 from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SURPLUS_SINCE
 from pool.model.reasons import SCALE_DOWN_COOLDOWN
 from pool.model.timefmt import format_time, parse_time
-from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from reconciler.runtime.leader import election_id
 from tests.dropin import PROVISIONER, operators_kubeconfig, ours_dropped_in
 from tests.e2e.objects import (
     apply,
@@ -274,7 +274,7 @@ def logged(log: Path, message: str) -> list[str]:
 
 
 def election_holder(plane: ControlPlane, ns: str) -> str:
-    name = f"{ELECTION_ID_PREFIX}{PROVISIONER}"
+    name = election_id(PROVISIONER)
     found = plane.kubectl("get", "leases.coordination.k8s.io", name, "-n", ns, "-o", "json")
     return str(json.loads(found.stdout)["spec"].get("holderIdentity") or "")
 

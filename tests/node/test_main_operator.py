@@ -22,7 +22,7 @@ import pytest
 from harness.images import product_image
 from harness.jumpstarter_images import CONTROLLER_IMAGE
 from harness.node import NodeCluster
-from reconciler.exporter_set_controller import ELECTION_ID_PREFIX
+from reconciler.runtime.leader import election_id
 from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
 from tests.e2e.objects import get_json, wait_for
 from tests.installpage import NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_DISABLE, page_of
@@ -116,9 +116,7 @@ def test_the_operator_renders_a_deployment_of_this_product_unchanged_under_its_r
     (pod,) = _pods(installed)
     (status,) = pod["status"]["containerStatuses"]
     assert status["ready"] is True and status["restartCount"] == 0, status
-    election = get_json(
-        cluster, "leases.coordination.k8s.io", f"{ELECTION_ID_PREFIX}{PROVISIONER}", "-n", LAB
-    )
+    election = get_json(cluster, "leases.coordination.k8s.io", election_id(PROVISIONER), "-n", LAB)
     assert election["spec"]["holderIdentity"].startswith(pod["metadata"]["name"] + "_")
     # Jumpstarter's own parts, from main's image (the resource's default name).
     for name in JUMPSTARTER_DEPLOYMENTS:

@@ -3,7 +3,7 @@
 Every shipped overlay, alone and with every combination of components docs/install.md
 allows, is rendered through the page's own overlay (its `deploy/overlays/mine` block with
 the overlay and components put in), and so is each of the page's overlay blocks as it
-stands. Each render must carry the image allow-list in both Deployments, the Pod Security
+stands. Each render must carry the image allow-list in every Deployment, the Pod Security
 label of the product's namespace, and exactly the RBAC the access tables generate for its
 scope, with no other subject bound.
 """
@@ -29,7 +29,8 @@ from harness.deploy_render import (
     container_args,
     render_kustomization,
 )
-from harness.rbac import COMPONENTS, SCOPE_COMPONENTS
+from harness.rbac import COMPONENTS, RECONCILERS, SCOPE_COMPONENTS
+from pool.rendering.provisioners import RECONCILER_ACCESS
 from pool.rendering.provisioners.qemu import POD_SECURITY_LEVEL
 from tests.docpages import files
 from tests.installpage import OWN_OVERLAY_FILE, PAGE
@@ -50,6 +51,8 @@ IN_EVERY_OVERLAY = "jumpstarter-images"
 # The page's rules for combining components (its table's last column).
 SCOPES = tuple(SCOPE_COMPONENTS)
 HAS_EXPORTER_CRD = {"self-signed-exporter-crd": "exporter-crd"}
+# component -> the optional reconciler it adds, which serves every namespace: no scope
+WHOLE_CLUSTER_ONLY = {"kubevirt": "kubevirt-reconciler"}
 DEPLOYMENTS = ("virtualtarget-webhook", "virtualtarget-reconciler")
 PROMETHEUS = ("ServiceAccount", "prometheus-k8s", "monitoring")  # the component's subject
 ELSEWHERE = "registry.example.com/lab/qemu-runtime:1"
@@ -68,6 +71,7 @@ def combinations(overlay: str) -> list[tuple[str, ...]]:
         for size in range(len(addable) + 1)
         for combo in itertools.combinations(addable, size)
         if sum(c in SCOPES for c in combo) <= 1
+        and not (set(combo) & set(SCOPES) and set(combo) & set(WHOLE_CLUSTER_ONLY))
     ]
 
 
@@ -94,6 +98,12 @@ def test_the_page_lists_every_optional_component_and_its_block_has_the_shape_fil
     assert set(first) == {"apiVersion", "kind", "resources", "components"}
     assert first["resources"] == ["../self-signed"]
     print(f"{len(CASES)} combinations: {', '.join(f'{o}+{list(c)}' for o, c in CASES)}")
+
+
+def deployments(components: tuple[str, ...]) -> tuple[str, ...]:
+    """The Deployments a render with `components` holds."""
+    added = (WHOLE_CLUSTER_ONLY[c] for c in components if c in WHOLE_CLUSTER_ONLY)
+    return (*DEPLOYMENTS, *(f"virtualtarget-{c}" for c in added))
 
 
 def policy_of(objects: tuple[Obj, ...] | list[Obj], deployment: str) -> ImagePolicy:
@@ -123,6 +133,10 @@ def assert_rbac(objects: tuple[Obj, ...] | list[Obj], components: tuple[str, ...
     reconciler = scoped_grants(objects, "virtualtarget-reconciler")
     assert reconciler == expected(mode, pools)
     assert secret_reads_cluster_wide(reconciler) == set()
+    added = tuple(WHOLE_CLUSTER_ONLY[c] for c in components if c in WHOLE_CLUSTER_ONLY)
+    for component in added:
+        table = RECONCILER_ACCESS[RECONCILERS[component]]
+        assert granted_to(objects, f"virtualtarget-{component}") == grants_of(table)
     assert granted_to(objects, "virtualtarget-webhook") == grants_of(declared("webhook"))
     (reader,) = [
         o
@@ -130,9 +144,12 @@ def assert_rbac(objects: tuple[Obj, ...] | list[Obj], components: tuple[str, ...
         if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "virtualtarget-metrics-reader"
     ]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    # No subject but the two components' and, with monitoring, Prometheus's; Prometheus
-    # gets the metrics reader and the discovery Role, which only reads.
-    ours = {("ServiceAccount", f"virtualtarget-{c}", WEBHOOK_NAMESPACE) for c in COMPONENTS}
+    # No subject but the components' (an optional reconciler's with its component) and,
+    # with monitoring, Prometheus's; Prometheus gets the metrics reader and the discovery
+    # Role, which only reads.
+    ours = {
+        ("ServiceAccount", f"virtualtarget-{c}", WEBHOOK_NAMESPACE) for c in (*COMPONENTS, *added)
+    }
     allowed = ours | ({PROMETHEUS} if "monitoring" in components else set())
     for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         subjects = {(s["kind"], s["name"], s.get("namespace")) for s in binding["subjects"]}
@@ -158,7 +175,7 @@ def test_every_documented_combination_keeps_the_allow_list_pod_security_and_rbac
     overlay: str, components: tuple[str, ...]
 ) -> None:
     objects = rendered(overlay, components)
-    for deployment in DEPLOYMENTS:
+    for deployment in deployments(components):
         policy = policy_of(objects, deployment)
         assert policy.refusal(ELSEWHERE) is not None
     # The pools' Pods (root for /dev/kvm) run in the product's namespace only when the
@@ -177,7 +194,7 @@ def test_each_own_overlay_on_the_page_keeps_them_as_written(index: int) -> None:
     document = yaml.safe_load(block.text)
     objects = render_kustomization(document)
     components = tuple(c.rsplit("/", 1)[-1] for c in document.get("components", []))
-    for deployment in DEPLOYMENTS:
+    for deployment in deployments(components):
         policy = policy_of(objects, deployment)
         added = {p for p in policy.prefixes if p != JUMPSTARTER_REPOSITORIES}
         # Only a registry the block itself adds is allowed beyond Jumpstarter's.

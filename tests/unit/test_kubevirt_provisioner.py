@@ -18,9 +18,10 @@ from api.modelcheck import model_errors
 from api.models.kubevirt.virtualmachineinstance import VirtualMachineInstanceSpec
 from api.provisioners import kubevirt as params_module
 from api.provisioners.kubevirt import KubevirtParameters
+from pool.model.access import ACCESS
 from pool.model.jumpstarter import CONFIG_DIR, TCP_NETWORK_DRIVER
 from pool.model.views import ProvisionedView
-from pool.rendering.provisioners import PROVISIONED_ACCESS, known, provisioner
+from pool.rendering.provisioners import RECONCILER_ACCESS, known, provisioner
 from pool.rendering.provisioners import kubevirt as kv
 from pool.rendering.provisioners import kubevirt_target as target
 from pool.rendering.render import InstanceContext
@@ -511,7 +512,8 @@ def test_the_exporter_pod_mounts_the_kubeconfig_where_the_drivers_read_it() -> N
 
 def test_nothing_is_watched_here_and_cleanup_takes_the_instances_vm_and_services() -> None:
     assert PROVISIONER.watches == ()
-    assert PROVISIONED_ACCESS == ()  # the generated RBAC grants nothing new
+    # the generated RBAC of its reconciler grants the table alone
+    assert RECONCILER_ACCESS[PROVISIONER.name] == ACCESS
     vm = ProvisionedView(target.VIRTUAL_MACHINES, EXPORTER, EXPORTER, uid="a")
     ssh = ProvisionedView(target.SERVICES, f"{EXPORTER}-ssh", EXPORTER, uid="b")
     other = ProvisionedView(target.VIRTUAL_MACHINES, "other", "other", uid="c")

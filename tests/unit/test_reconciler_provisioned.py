@@ -33,7 +33,7 @@ from pool.model.actions import Remove
 from pool.model.keys import FENCED_AT, FENCED_FOR, INSTANCE_LABEL, NAME_LABEL
 from pool.model.timefmt import format_time
 from pool.model.views import Observation, ProvisionedView
-from pool.rendering.provisioners import PROVISIONED_ACCESS, PROVISIONERS, provisioner
+from pool.rendering.provisioners import PROVISIONERS, RECONCILER_ACCESS, provisioner
 from pool.rendering.provisioners.base import Findings, Provisioner, Remote
 from pool.rendering.render import Image, InstanceContext
 from pool.rules.planner import plan
@@ -297,7 +297,8 @@ def test_qemu_watches_nothing_and_cleans_nothing_up() -> None:
     # KubeVirt's objects live on its target cluster, which the runtime does not watch
     assert list(PROVISIONERS) == [qemu.name, "kubevirt.jumpstarter.dev"]
     assert all(p.watches == () for p in PROVISIONERS.values())
-    assert PROVISIONED_ACCESS == ()  # so the generated RBAC is the table's alone
+    # so each reconciler's generated RBAC is the table's alone
+    assert all(access == ACCESS for access in RECONCILER_ACCESS.values())
     machine = ProvisionedView(VIRTUAL_MACHINES, "pool-0", "pool-0")
     assert qemu.cleanup("pool-0", (machine,)) == ()
     kube = RecordingKube()

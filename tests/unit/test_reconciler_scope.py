@@ -3,21 +3,24 @@ line of Jumpstarter's operator (`exporter-set-controller`)."""
 
 from __future__ import annotations
 
+import argparse
 import socket
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from api.access import CLUSTER, NAMESPACED
 from pool.model.access import EXPORTERS, SECRETS
-from pool.rendering.provisioners import provisioner
+from pool.rendering.provisioners import PROVISIONERS, provisioner
+from reconciler import cli
 from reconciler.cli import election_namespace
 from reconciler.exporter_set_controller import main as controller_main
 from reconciler.exporter_set_controller import reconcile_args
 from reconciler.runtime.cache import Informer
 from reconciler.runtime.controller import Controller
-from reconciler.runtime.leader import default_identity
+from reconciler.runtime.leader import default_identity, election_id
 from reconciler.runtime.memory import MemoryLeases, lease_name
 from reconciler.runtime.named import NamedCache
 from reconciler.runtime.scope import Scope
@@ -41,6 +44,41 @@ def test_the_leader_lease_lives_where_the_install_keeps_it(monkeypatch: Any) -> 
     assert election_namespace(None, Scope(("a", "b"))) == "default"
     monkeypatch.setenv("POD_NAMESPACE", "virtualtarget-system")
     assert election_namespace(None, Scope(("lab",))) == "virtualtarget-system"
+
+
+def _lease_of(kubeconfig: Path, *flags: str) -> str:
+    """The election Lease `virtualtarget reconcile FLAGS` takes (its elector's and its
+    metrics' name), built but not run."""
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    built = cli.build(parser.parse_args([f"--kubeconfig={kubeconfig}", *flags]))
+    assert not isinstance(built, str) and built.elector is not None, built
+    assert built.metrics.lease_name == built.elector.config.name
+    return built.elector.config.name
+
+
+def test_each_provisioner_elects_on_its_own_lease_and_qemu_keeps_its_name(
+    tmp_path: Path,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    leases = {p: _lease_of(kubeconfig, f"--provisioner={p}") for p in PROVISIONERS}
+    # Two reconcilers of different provisioners in one namespace never stand each other by.
+    assert len(set(leases.values())) == len(leases)
+    # QEMU's as before (an upgrade's new replicas wait for the old leader); the others'
+    # is the Lease Jumpstarter's controller of that provisioner takes.
+    assert leases["qemu.jumpstarter.dev"] == "exporterset-reconciler"
+    kubevirt = "kubevirt.jumpstarter.dev"
+    assert leases[kubevirt] == f"exporter-set-controller-{kubevirt}" == election_id(kubevirt)
+    _, under_operator = reconcile_args([f"--provisioner={kubevirt}", "--leader-elect"], "lab")
+    assert under_operator.leader_election_id == election_id(kubevirt)
+    given = ("--provisioner=kubevirt.jumpstarter.dev", "--leader-election-id=mine")
+    assert _lease_of(kubeconfig, *given) == "mine"
 
 
 def _controller(scope: Scope) -> Controller:

@@ -12,15 +12,15 @@ from typing import Any
 
 from api.access import Permission
 from api.provisioners.qemu import Layout
-from pool.model.access import provisioned_access
+from pool.model.access import ACCESS, provisioned_access
 from pool.rendering.provisioners.base import Provisioner
 from pool.rendering.provisioners.kubevirt import KubevirtProvisioner
 from pool.rendering.provisioners.qemu import QemuProvisioner
 
 __all__ = [
     "ADMISSION_ONLY",
-    "PROVISIONED_ACCESS",
     "PROVISIONERS",
+    "RECONCILER_ACCESS",
     "Provisioner",
     "known",
     "provisioner",
@@ -33,12 +33,12 @@ PROVISIONERS: dict[str, Provisioner] = {
 # today: KubeVirt's target cluster is `reconciler.runtime.targets`').
 ADMISSION_ONLY: dict[str, str] = {}
 
-# What the deploy RBAC grants the reconciler beside its table (`pool.model.access.ACCESS`):
-# the calls on every registered provisioner's own resources (none for QEMU). A running
-# reconciler's client allows only its own provisioner's.
-PROVISIONED_ACCESS: tuple[Permission, ...] = provisioned_access(
-    dict.fromkeys(r for p in PROVISIONERS.values() for r in p.watches)
-)
+# What the deploy RBAC grants the reconciler of each provisioner: the table
+# (`pool.model.access.ACCESS`) and the calls on that provisioner's own resources (none for
+# QEMU or KubeVirt), as a running reconciler's client allows (`reconciler.runtime.kube`).
+RECONCILER_ACCESS: dict[str, tuple[Permission, ...]] = {
+    name: (*ACCESS, *provisioned_access(p.watches)) for name, p in PROVISIONERS.items()
+}
 
 
 def known(name: Any) -> Provisioner | None:

@@ -35,6 +35,7 @@ __all__ = [
     "REPO",
     "WEBHOOK_CONFIGURATION_KINDS",
     "WEBHOOK_NAMESPACE",
+    "WEBHOOK_ONLY_OVERLAY",
     "WEBHOOK_SERVICE",
     "RenderError",
     "container_args",
@@ -46,8 +47,12 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
-# The shipped overlays, each installed as it is (the third: the first plus the Exporter CRD).
+# The shipped overlays of a whole install, each installed as it is (the third: the first
+# plus the Exporter CRD).
 OVERLAYS = ("self-signed", "cert-manager", "self-signed-exporter-crd")
+# The self-signed overlay less the CRDs and the reconciler: the webhook beside Jumpstarter
+# main's operator, which installs the CRDs and runs this product's image as its controller.
+WEBHOOK_ONLY_OVERLAY = "webhook-self-signed"
 # Where docs/install.md puts an overlay of one's own, beside the shipped ones.
 OWN_OVERLAY = "overlays/mine"
 # The names the manifests use; a test checks that deploy/ agrees.
@@ -132,8 +137,9 @@ def render_overlay(
     `components` names optional `deploy/components/` to add (`monitoring`), as an
     overlay of one's own over this one adds them.
     """
-    if name not in OVERLAYS:
-        raise RenderError(f"unknown overlay {name!r}; known: {', '.join(OVERLAYS)}")
+    if name not in (*OVERLAYS, WEBHOOK_ONLY_OVERLAY):
+        known = ", ".join((*OVERLAYS, WEBHOOK_ONLY_OVERLAY))
+        raise RenderError(f"unknown overlay {name!r}; known: {known}")
     if components:
         return render_kustomization(
             own_overlay(name, components), webhook_url=webhook_url, ca_bundle=ca_bundle

@@ -20,11 +20,13 @@ __all__ = [
     "EXAMPLES_DELETE",
     "INSTALL_CERT_MANAGER",
     "INSTALL_SELF_SIGNED",
+    "INSTALL_WEBHOOK_BESIDE_OPERATOR",
     "INSTALL_WITHOUT_JUMPSTARTER",
     "NODE_INSTALL",
     "NODE_JUMPSTARTER",
     "NODE_MAIN_OPERATOR",
     "NODE_MAIN_OPERATOR_DISABLE",
+    "NODE_MAIN_OPERATOR_WEBHOOK",
     "NODE_PAGE",
     "NODE_POOL",
     "OWN_OVERLAY_FILE",
@@ -46,13 +48,17 @@ NODE_JUMPSTARTER = "node-jumpstarter"
 NODE_POOL = "node-pool"
 NODE_MAIN_OPERATOR = "node-main-operator"
 NODE_MAIN_OPERATOR_DISABLE = "node-main-operator-disable"
+NODE_MAIN_OPERATOR_WEBHOOK = "node-main-operator-webhook"
+INSTALL_WEBHOOK_BESIDE_OPERATOR = "install-webhook-beside-operator"
 EXAMPLES_APPLY = "examples-apply"
 EXAMPLES_DELETE = "examples-delete"
 UNINSTALL = "uninstall"
 UNINSTALL_LEASED = "uninstall-leased"
 OWN_OVERLAY_FILE = f"deploy/{OWN_OVERLAY}/kustomization.yaml"
 # The blocks of NODE_PAGE: the node of `make cluster`, its images and Jumpstarter there.
-NODE_BLOCKS = frozenset({NODE_JUMPSTARTER, NODE_INSTALL, NODE_POOL, NODE_MAIN_OPERATOR})
+NODE_BLOCKS = frozenset(
+    {NODE_JUMPSTARTER, NODE_INSTALL, NODE_POOL, NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_WEBHOOK}
+)
 
 
 def page_of(name: str) -> Path:

@@ -51,9 +51,7 @@ def test_the_sums_hold_for_every_file(release: Path) -> None:
     subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=release, check=True)
     listed = {line.split("  ", 1)[1] for line in (release / "SHA256SUMS").read_text().splitlines()}
     files = {p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file()}
-    # What the self-signed route's `certs` writes into the release (the node tier's install).
-    made = {f for f in files if f.startswith(f"{SELF_SIGNED}/certs/")}
-    assert listed == files - made - {"SHA256SUMS", f"{SELF_SIGNED}/ca-bundle.yaml"}
+    assert listed == files - {"SHA256SUMS"}
     version = tree_version(REPO)
     assert (release / "CHANGELOG.md").read_text().startswith(f"## {version}")
     assert {"LICENSE", "manifests/crds.yaml", "manifests/cert-manager.yaml"} <= listed

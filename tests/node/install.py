@@ -58,13 +58,13 @@ class Install:
 
     @property
     def release(self) -> Path:
-        """The release the page's `node-install` installed from (`dist/VERSION/`)."""
-        return Path(self.shell.env["RELEASE"])
+        """The copy of the release's kustomize/ the page's `node-install` applied."""
+        return self.tree / ".run" / "release"
 
     @property
     def overlay(self) -> Path:
         """The release's self-signed overlay, holding the certificates `certs` made."""
-        return self.release / "kustomize" / "deploy" / "overlays" / "self-signed"
+        return self.release / "deploy" / "overlays" / "self-signed"
 
     def kubectl(self, *args: str, **kwargs: Any) -> Any:
         return self.cluster.kubectl(*args, **kwargs)
@@ -97,7 +97,7 @@ class Install:
         overlay (Jumpstarter, the operator's, stays)."""
         ran = self.shell.run_all(commands(PAGE, EXAMPLES_DELETE))
         # The page's uninstall names the overlay as a release has it, from its kustomize/.
-        checkout, self.shell.cwd = self.shell.cwd, self.release / "kustomize"
+        checkout, self.shell.cwd = self.shell.cwd, self.release
         try:
             ran += self.shell.run_all(commands(PAGE, UNINSTALL))
         finally:

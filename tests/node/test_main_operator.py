@@ -18,14 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from harness.deploy_render import REPO
+from harness.deploy_render import WEBHOOK_NAMESPACE as WEBHOOK_NS
 from harness.images import product_image
 from harness.jumpstarter_images import CONTROLLER_IMAGE
 from harness.node import NodeCluster
 from reconciler.runtime.leader import election_id
 from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
 from tests.e2e.objects import get_json, wait_for
-from tests.installpage import NODE_MAIN_OPERATOR, NODE_MAIN_OPERATOR_DISABLE, page_of
+from tests.installpage import (
+    NODE_MAIN_OPERATOR,
+    NODE_MAIN_OPERATOR_DISABLE,
+    NODE_MAIN_OPERATOR_WEBHOOK,
+    page_of,
+)
 from tests.kubeget import find_json
 from tests.node.install import Install, figure, readers_checkout, readers_shell
 from tests.node.lab import (
@@ -54,6 +62,7 @@ POD_SELECTOR = f"component=exporterset-controller,provisioner={ACCOUNT.split('-e
 LEASE = "main-lease"  # the client's
 READY = "ExporterSetControllersReady"  # the operator's condition on its resource
 RULE_KEYS = ("apiGroups", "resources", "verbs")
+BROKEN = "exporterset-min-replicas-above-max.yaml"  # refused by the webhook alone
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +162,37 @@ def test_a_release_client_leases_the_instance_through_main_s_controller(
     record_figure(
         f"main's operator: lease request -> assigned {assigned:.2f} s; release -> successor "
         f"{new['metadata']['name']} Available {time.monotonic() - released:.1f} s"
+    )
+
+
+def test_the_webhook_beside_the_operator_refuses_a_broken_set_on_main_s_crds(
+    installed: Install,
+) -> None:
+    """docs/development.md's `node-main-operator-webhook`: this product's webhook alone,
+    from the release, beside main's operator; a broken ExporterSet is refused at `kubectl
+    apply` on main's CRDs, naming its field, and the pool's own set still passes."""
+    cluster = installed.cluster
+    started = time.monotonic()
+    installed.run(NODE_MAIN_OPERATOR_WEBHOOK)
+    record_figure(figure(f"docs/development.md {NODE_MAIN_OPERATOR_WEBHOOK}",
+                         installed.blocks[NODE_MAIN_OPERATOR_WEBHOOK]))  # fmt: skip
+    # The operator's controller is the reconciler there: the overlay brings none.
+    assert find_json(cluster, "deployment", "virtualtarget-reconciler", "-n", WEBHOOK_NS) is None
+    webhook = get_json(cluster, "deployment", "virtualtarget-webhook", "-n", WEBHOOK_NS)
+    assert webhook["spec"]["template"]["spec"]["containers"][0]["image"].split("@")[0] == (
+        product_image()
+    )
+    broken = yaml.safe_load_all((REPO / "examples/invalid" / BROKEN).read_text())
+    (document,) = [d for d in broken if d]
+    document["metadata"]["namespace"] = LAB
+    refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(document), check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "denied the request" in refused.stderr and "spec.minReplicas" in refused.stderr
+    pool = cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "examples/node/pool/"))
+    assert "exporterset.virtualtarget.jumpstarter.dev" in pool.stdout
+    record_figure(
+        f"main's operator: the webhook beside it installed and refusing in "
+        f"{time.monotonic() - started:.1f} s: {refused.stderr.strip().splitlines()[0][:160]}"
     )
 
 

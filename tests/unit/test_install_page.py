@@ -12,9 +12,10 @@ import yaml
 
 from harness.cluster import DEFAULT_WORKDIR
 from harness.deploy_render import DEPLOY, OVERLAYS, REPO, kubectl
-from harness.images import CACHE, product_image
+from harness.images import product_image
 from harness.jumpstarter_images import MAIN_IMAGES, RELEASE_IMAGES
 from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
+from harness.release import IMAGES, PRODUCT_REPOSITORY
 from pool.model.keys import LEASE_PROTECTION, SET_LABEL
 from tests.docpages import commands
 from tests.dropin import ACCOUNT, PROVISIONER
@@ -55,7 +56,8 @@ def test_each_shipped_overlay_is_installed_by_one_documented_command() -> None:
     applied = [target for name in installs for target in _applied(name)]
     assert sorted(applied) == sorted(f"deploy/overlays/{name}" for name in OVERLAYS)
     # On the node, beside Jumpstarter's operator, the overlay for a cluster with Jumpstarter.
-    assert _applied(NODE_INSTALL) == ["deploy/overlays/self-signed"]
+    # (from a copy of the release's kustomize/ folder).
+    assert _applied(NODE_INSTALL) == [".run/release/deploy/overlays/self-signed"]
     # Each waits for the webhook before anything is admitted.
     for name in (*installs, NODE_INSTALL):
         assert [
@@ -96,11 +98,12 @@ def _relative(path: Path) -> str:
 def test_the_node_install_commands_name_what_the_code_uses() -> None:
     node = _words(NODE_INSTALL)
     socket = _relative(DEFAULT_WORKDIR / "containerd" / "containerd.sock")
-    archive = _relative(CACHE / "virtualtarget.tar")
-    assert node[:2] == [
-        ["make", "image"],
-        ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", archive],
-    ]
+    # The release of this tree (harness.release): its product archive, named by digest too.
+    assert node[0] == ["make", "release"]
+    assert node[1][:2] == ["export", "RELEASE=$PWD/dist/$(sed"]
+    product = f"$RELEASE/images/{IMAGES[0][0]}.oci.tar"
+    assert node[2] == ["ctr", "--address", socket, "-n", "k8s.io", "images", "import",
+                       "--digests", "--base-name", PRODUCT_REPOSITORY, product]  # fmt: skip
     # The Jumpstarter block sets the shell the product's block runs in.
     jumpstarter = _words(NODE_JUMPSTARTER)
     kubeconfig = f"KUBECONFIG=$PWD/{_relative(DEFAULT_WORKDIR)}/kubeconfig"
@@ -117,17 +120,19 @@ def test_the_node_install_commands_name_what_the_code_uses() -> None:
     assert _words(NODE_POOL) == [["kubectl", "apply", "-f", "examples/node/pool/"]]
     # The documented `docker run ... certs`, with the overlay's own path for the mount's.
     _, host, target, documented = documented_certs_run()
-    assert [".venv/bin/virtualtarget", *(a.replace(target, host) for a in documented)] in node
+    copy = f".run/release/{host}"  # the copy of the release's kustomize/ folder
+    assert [".venv/bin/virtualtarget", *(a.replace(target, copy) for a in documented)] in node
 
 
 def test_the_main_operator_commands_name_what_the_code_uses() -> None:
     main = _words(NODE_MAIN_OPERATOR)
     socket = _relative(DEFAULT_WORKDIR / "containerd" / "containerd.sock")
-    archives = [*(i.archive() for i in MAIN_IMAGES), CACHE / "virtualtarget.tar"]
-    archives.append(CACHE / "qemu-exporter.tar")
+    # Main's images from .cache, this product's from its release (harness.release's names).
+    archives = [_relative(i.archive()) for i in MAIN_IMAGES]
+    archives += [f"$RELEASE/images/{name}.oci.tar" for name, _ in IMAGES[:2]]
     imports = [c[-1] for c in main if c[:2] == ["ctr", "--address"]]
-    assert sorted(imports) == sorted(_relative(a) for a in archives)
-    assert main[0] == ["make", "jumpstarter-images", "image"]
+    assert sorted(imports) == sorted(archives)
+    assert main[0] == ["make", "jumpstarter-images"] and ["make", "release"] in main
     assert all(c[:2] != ["ctr", "--address"] or c[2:7] == [socket, "-n", "k8s.io", "images",
                "import"] for c in main)  # fmt: skip
     assert [".venv/bin/python", "-m", "harness.jumpstarter_operator", "--main", "--out",

@@ -139,7 +139,6 @@ class KubevirtRemote:
     its Services, as #927 creates them before the Pod (kubevirt.go:116-180)."""
 
     resources: tuple[Resource, ...] = TARGET_RESOURCES  # the VM first: each instance has one
-    credentials_key = KUBECONFIG_KEY
 
     def target(
         self, credentials_secret: str | None, parameters: Mapping[str, Any]
@@ -147,7 +146,7 @@ class KubevirtRemote:
         namespace = parameters.get("namespace")
         if not credentials_secret or not isinstance(namespace, str) or not namespace:
             return None
-        return TargetRef(credentials_secret, self.credentials_key, namespace)
+        return TargetRef(credentials_secret, KUBECONFIG_KEY, namespace)
 
     def objects(
         self, ctx: InstanceContext, extra_labels: Mapping[str, str], owner_uid: str = ""

@@ -20,10 +20,6 @@ INSTANCE_KINDS = (KINDS["Exporter"], Kind("Lease", "jumpstarter.dev", "v1alpha1"
 ACCESS: tuple[Permission, ...] = (
     *(Permission(kind.group, kind.plural, ("get", "list", "watch")) for kind in CACHED_KINDS),
     *(Permission(kind.group, kind.plural, ("list",)) for kind in INSTANCE_KINDS),
-    # The credentials Secret a class of a provisioner with a target cluster names, read by
-    # name when the class is admitted, to warn where it lacks the kubeconfig's key (its key
-    # names only are kept): `get` alone, never a list or watch.
-    Permission("", "secrets", ("get",)),
     # `/metrics` only for callers the apiserver authenticates and authorizes (scrape.auth)
     *SCRAPE_REVIEWS,
 )

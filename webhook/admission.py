@@ -14,7 +14,6 @@ from webhook.checks_images import own_image_findings
 from webhook.clusterview import ClusterUnavailable, ClusterView
 from webhook.crossobject import (
     check_class_change,
-    check_class_credentials,
     check_class_delete,
     check_set_against_class,
     check_set_delete,
@@ -121,17 +120,9 @@ class Admission:
         if kind == "VirtualTargetClass":
             if verdict.errors:  # a class refused already is not rendered
                 return Outcome(verdict.errors, verdict.warnings)
-            changed = self._class_checks(request.object, request.namespace, budget)
+            changed = check_class_change(request.object, request.namespace, self.view, budget)
             return await self._cross(changed, verdict)
         return await self._cross(self._set_checks(request, old, budget), verdict)
-
-    async def _class_checks(
-        self, klass: Mapping[str, Any], namespace: str, budget: float
-    ) -> Verdict:
-        assert self.view is not None
-        verdict = await check_class_change(klass, namespace, self.view, budget)
-        verdict.extend(await check_class_credentials(klass, namespace, self.view, budget))
-        return verdict
 
     async def _set_checks(
         self, request: AdmissionRequest, old: Mapping[str, Any] | None, budget: float

@@ -209,18 +209,6 @@ class ClusterCache:
         )
         return found[0], found[1]
 
-    async def secret_keys(self, namespace: str, name: str, budget: float) -> frozenset[str] | None:
-        """Read live, by name, when a class naming it is admitted; only the key names
-        are kept (never cached: a class is admitted far less often than a Secret changes)."""
-        found = await _live(
-            lambda: client.CoreV1Api(self.api_client).read_namespaced_secret(
-                name, namespace, _request_timeout=budget
-            ),
-            budget,
-            not_found=None,
-        )
-        return None if found is None else frozenset(found.data or {})
-
     async def _list(
         self, kind: Kind, namespace: str, budget: float, selector: str | None = None
     ) -> list[Object]:

@@ -59,10 +59,6 @@ class ClusterView(Protocol):
         namespace (none where its Lease CRD is not installed)."""
         ...
 
-    async def secret_keys(self, namespace: str, name: str, budget: float) -> frozenset[str] | None:
-        """The key names of a Secret (a class's credentials), None where there is none."""
-        ...
-
 
 def sets_in(sets: Iterable[Object], namespace: str) -> list[Object]:
     """The `sets` of `namespace`."""
@@ -98,7 +94,6 @@ class StaticView:
     def __init__(self, objects: Iterable[Object], default_namespace: str = "default") -> None:
         self._classes: dict[tuple[str, str], Object] = {}
         self._sets: list[Object] = []
-        self._secrets: dict[tuple[str, str], Object] = {}
         self._default_namespace = default_namespace
         for obj in objects:
             metadata = obj.get("metadata") or {}
@@ -108,8 +103,6 @@ class StaticView:
             elif obj.get("kind") == "ExporterSet":
                 namespaced = {**obj, "metadata": {**metadata, "namespace": key[0]}}
                 self._sets.append(namespaced)
-            elif obj.get("kind") == "Secret":
-                self._secrets[key] = obj
 
     async def get_class(self, namespace: str, name: str, budget: float) -> Object | None:
         return self._classes.get((namespace, name))
@@ -129,7 +122,3 @@ class StaticView:
         self, namespace: str, set_name: str, budget: float
     ) -> tuple[list[Object], list[Object]]:
         return [], []  # files hold no instances
-
-    async def secret_keys(self, namespace: str, name: str, budget: float) -> frozenset[str] | None:
-        found = self._secrets.get((namespace, name))
-        return None if found is None else frozenset(found.get("data") or {})

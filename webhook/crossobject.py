@@ -22,7 +22,6 @@ from webhook.verdict import Verdict
 
 __all__ = [
     "check_class_change",
-    "check_class_credentials",
     "check_class_delete",
     "check_set_against_class",
     "check_set_delete",
@@ -220,34 +219,6 @@ async def check_class_change(
         who = str(_mapping(exporter_set.get("metadata")).get("name", ""))
         verdict.errors += storable_errors(exporter_set, klass, who=who)
     return verdict
-
-
-async def check_class_credentials(
-    klass: Mapping[str, Any], namespace: str, view: ClusterView, budget: float
-) -> Verdict:
-    """A class of a provisioner whose instances live on a target cluster names the Secret
-    holding that cluster's kubeconfig: warned of while the Secret or its key is missing
-    (either may come after the class; the pool's status says it too: TargetFailed)."""
-    spec = _mapping(klass.get("spec"))
-    plugin = known(spec.get("provisioner"))
-    reference = _mapping(spec.get("credentialsSecretRef"))
-    name = reference.get("name")
-    if plugin is None or plugin.remote is None or not isinstance(name, str) or not name:
-        return Verdict()
-    key = plugin.remote.credentials_key
-    field = "spec.credentialsSecretRef.name"
-    try:
-        keys = await view.secret_keys(namespace, name, budget)
-    except ClusterUnavailable as exc:
-        return Verdict(warnings=[f"{field}: Secret {namespace}/{name} not checked: {exc}"])
-    # Short: the apiserver cuts a webhook's warning at 120 characters.
-    if keys is None:
-        why = f"Secret {namespace}/{name} not found (it holds the target's kubeconfig)"
-    elif key not in keys:
-        why = f"Secret {namespace}/{name} has no key `{key}`"
-    else:
-        return Verdict()
-    return Verdict(warnings=[f"{field}: {why}"])
 
 
 async def check_set_delete(

@@ -107,7 +107,10 @@ class Targets:
                 return known
             secret = self.kube.get(SECRETS, namespace, ref.secret)
             if secret is None:
-                raise TargetError(f"credentials Secret {namespace}/{ref.secret} not found")
+                raise TargetError(
+                    f"credentials Secret {namespace}/{ref.secret} not found (its key "
+                    f'"{ref.key}" must hold the target cluster\'s kubeconfig)'
+                )
             version = str(meta_of(secret).get("resourceVersion", ""))
             if known is not None and known.version == version:
                 known.checked = time.monotonic()
@@ -316,9 +319,12 @@ def _kube_from(secret: Obj, key: str, resources: tuple[Resource, ...]) -> Kube:
     """A client from the kubeconfig in `key` of the Secret, allowed only the calls on
     `resources` (`target_access`)."""
     where = f"credentials Secret {meta_of(secret).get('namespace')}/{meta_of(secret).get('name')}"
-    encoded = (secret.get("data") or {}).get(key)
+    data = secret.get("data") or {}
+    if key not in data:
+        raise TargetError(f'{where} has no key "{key}" (the target cluster\'s kubeconfig)')
+    encoded = data[key]
     if not encoded:
-        raise TargetError(f'{where} has no "{key}" key')
+        raise TargetError(f'{where}: key "{key}" is empty (the target cluster\'s kubeconfig)')
     try:
         loaded = yaml.safe_load(base64.b64decode(encoded))
         client = config.new_client_from_config_dict(loaded)  # type: ignore[no-untyped-call]

@@ -47,6 +47,7 @@ from tests.e2e.objects import (
     exporter_set,
     get_json,
     rotate_credential,
+    try_apply,
     virtual_target_class,
     wait_for,
 )
@@ -253,6 +254,9 @@ def test_webhook_works_with_its_service_account(
             result = installed.kubectl(
                 "delete", "virtualtargetclass", "guarded", "-n", namespace, check=False
             )
+            # A KubeVirt class whose credentials Secret does not exist: admitted without a
+            # word, as the webhook reads no Secret (its role grants none to try).
+            kubevirt = try_apply(installed, _kubevirt_class(namespace))
         finally:
             unregister_webhooks(installed)
         log = server.process.log_tail(200)
@@ -260,7 +264,21 @@ def test_webhook_works_with_its_service_account(
         'The VirtualTargetClass "guarded" is invalid: metadata.name: Forbidden: '
         "VirtualTargetClass is in use by ExporterSets guarded; delete or move them first\n"
     )
+    assert (kubevirt.returncode, kubevirt.stderr) == (0, "")
     assert "forbidden" not in log.lower(), log
+
+
+def _kubevirt_class(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1",
+        "kind": "VirtualTargetClass",
+        "metadata": {"name": "kubevirt", "namespace": namespace},
+        "spec": {
+            "provisioner": "kubevirt.jumpstarter.dev",
+            "credentialsSecretRef": {"name": "no-such-secret"},
+            "parameters": {"namespace": "vms", "image": "quay.io/containerdisks/fedora:latest"},
+        },
+    }
 
 
 def _get(url: str, token: str | None, context: ssl.SSLContext | None = None) -> tuple[int, str]:

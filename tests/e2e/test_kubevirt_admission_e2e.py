@@ -22,23 +22,12 @@ def _in(namespace: str) -> list[dict[str, Any]]:
     return documents
 
 
-def _guides_secret(plane: ControlPlane, namespace: str) -> None:
-    """The credentials Secret the guide has one make first."""
-    secret = {"name": "kubevirt-credentials", "namespace": namespace}
-    data = {"kubeconfig": base64.b64encode(b"apiVersion: v1\nkind: Config\n").decode()}
-    try_apply(plane, {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": data})
-
-
 def test_the_guides_classes_and_set_are_admitted_as_written(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     basic, full, pool = _in(namespace)
-    # The guide has one make the credentials Secret first.
-    secret = {"name": "kubevirt-credentials", "namespace": namespace}
-    data = {"kubeconfig": base64.b64encode(b"apiVersion: v1\nkind: Config\n").decode()}
-    try_apply(
-        control_plane, {"apiVersion": "v1", "kind": "Secret", "metadata": secret, "data": data}
-    )
+    # The guide has one make the credentials Secret first; admission reads none, so none
+    # is made here.
     result = try_apply(control_plane, basic, full, pool)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -51,7 +40,6 @@ def test_a_broken_class_or_set_is_refused_naming_the_field(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
     basic, full, pool = _in(namespace)
-    _guides_secret(control_plane, namespace)
     no_secret = copy.deepcopy(basic)
     del no_secret["spec"]["credentialsSecretRef"]
     no_secret["spec"]["parameters"]["sshAccess"] = "Public"
@@ -82,13 +70,18 @@ def test_a_broken_class_or_set_is_refused_naming_the_field(
     assert result.returncode == 0, result.stderr
 
 
-def test_a_class_whose_secret_is_missing_is_admitted_with_a_warning(
+def test_a_class_whose_secret_is_missing_or_keyless_is_admitted_without_a_word(
     control_plane: ControlPlane, webhook: WebhookServer, namespace: str
 ) -> None:
-    basic, _, _ = _in(namespace)
+    """The webhook reads no Secret: what the class's Secret holds is the reconciler's to
+    report (`Degraded` `TargetFailed`: tests/e2e/test_kubevirt_pool_e2e.py)."""
+    basic, full, _ = _in(namespace)
     result = try_apply(control_plane, basic)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == (
-        f"Warning: spec.credentialsSecretRef.name: Secret {namespace}/kubevirt-credentials "
-        "not found (it holds the target's kubeconfig)\n"
+    assert (result.returncode, result.stderr) == (0, "")
+    keyless = {"name": "kubevirt-credentials", "namespace": namespace}
+    data = {"token": base64.b64encode(b"x").decode()}
+    try_apply(
+        control_plane, {"apiVersion": "v1", "kind": "Secret", "metadata": keyless, "data": data}
     )
+    result = try_apply(control_plane, full)
+    assert (result.returncode, result.stderr) == (0, "")

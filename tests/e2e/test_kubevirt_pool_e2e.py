@@ -225,27 +225,50 @@ def test_each_instance_has_its_vm_and_service_on_the_target_and_a_lost_vm_is_rep
     wait_for("no Service left", lambda: not services(plane, target), timeout=90)
 
 
-def test_a_missing_credentials_secret_is_reported_and_nothing_is_made(
-    plane: ControlPlane, ns: str, start: Callable[[], Reconciler]
-) -> None:
-    there = f"vms-{secrets.token_hex(4)}"
-    plane.kubectl("create", "namespace", there)
-    make_pool(plane, ns, there, minAvailableReplicas=1, maxReplicas=1)
-    start()
-    degraded = wait_for(
-        "Degraded with the Secret named",
-        lambda: next(
-            (
-                c
-                for c in set_status(plane, ns).get("conditions", [])
-                if c["type"] == "Degraded" and c["status"] == "True"
-            ),
-            None,
+def _degraded(plane: ControlPlane, ns: str, saying: str) -> dict[str, Any] | None:
+    """The set's Degraded condition while True and its message says `saying`."""
+    return next(
+        (
+            c
+            for c in set_status(plane, ns).get("conditions", [])
+            if c["type"] == "Degraded" and c["status"] == "True" and saying in c["message"]
         ),
+        None,
     )
+
+
+def test_a_missing_or_keyless_credentials_secret_is_reported_until_it_is_fixed(
+    plane: ControlPlane, ns: str, target: str, start: Callable[[], Reconciler]
+) -> None:
+    """The Secret missing, then without its `kubeconfig` key: `Degraded` `TargetFailed`
+    names it and the key, and nothing is made; given the key, the same reconciler makes
+    the instance and the condition clears."""
+    good = get_json(plane, "secret", SECRET, "-n", ns)
+    plane.kubectl("delete", "secret", SECRET, "-n", ns)
+    make_pool(plane, ns, target, minAvailableReplicas=1, maxReplicas=1)
+    start()
+    missing = f'credentials Secret {ns}/{SECRET} not found (its key "kubeconfig" must hold'
+    degraded = wait_for("Degraded with the Secret named", lambda: _degraded(plane, ns, missing))
     assert degraded["reason"] == "TargetFailed"
-    assert f"credentials Secret {ns}/{SECRET} not found" in degraded["message"]
     assert not get_json(plane, "pods", "-n", ns)["items"]
+
+    keyless = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": ns}}
+    apply(plane, {**keyless, "data": {"token": base64.b64encode(b"x").decode()}})
+    no_key = f'credentials Secret {ns}/{SECRET} has no key "kubeconfig"'
+    degraded = wait_for("Degraded with the key named", lambda: _degraded(plane, ns, no_key))
+    assert degraded["reason"] == "TargetFailed"
+    assert not get_json(plane, "pods", "-n", ns)["items"] and not machines(plane, target)
+
+    apply(plane, {**keyless, "data": good["data"]})
+    wait_for("the instance's VM", lambda: machines(plane, target), timeout=90)
+    wait_for(
+        "Degraded cleared",
+        lambda: any(
+            c["type"] == "Degraded" and c["status"] == "False"
+            for c in set_status(plane, ns).get("conditions", [])
+        ),
+        timeout=90,
+    )
 
 
 def test_cluster_wide_a_deleted_set_is_held_until_its_vms_are_gone(

@@ -256,6 +256,16 @@ def test_the_cluster_wide_install_reads_secrets_by_name_only() -> None:
     assert {g[3] for g in granted if g[2] == "secrets"} == {"get", "create", "update"}
 
 
+@pytest.mark.parametrize("components", [[], ["scope-namespace"], ["scope-namespaces"]])
+def test_the_webhook_may_read_no_secret(components: list[str]) -> None:
+    """Admission checks nothing a Secret holds (a class's credentials are the reconciler's
+    to report): no role bound to the webhook names `secrets`, with any verb, anywhere."""
+    assert [p for p in declared("webhook") if p.resource.startswith("secrets")] == []
+    objects = render_overlay("self-signed", components=components)
+    granted = scoped_grants(objects, "virtualtarget-webhook")
+    assert granted and {g for g in granted if g[2].startswith("secrets")} == set()
+
+
 def test_a_component_for_your_namespaces_is_written_where_asked(tmp_path: Any) -> None:
     assert main(["--namespaces", "team-x,team-y", "--out", str(tmp_path / "mine")]) == 0
     written = {p.name: p.read_text() for p in (tmp_path / "mine").glob("*.yaml")}

@@ -534,18 +534,10 @@ def test_admission_and_the_reconciler_both_know_it() -> None:
 _VALIDATE = {(e.kind.kind, e.role): e for e in ENDPOINTS}
 
 
-def _guides_secret(namespace: str) -> Obj:
-    """The Secret the guide has one make first (`kubectl create secret generic
-    kubevirt-credentials --from-file=kubeconfig=...`)."""
-    meta = {"name": "kubevirt-credentials", "namespace": namespace}
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": {"kubeconfig": "eA=="}}
-
-
 def _admit(objects: list[Obj], obj: Obj) -> tuple[bool, list[str], list[str]]:
     request = decode_review(json.dumps(review(obj)).encode())
     endpoint = _VALIDATE[(request.kind, Role.VALIDATE)]
-    secret = _guides_secret(obj["metadata"]["namespace"])
-    admission = Admission(schema_source, StaticView([*objects, secret]))
+    admission = Admission(schema_source, StaticView(objects))
     outcome = asyncio.run(admission.review(endpoint, request, 1.0))
     return outcome.allowed, [str(e) for e in outcome.errors], outcome.warnings
 

@@ -7,14 +7,17 @@ where nothing listens. Admission itself arms no timer, so these bounds are the o
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from kubernetes import client
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
-from tests.unit.test_webhook_crossobject import run
+from tests.unit.test_webhook_crossobject import _kubevirt_class, run
 from tests.unit.test_webhook_support import a_class, a_set, review, schema_source
 from webhook.admission import Admission
 from webhook.cache import ClusterCache, _live
@@ -117,3 +120,50 @@ def test_a_set_review_is_compared_with_the_sets_it_may_overlap_as_the_watch_keep
     cache.apply("MODIFIED", old)
     cache.apply("DELETED", old)
     assert run(Admission(schema_source, view), review(newer)).warnings == []
+
+
+class _Recorded(BaseHTTPRequestHandler):
+    """An apiserver of no objects: a list is empty, a read by name is 404. Every path
+    asked for is kept in `server.paths`."""
+
+    def do_GET(self) -> None:
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        # /apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>]: 7 segments list
+        named = len(self.path.split("?")[0].strip("/").split("/")) > 6
+        status, body = (404, {"kind": "Status", "code": 404}) if named else (200, {"items": []})
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recording_port() -> Iterator[tuple[int, list[str]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorded)
+    server.paths = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], server.paths  # type: ignore[attr-defined]
+    server.shutdown()
+    server.server_close()
+
+
+def test_admitting_a_kubevirt_class_and_its_set_reads_no_secret(
+    recording_port: tuple[int, list[str]],
+) -> None:
+    """The server's cache, its caches not yet synced (every check reads live): what a
+    KubeVirt class and a set of it ask the apiserver for is classes and sets, never the
+    class's credentials Secret (its RBAC grants none: tests/unit/test_deploy_rbac.py)."""
+    port, paths = recording_port
+    admission = admission_against(port)
+    klass = _kubevirt_class()
+    assert run(admission, review(klass)).allowed
+    exporter_set = a_set(parameters={"namespace": "vms"})
+    run(admission, review(exporter_set))
+    assert paths, "the checks read nothing live"
+    assert all(p.startswith("/apis/virtualtarget.jumpstarter.dev/") for p in paths), paths

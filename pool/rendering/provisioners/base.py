@@ -54,8 +54,6 @@ class Remote(Protocol):
 
     # The resources of its objects there, the first the one every instance must have.
     resources: tuple[Resource, ...]
-    # The key of the class's credentials Secret that holds the target's kubeconfig.
-    credentials_key: str
 
     def target(
         self, credentials_secret: str | None, parameters: Mapping[str, Any]

@@ -5,7 +5,7 @@ cluster, and a light exporter Pod here, as Jumpstarter's pull request #927 desig
 - Admission: the parameters (`api.provisioners.kubevirt`); the merged ones must name the
   target namespace and, for a containerDisk, the image. A class must name the Secret
   holding the target cluster's kubeconfig (`credentialsSecretRef`, key `kubeconfig`):
-  without one no instance can be made (remote.go:336-338).
+  without one no instance can be made (remote.go:88-90).
 - The exporter Pod: `jmp run` in the exporter container as every provisioner here runs
   it (`pool.rendering.provisioners.exporter`), the config Secret mounted as for QEMU,
   and the credentials Secret as the volume `kubevirt-credentials` at
@@ -86,7 +86,7 @@ DEFAULT_IMAGES: Mapping[str, Image] = {
 }
 CREDENTIALS_VOLUME = "kubevirt-credentials"  # kubevirt.go:56-58
 CREDENTIALS_DIR = "/etc/jumpstarter/kubevirt"
-KUBECONFIG_KEY = "kubeconfig"  # the Secret's key (remote.go:354), a file in CREDENTIALS_DIR
+KUBECONFIG_KEY = "kubeconfig"  # the Secret's key (remote.go:106), a file in CREDENTIALS_DIR
 _DRIVERS = "jumpstarter_driver_kubevirt.driver"
 # kubevirt.go:60-63: the composite, then the three it injects by INJECTED_DRIVERS' names.
 COMPOSITE_DRIVER = f"{_DRIVERS}.Kubevirt"
@@ -139,7 +139,6 @@ class KubevirtRemote:
     its Services, as #927 creates them before the Pod (kubevirt.go:116-180)."""
 
     resources: tuple[Resource, ...] = TARGET_RESOURCES  # the VM first: each instance has one
-    credentials_key = KUBECONFIG_KEY
 
     def target(
         self, credentials_secret: str | None, parameters: Mapping[str, Any]
@@ -147,7 +146,7 @@ class KubevirtRemote:
         namespace = parameters.get("namespace")
         if not credentials_secret or not isinstance(namespace, str) or not namespace:
             return None
-        return TargetRef(credentials_secret, self.credentials_key, namespace)
+        return TargetRef(credentials_secret, KUBECONFIG_KEY, namespace)
 
     def objects(
         self, ctx: InstanceContext, extra_labels: Mapping[str, str], owner_uid: str = ""

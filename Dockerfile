@@ -42,7 +42,7 @@ FROM ${BASE}
 LABEL org.opencontainers.image.title="virtualtarget" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/jumpstarter-dev/virtualtarget"
-COPY LICENSE /usr/share/doc/virtualtarget/LICENSE
+COPY --from=build /src/LICENSE /usr/share/doc/virtualtarget/LICENSE
 # The root filesystem is read-only in the cluster: no .pyc writes, logs straight out.
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY --from=build /opt/venv /opt/venv

@@ -101,8 +101,8 @@ def test_build_copies_the_packages_the_entry_points_import_and_no_tooling() -> N
         imported_packages(module, seen)
     needed = {m.split(".")[0] for m in [*entry, *seen]}
     assert needed <= copied_sources()
-    # Generators, tests and data stay out of the image.
-    assert copied_sources() == {"pyproject.toml", "README.md", "requirements.lock"} | (
+    # Generators, tests and data stay out of the image; the licence goes into the wheel.
+    assert copied_sources() == {"pyproject.toml", "README.md", "LICENSE", "requirements.lock"} | (
         FIRST_PARTY - {"codegen"}
     )
 

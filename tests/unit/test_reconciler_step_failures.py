@@ -176,6 +176,12 @@ def make_lab() -> tuple[Controller, RecordingKube]:
             "status": _waiting_status(),
         },
     )
+    _seed_instance(informers, kube)
+    return controller, kube
+
+
+def _seed_instance(informers: Any, kube: RecordingKube) -> None:
+    """The set's one instance in the caches: its Exporter and its token Secret."""
     informers[EXPORTERS].apply("ADDED", _exporter(INSTANCE))
     token = {
         "metadata": {"name": f"{INSTANCE}-token", "namespace": NS},
@@ -183,7 +189,6 @@ def make_lab() -> tuple[Controller, RecordingKube]:
     }
     kube.stored[SECRETS.plural, f"{INSTANCE}-token"] = token
     informers[SECRETS].apply("ADDED", token)
-    return controller, kube
 
 
 def _seen(controller: Controller, status: Obj, version: str) -> None:

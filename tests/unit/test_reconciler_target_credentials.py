@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pool.model.access import CLASSES, EXPORTERS, EXPORTERSETS, SECRETS
+from pool.model.access import CLASSES, EXPORTERSETS, SECRETS
 from pool.model.reasons import TARGET_FAILED
 from pool.model.status import condition_of
 from pool.rendering.provisioners import provisioner
@@ -32,7 +32,7 @@ from tests.unit.test_reconciler_step_failures import (
     SET,
     UID,
     RecordingKube,
-    _exporter,
+    _seed_instance,
     _seen,
     _waiting_status,
     _warnings,
@@ -145,13 +145,7 @@ def _lab() -> tuple[Controller, RecordingKube]:
             "status": _waiting_status(),
         },
     )
-    informers[EXPORTERS].apply("ADDED", _exporter(INSTANCE))
-    token = {
-        "metadata": {"name": f"{INSTANCE}-token", "namespace": NS},
-        "data": {"token": base64.b64encode(b"t" * 40).decode()},
-    }
-    kube.stored[SECRETS.plural, f"{INSTANCE}-token"] = token
-    informers[SECRETS].apply("ADDED", token)
+    _seed_instance(informers, kube)
     return controller, kube
 
 

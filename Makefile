@@ -20,7 +20,7 @@ export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 # The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
 V ?=
 
-.PHONY: all venv release crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -104,7 +104,7 @@ kubevirt-crds: $(STAMP)
 TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included.
-test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds release
+test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds release previous-release
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
@@ -142,6 +142,11 @@ image: $(STAMP)
 ## SHA256SUMS (harness/release.py; root, as `make image`).
 release: $(STAMP) control-plane
 	$(PY) -m harness.release $(if $(V),--version $(V))
+
+## The product of the release before this version (releases.toml) and its manifests, into
+## .cache/release/previous/: what the node tier's upgrade test installs first.
+previous-release: $(STAMP) control-plane
+	$(PY) -m harness.release --previous --product-only --dist .cache/release/previous
 
 ## Resolve requirements.lock (every runtime and build dependency, with hashes) with uv.
 lock: $(STAMP)

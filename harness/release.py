@@ -41,11 +41,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.deploy_render import REPO, kubectl
-from harness.images import kubevirt_source_tarball
+from harness.images import SUITE, ensure_base, kubevirt_source_tarball
 from harness.ociarchive import OciImage, write_oci_archive
 from harness.sbom import write_sbom
 
-__all__ = ["RELEASES", "Source", "build_release", "changelog_section", "main", "source_of"]
+__all__ = [
+    "RELEASES",
+    "Source",
+    "build_release",
+    "changelog_section",
+    "main",
+    "previous_version",
+    "source_of",
+]
 
 RELEASES = REPO / "releases.toml"
 DIST = REPO / "dist"
@@ -62,6 +70,7 @@ IMAGES = (
     ("kubevirt-exporter", "kubevirt-exporter.tar"),
 )
 PRODUCT_REPOSITORY = "ghcr.io/jumpstarter-dev/virtualtarget"
+ALL_IMAGES = tuple(name for name, _ in IMAGES)
 
 
 class ReleaseError(RuntimeError):
@@ -144,15 +153,30 @@ def source_of(version: str | None) -> Source:
     return Source(version, commit, tree, when)
 
 
-def build_images(source: Source) -> None:
-    """The tree's own `harness.images` (`make image`): its three docker-archives."""
+def build_images(source: Source, *, product_only: bool = False) -> None:
+    """The tree's own `harness.images` (`make image`): its docker-archives. An earlier
+    commit's tree builds into a cache folder of its own that shares buildah's storage and
+    the local base with the working tree's, so its layers come from the same layer cache."""
+    if source.tree != REPO:
+        _share_layer_cache(source.images)
     # A tree taken out of git has no ../shared beside it: name the vendored source.
     env = {
         **os.environ,
         "PYTHONPATH": str(source.tree),
         "JUMPSTARTER_PR927_SOURCE": str(kubevirt_source_tarball()),
     }
-    subprocess.run([sys.executable, "-m", "harness.images"], cwd=source.tree, env=env, check=True)
+    command = [sys.executable, "-m", "harness.images", *(["--product-only"] * product_only)]
+    subprocess.run(command, cwd=source.tree, env=env, check=True)
+
+
+def _share_layer_cache(cache: Path) -> None:
+    shared = REPO / ".cache" / "images"
+    ensure_base(shared)  # the base in the shared storage: the other tree finds it there
+    cache.mkdir(parents=True, exist_ok=True)
+    for path in [shared / "storage", *shared.glob(f"{SUITE}-python3-*.tar")]:
+        link = cache / path.name
+        if not link.exists():
+            link.symlink_to(path)
 
 
 def changelog_section(version: str, changelog: Path = REPO / "CHANGELOG.md") -> str:
@@ -172,7 +196,9 @@ def _archive_names(docker_archive: Path) -> list[str]:
         return list(entry.get("RepoTags") or [])
 
 
-def release_images(source: Source, out: Path) -> dict[str, OciImage]:
+def release_images(
+    source: Source, out: Path, names: Sequence[str] = ALL_IMAGES
+) -> dict[str, OciImage]:
     labels = {
         "org.opencontainers.image.version": source.version,
         "org.opencontainers.image.revision": source.revision,
@@ -180,7 +206,7 @@ def release_images(source: Source, out: Path) -> dict[str, OciImage]:
         "org.opencontainers.image.licenses": licence(),
     }
     made = {}
-    for name, built in IMAGES:
+    for name, built in [(n, b) for n, b in IMAGES if n in names]:
         docker_archive = source.images / built
         if not docker_archive.is_file():
             raise ReleaseError(f"no {docker_archive}: the images were not built")
@@ -238,18 +264,20 @@ def write_sums(out: Path) -> Path:
     return sums
 
 
-def inputs(source: Source) -> str:
+def inputs(source: Source, names: Sequence[str]) -> str:
     """A digest of what a release is made of: the commit (and the uncommitted change), the
     images' own input stamps (`harness.images.build_once`), and this module's code."""
-    digest = hashlib.sha256(f"{source.version} {source.revision}".encode())
+    digest = hashlib.sha256(f"{source.version} {source.revision} {sorted(names)}".encode())
     if source.dirty:
         digest.update(
             subprocess.run(
                 ["git", "-C", str(REPO), "diff", "HEAD"], check=True, capture_output=True
             ).stdout
         )
-    for _, built in IMAGES:
+    for name, built in IMAGES:
         stamp = source.images / f"{built}.inputs"
+        if name not in names:
+            continue
         digest.update(stamp.read_bytes() if stamp.is_file() else b"-")
     for module in ("release.py", "ociarchive.py", "sbom.py"):
         digest.update((REPO / "harness" / module).read_bytes())
@@ -266,28 +294,32 @@ def _locked(dist: Path) -> Iterator[None]:
         yield
 
 
-def build_release(source: Source, dist: Path = DIST, *, build: bool = True) -> Path:
+def build_release(
+    source: Source, dist: Path = DIST, *, build: bool = True, product_only: bool = False
+) -> Path:
     """Build `source` into `dist/VERSION/`, unless it was built from the same inputs; with
-    `build=False` its images must be built already (`make image`)."""
+    `build=False` its images must be built already (`make image`). `product_only`: the
+    product's image and the manifests alone, no release (what an upgrade test installs)."""
+    names = ALL_IMAGES[:1] if product_only else ALL_IMAGES
     with _locked(dist):
         if build:
-            build_images(source)
+            build_images(source, product_only=product_only)
         out = dist / source.version
         stamp = dist / f".{source.version}.inputs"
-        made_of = inputs(source)
+        made_of = inputs(source, names)
         if (out / "SHA256SUMS").is_file() and stamp.is_file() and stamp.read_text() == made_of:
             print(f"release: {out} is current")
             return out
         stamp.unlink(missing_ok=True)
-        _build(source, out)
+        _build(source, out, names)
         stamp.write_text(made_of)
         return out
 
 
-def _build(source: Source, out: Path) -> None:
+def _build(source: Source, out: Path, names: Sequence[str]) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    images = release_images(source, out)
+    images = release_images(source, out, names)
     release_manifests(source, out, images["virtualtarget"])
     (out / "CHANGELOG.md").write_text(changelog_section(source.version))
     shutil.copyfile(REPO / "LICENSE", out / "LICENSE")
@@ -304,13 +336,35 @@ def _build(source: Source, out: Path) -> None:
     write_sums(out)
 
 
+def previous_version() -> str:
+    """The newest cut release before the working tree's version: what it upgrades from."""
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("."))
+
+    head = key(tree_version(REPO))
+    earlier = [v for v in recorded() if key(v) < head]
+    if not earlier:
+        raise ReleaseError(f"releases.toml records no release before {tree_version(REPO)}")
+    return max(earlier, key=key)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.release", description=__doc__)
     parser.add_argument("--version", help="the version (default: pyproject.toml's)")
     parser.add_argument("--dist", type=Path, default=DIST, help="where VERSION/ is written")
+    parser.add_argument(
+        "--previous", action="store_true", help="the newest cut release before this version"
+    )
+    parser.add_argument(
+        "--product-only",
+        action="store_true",
+        help="only the product's image and the manifests (no release: for an upgrade test)",
+    )
     args = parser.parse_args(argv)
     try:
-        out = build_release(source_of(args.version), args.dist)
+        version = previous_version() if args.previous else args.version
+        out = build_release(source_of(version), args.dist, product_only=args.product_only)
     except (ReleaseError, subprocess.CalledProcessError) as error:
         print(f"release: {error}", file=sys.stderr)
         return 1

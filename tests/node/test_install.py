@@ -4,13 +4,14 @@ product beside it, the node pool and the examples. Each test checks one promise 
 running Pods: the operator's controller and router on the node IP; a 0.9.0 client leasing
 the pool's instance, booting a guest on it and its successor coming up; the product's
 Deployments, admission, leader handovers (one while a Client's Leases arrive), a webhook
-rollout, metrics, a drain (which leaves the install as it found it), an upgrade under a
-held lease; the last uninstalls by the page's commands with the lease still held, and
+rollout, metrics, a drain (which leaves the install as it found it), a downgrade to the
+previous release and the upgrade back under a held lease; the last uninstalls by the page's commands with the lease still held, and
 finds nothing of the product left but the leased instance until the page's last step."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -24,10 +25,11 @@ import pytest
 import yaml
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
+from harness.deploy_render import REPO
 from harness.guest import MARKER
-from harness.images import CACHE
 from harness.jumpstarter_operator import OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE
 from harness.node import NodeCluster
+from harness.release import PRODUCT_REPOSITORY, build_release, previous_version, source_of
 from pool.model.jumpstarter import DEFAULT_CA_CONFIGMAP, DEFAULT_CA_KEY
 from pool.model.keys import LEASE_PROTECTION, NAME_LABEL, SET_LABEL
 from pool.model.reasons import WAITING_FOR_CREDENTIALS
@@ -90,7 +92,8 @@ PROBE_FAILURE = "Unhealthy"  # the kubelet's Event reason for a failed probe
 STARTUP_PROBE = "Startup probe failed"
 ELECTION = ElectionConfig(namespace=NAMESPACE).name  # the reconciler's election Lease
 BOOTS = 1  # of the marker guest, by the client's lease
-PRODUCT_ARCHIVE = CACHE / "virtualtarget.tar"  # what the page's `make image` wrote
+# What `make previous-release` wrote: the previous release's product and manifests.
+PREVIOUS = REPO / ".cache" / "release" / "previous"
 INSTANCE_POD_LABEL = NAME_LABEL  # every pool instance's Pod carries it
 
 
@@ -798,55 +801,112 @@ def _still_held(installed: Install, held: Held) -> str:
     return ""
 
 
-def test_an_upgrade_of_the_product_keeps_a_held_lease_and_the_pool_s_floor(
-    installed: Install, held: Held
-) -> None:
-    """The product's Deployments get a new image (the same one under a new tag, imported
-    into the node) and roll out, while a Client holds the pool's instance: the lease stays
-    (not ended, the same Exporter and Pod by uid), and the pool never has fewer Exporters
-    than its floor (minReplicas)."""
-    floor = installed.json("get", "exporterset", POOL, "-n", LAB)["spec"]["minReplicas"]
-    name, _, tag = installed.image.rpartition(":")
-    upgraded = f"{name}:{tag}-upgrade"
-    installed.cluster.import_image(PRODUCT_ARCHIVE, upgraded)
-    stop, problems, fewest = threading.Event(), [], [len(instances(installed))]
+@dataclass
+class Rolled:
+    """What a change of release showed: its rollout's time, the pool's fewest Exporters,
+    why the held lease was not as it was (each look), the instances seen (uids), the
+    reconciler's election Leases and their holders seen."""
+
+    seconds: float
+    fewest: int
+    problems: list[str]
+    instances: set[str]
+    elections: set[str]
+    holders: set[str]
+
+
+def _change_release(installed: Install, held: Held, overlay: Path) -> Rolled:
+    """`kubectl apply -k` another release's self-signed overlay (the install's certificates
+    in it) and roll both Deployments out, looking twice a second at the lease, the pool's
+    instances and the namespace's election Leases."""
+    stop, seen = threading.Event(), Rolled(0.0, len(instances(installed)), [], set(), set(), set())
 
     def watch() -> None:
         while not stop.is_set():
             if why := _still_held(installed, held):
-                problems.append(why)
-            fewest[0] = min(fewest[0], len(instances(installed)))
+                seen.problems.append(why)
+            found = instances(installed)
+            seen.fewest = min(seen.fewest, len(found))
+            seen.instances |= {e["metadata"]["uid"] for e in found}
+            leases = installed.json("get", "leases.coordination.k8s.io", "-n", NAMESPACE)
+            for item in leases["items"]:
+                seen.elections.add(item["metadata"]["name"])
+                seen.holders.add(item["spec"].get("holderIdentity") or "")
             time.sleep(0.5)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     started = time.monotonic()
     try:
-        for deployment in DEPLOYMENTS:
-            installed.kubectl(
-                "set", "image", f"deployment/{deployment}", "-n", NAMESPACE, f"*={upgraded}"
-            )
+        installed.kubectl("apply", "-k", str(overlay))
         for deployment in DEPLOYMENTS:
             installed.rollout_status(deployment)
-        rolled = time.monotonic() - started
-        time.sleep(3)  # passes of the upgraded leader
+        seen.seconds = time.monotonic() - started
+        time.sleep(3)  # passes of the new leader
     finally:
         stop.set()
         watcher.join()
-    images = {
+    return seen
+
+
+def _crd_uids(installed: Install) -> dict[str, str]:
+    found = installed.json("get", "crd", "-l", "app.kubernetes.io/part-of=virtualtarget")
+    return {c["metadata"]["name"]: c["metadata"]["uid"] for c in found["items"]}
+
+
+def _images(installed: Install) -> set[str]:
+    return {
         p["spec"]["containers"][0]["image"]
         for d in DEPLOYMENTS
         for p in installed.pods(d)
         if "deletionTimestamp" not in p["metadata"]
     }
-    record_figure(
-        f"upgrade to {upgraded} with {held.exporter[0]} leased: both Deployments rolled out in"
-        f" {rolled:.1f} s; the pool's fewest Exporters {fewest[0]} (floor {floor}); "
-        f"{len(problems)} looks found the lease not as it was"
+
+
+def test_a_downgrade_to_the_previous_release_and_the_upgrade_back_keep_a_held_lease(
+    installed: Install, held: Held, tmp_path: Path
+) -> None:
+    """The previous release (`make previous-release`: 0.1.0, from its commit) installed over
+    this one as docs/versions.md says, then this one again, while a Client holds the pool's
+    instance: no instance created or deleted, the lease untouched, one election Lease (one
+    leader at a time), the CRDs updated in place (the same objects)."""
+    previous = build_release(source_of(previous_version()), PREVIOUS, product_only=True)
+    (product,) = json.loads((previous / "images.json").read_text())["images"].values()
+    subprocess.run(
+        ["ctr", "--address", str(installed.cluster.containerd_socket), "-n", "k8s.io", "images",
+         "import", "--digests", "--base-name", PRODUCT_REPOSITORY,
+         str(previous / product["archive"])],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    older = tmp_path / "previous"
+    shutil.copytree(previous / "kustomize", older)
+    overlay = older / "deploy" / "overlays" / "self-signed"
+    shutil.copytree(installed.overlay / "certs", overlay / "certs")
+    shutil.copyfile(installed.overlay / "ca-bundle.yaml", overlay / "ca-bundle.yaml")
+    floor = installed.json("get", "exporterset", POOL, "-n", LAB)["spec"]["minReplicas"]
+    before, crds, current = (
+        {e["metadata"]["uid"] for e in instances(installed)},
+        _crd_uids(installed),
+        _images(installed),
     )
-    assert images == {upgraded}, images
-    assert problems == [] and _still_held(installed, held) == "", problems
-    assert fewest[0] >= floor
+    down = _change_release(installed, held, overlay)
+    assert _images(installed) == {f"{PRODUCT_REPOSITORY}:{previous.name}@{product['digest']}"}
+    up = _change_release(installed, held, installed.overlay)
+    assert _images(installed) == current
+    for way, rolled in (("down", down), ("up", up)):
+        record_figure(
+            f"{way}grade with {held.exporter[0]} leased ({previous.name} and back): both "
+            f"Deployments rolled out in {rolled.seconds:.1f} s; the pool's fewest Exporters "
+            f"{rolled.fewest} (floor {floor}); instances seen {len(rolled.instances)}; election "
+            f"Leases {sorted(rolled.elections)}, holders seen {len(rolled.holders)}; "
+            f"{len(rolled.problems)} looks found the lease not as it was"
+        )
+        assert rolled.problems == [], rolled.problems
+        assert rolled.instances == before, (way, rolled.instances - before)
+        assert rolled.fewest >= floor
+        assert rolled.elections == {ELECTION}, rolled.elections
+    assert _still_held(installed, held) == ""
+    assert _crd_uids(installed) == crds
 
 
 # What the install put in the cluster, cluster-scoped, by its label.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.ociarchive import ArchiveError, manifest_digest, write_oci_archive
-from harness.release import REPO, changelog_section, recorded, tree_version
+from harness.release import REPO, changelog_section, previous_version, recorded, tree_version
 from harness.sbom import distributions, write_sbom
 
 NAME = "ghcr.io/jumpstarter-dev/virtualtarget-qemu-exporter:9.9.9"
@@ -126,3 +126,10 @@ def test_every_recorded_release_has_a_changelog_section_and_a_commit() -> None:
         assert changelog_section(version).startswith(f"## {version}")
         assert len(commit) == 40
     assert changelog_section(tree_version(REPO)).startswith("## ")
+
+
+def test_the_previous_release_is_the_newest_recorded_before_this_version() -> None:
+    previous = previous_version()
+    assert previous in recorded() and previous != tree_version(REPO)
+    older = [tuple(map(int, v.split("."))) for v in recorded() if v != previous]
+    assert all(v < tuple(map(int, previous.split("."))) for v in older)

@@ -1,12 +1,13 @@
 """What the product image must hold, checked on the built image run by runc as the
 Deployments run it (their user, a read-only root filesystem, no capabilities, no
-network): every command answers `--help`, nothing can be written outside /tmp, and the
-installed packages are exactly the lock's runtime ones."""
+network): every command answers `--help`, nothing can be written outside /tmp, the
+installed packages are exactly the lock's runtime ones, and what needs an extra says so."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +15,15 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.deploy_render import render_overlay
+from harness.deploy_render import REPO, render_overlay
 from harness.images import Unpacked
 from harness.lock import LOCK
 from tests.unit.test_lock import PYPROJECT, locked
 from virtualtarget.cli import SUBCOMMANDS
 
 pytestmark = pytest.mark.image
+
+SCENARIO = REPO / "examples" / "scenarios" / "office-hours.yaml"
 
 
 def deployments() -> list[dict[str, Any]]:
@@ -45,7 +48,44 @@ def test_each_command_answers_help(image: Unpacked, command: str) -> None:
 def test_the_exporter_set_controller_entrypoint_answers_help(image: Unpacked) -> None:
     result = image.run(["--help"], entrypoint=["/exporter-set-controller"])
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: "), result.stdout
+    assert result.stdout.startswith("usage: exporter-set-controller"), result.stdout
+    assert "--zap-log-level" in result.stdout
+
+
+def test_the_exporter_set_controller_without_namespace_says_it_needs_it(image: Unpacked) -> None:
+    """Jumpstarter's operator runs `/exporter-set-controller` with these flags and sets
+    NAMESPACE; without it the command says so rather than serving the cluster."""
+    flags = [
+        "--provisioner=qemu.jumpstarter.dev",
+        "--leader-elect",
+        "--health-probe-bind-address=:8081",
+        "--metrics-bind-address=0",
+    ]
+    result = image.run(flags, entrypoint=["/exporter-set-controller"])
+    assert result.returncode == 1, result.stderr
+    assert "NAMESPACE environment variable is required" in result.stderr
+
+
+def test_simulate_without_the_extra_writes_the_summary_and_says_what_to_install(
+    image: Unpacked, tmp_path: Path
+) -> None:
+    """The image installs no extra: `simulate` still writes its summary, and says in one
+    line how to get the plot."""
+    tmp_path.chmod(0o777)  # written by the image's user
+    mounts = {"/scenario": SCENARIO.parent, "/out": tmp_path}
+    scenario = f"/scenario/{SCENARIO.name}"
+    plotted = image.run(["simulate", "--scenario", scenario, "--out", "/out/a"], mounts=mounts)
+    assert plotted.returncode == 1, plotted.stderr
+    assert plotted.stderr.count("\n") == 1
+    assert plotted.stderr.startswith("simulate: plotting needs matplotlib: ")
+    assert "pip install 'virtualtarget[simulate]'" in plotted.stderr
+    assert (tmp_path / "a" / "summary.md").is_file()
+    assert not (tmp_path / "a" / "pool.png").exists()
+    plain = image.run(
+        ["simulate", "--scenario", scenario, "--out", "/out/b", "--no-plot"], mounts=mounts
+    )
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    assert (tmp_path / "b" / "summary.md").is_file()
 
 
 def test_runs_as_the_deployments_non_root_user_on_a_read_only_root(image: Unpacked) -> None:

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from api.provisioners.qemu import QEMU_EXPORTER_IMAGE
 from harness.jumpstarter import Jumpstarter, JumpstarterSupply
-from harness.stack import ReconcilerProcess, running_reconciler
+from harness.stack import running_reconciler
 from pool.model.jumpstarter import config_secret_name
 from pool.model.keys import instance_selector
 from pool.model.timefmt import parse_time
@@ -208,6 +208,16 @@ class History:
             return {e.uid: e for e in events if e.kind == "DELETED"}
 
 
+class Reconciler(Protocol):
+    """What a pool reads of the reconciler serving it: a host process
+    (`ReconcilerProcess`) or an installed Deployment
+    (`tests.node.release_install.InstalledReconciler`)."""
+
+    def log_tail(self, lines: int = 10) -> str: ...
+
+    def check_alive(self) -> None: ...
+
+
 @dataclass
 class Pool:
     """One ExporterSet running on the node, and what the tests read of it."""
@@ -215,7 +225,7 @@ class Pool:
     cluster: Any
     jumpstarter: Jumpstarter
     name: str
-    reconciler: ReconcilerProcess
+    reconciler: Reconciler
     history: History
     created_at: float = 0.0  # time.monotonic() at the set's apply
 
@@ -426,13 +436,14 @@ def running_pool(
     class_spec: Obj | None = None,
     namespaced: bool = True,
     images: Obj | None = None,
+    installed: Reconciler | None = None,
 ) -> Iterator[Pool]:
     """The class `node` (its exporter image the QEMU exporter image this project ships
     unless `images` says, `parameters`, and `class_spec`'s other fields), the reconciler
     and a History for the namespace `jumpstarter` serves; the set itself is the test's to
     apply (`Pool.apply`).
     The reconciler serves that namespace alone, or with `namespaced=False` the cluster (the
-    install that reads Nodes)."""
+    install that reads Nodes); or it is `installed` already (a Deployment), and none starts."""
     namespace = jumpstarter.namespace
     images = images or {"exporter": {"image": QEMU_EXPORTER_IMAGE}}
     klass = virtual_target_class(
@@ -441,15 +452,18 @@ def running_pool(
     apply(cluster, klass)
     history = History(cluster.plane.api_client(), namespace).start()
     try:
-        with running_reconciler(
-            cluster,
-            workdir,
-            extra=[
-                *(("--namespace", namespace) if namespaced else ()),
-                "--no-leader-election",
-                *reconciler_args,
-            ],
-        ) as reconciler:
+        with contextlib.ExitStack() as stack:
+            reconciler = installed or stack.enter_context(
+                running_reconciler(
+                    cluster,
+                    workdir,
+                    extra=[
+                        *(("--namespace", namespace) if namespaced else ()),
+                        "--no-leader-election",
+                        *reconciler_args,
+                    ],
+                )
+            )
             pool = Pool(cluster, jumpstarter, name, reconciler, history)
             yield pool
             reconciler.check_alive()

@@ -5,8 +5,9 @@ running Pods: the operator's controller and router on the node IP; a 0.9.0 clien
 the pool's instance, booting a guest on it and its successor coming up; the product's
 Deployments, admission, leader handovers (one while a Client's Leases arrive), a webhook
 rollout, metrics, a drain (which leaves the install as it found it), a downgrade to the
-previous release and the upgrade back under a held lease; the last uninstalls by the page's commands with the lease still held, and
-finds nothing of the product left but the leased instance until the page's last step."""
+previous release and the upgrade back under a held lease; the last uninstalls by the page's
+commands with the lease still held, and finds nothing of the product left but the leased
+instance until the page's last step."""
 
 from __future__ import annotations
 

@@ -12,23 +12,32 @@ cluster is a namespace of the node cluster reached through a ServiceAccount toke
 (`images/kubevirt-exporter`: 0.9.0's `jmp run` with #927's driver); the client is the
 release's, with #927's client classes. Figures: lease to the client holding it, power-on to
 marker, release to the successor Available, a first consumer's Lease to its assignment.
+
+The reconcilers are the release's (`make release`: `dist/VERSION/`), installed once for the
+module as docs/install.md's "KubeVirt pools" installs them (`tests/node/release_install.py`):
+the webhook, the QEMU reconciler and the KubeVirt reconciler, each a Deployment, a QEMU
+pool standing beside the KubeVirt ones throughout.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from api.provisioners.kubevirt import PROVISIONER
+from api.provisioners.qemu import PROVISIONER as QEMU
 from harness.guest import MARKER
 from harness.jumpstarter import JumpstarterSupply
 from harness.kubevirt_install import KubeVirtInstall, stop_machines
 from harness.node import NodeCluster
 from pool.model.keys import RETAINED_FROM, SET_LABEL, STANDBY_LABEL
-from tests.e2e.objects import get_json
+from reconciler.runtime.leader import default_election_id
+from tests.e2e.objects import get_json, virtual_target_class, wait_for
 from tests.kubevirt_source import driver_package
 from tests.node.guest_support import monotonic, run_client
 from tests.node.kubevirt_pools import (
@@ -39,6 +48,16 @@ from tests.node.kubevirt_pools import (
     make_target,
 )
 from tests.node.pool_support import Pool, running_pool
+from tests.node.release_install import (
+    ADMITTED,
+    KUBEVIRT_RECONCILER,
+    NAMESPACE,
+    QEMU_RECONCILER,
+    WEBHOOK,
+    ReleaseInstall,
+    release_installed,
+)
+from tests.node.sharing import TENTH_OF_A_CORE
 from tests.node.support import record_figure
 
 # The first build of KubeVirt's images is `make kubevirt`'s; here they are current.
@@ -53,24 +72,59 @@ SILENT_AFTER_S = 180.0
 VM_SIZE = {"resources": {"cpu": 1, "memory": "256Mi"}}  # the marker guest needs little
 
 
+# -- the release, both reconcilers, and a QEMU pool beside ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def installed(
+    node_cluster: NodeCluster,
+    kubevirt: KubeVirtInstall,
+    jumpstarters: JumpstarterSupply,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ReleaseInstall, Pool]]:
+    """The release installed with both reconcilers, and a QEMU pool of one warm instance
+    applied beside, in a namespace of its own, for the module."""
+    work = tmp_path_factory.mktemp("release")
+    with jumpstarters.take() as jumpstarter:
+        admitted(node_cluster, jumpstarter.namespace)
+        with release_installed(node_cluster, work, jumpstarter.namespace) as install:
+            record_figure(
+                f"kubevirt: the release's webhook, QEMU and KubeVirt reconcilers applied -> "
+                f"rolled out {install.seconds:.1f} s"
+            )
+            with running_pool(
+                node_cluster, jumpstarter, work, name="beside", class_spec=TENTH_OF_A_CORE,
+                installed=install.reconciler(QEMU_RECONCILER),
+            ) as qemu:  # fmt: skip
+                qemu.apply(minAvailableReplicas=1, maxReplicas=1)
+                yield install, qemu
+
+
+def admitted(cluster: NodeCluster, namespace: str) -> None:
+    """`namespace` among those the install's webhooks admit in (`release_install`)."""
+    cluster.kubectl("label", "namespace", namespace, f"{ADMITTED}=true")
+
+
 # -- pools of KubeVirt VMs ------------------------------------------------------------------
 
 
 @pytest.fixture
 def kubevirt_pool(
     node_cluster: NodeCluster,
-    kubevirt: KubeVirtInstall,
+    installed: tuple[ReleaseInstall, Pool],
     jumpstarters: JumpstarterSupply,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[tuple[Pool, Target]]:
     """A `kubevirt.jumpstarter.dev` pool under Jumpstarter 0.9.0's controller and router,
-    its VMs of the marker guest's containerDisk on the target (`kubevirt_pools`), the
-    reconciler serving its namespace; the class's fields beside the parameters from
+    its VMs of the marker guest's containerDisk on the target (`kubevirt_pools`), served by
+    the install's KubeVirt reconciler; the class's fields beside the parameters from
     the test's `class_spec` parameter."""
+    install, _ = installed
     disk = guest_disk()
     class_spec = getattr(request, "param", {})
     with jumpstarters.take() as jumpstarter:
+        admitted(node_cluster, jumpstarter.namespace)
         target = make_target(node_cluster, jumpstarter.namespace)
         parameters = {"namespace": target.namespace, "image": disk, **VM_SIZE}
         try:
@@ -79,10 +133,10 @@ def kubevirt_pool(
                 jumpstarter,
                 tmp_path,
                 name="vm",
-                reconciler_args=(f"--provisioner={PROVISIONER}",),
                 parameters=parameters,
                 class_spec=kubevirt_class_spec(**class_spec),
                 images=IMAGES,
+                installed=install.reconciler(KUBEVIRT_RECONCILER),
             ) as pool:
                 yield pool, target
         finally:
@@ -94,8 +148,59 @@ def kubevirt_pool(
             )  # fmt: skip
 
 
+def test_one_install_of_the_release_runs_both_reconcilers_each_leading_on_its_own_lease(
+    installed: tuple[ReleaseInstall, Pool],
+) -> None:
+    """The release installed as docs/install.md's "KubeVirt pools" says: the webhook and
+    both reconcilers Available on the release's image (by digest); each reconciler leads
+    on an election Lease of its own, so neither stands the other by; the QEMU pool beside
+    fills under the QEMU one; neither the webhook nor the KubeVirt reconciler may list a
+    Secret, and the webhook may not read one; the webhook refuses an image off the
+    allow-list at apply."""
+    install, qemu = installed
+    filled = qemu.wait_warm(1, timeout=240)
+    digest = install.image.rpartition("@")[2]
+    for deployment in (WEBHOOK, QEMU_RECONCILER, KUBEVIRT_RECONCILER):
+        for pod in _pods(install, deployment):
+            assert pod["spec"]["containers"][0]["image"].endswith("@" + digest), pod["spec"]
+
+    def leaders() -> dict[str, str] | None:
+        leases = install.json("get", "leases.coordination.k8s.io", "-n", NAMESPACE)["items"]
+        held = {e["metadata"]["name"]: e["spec"].get("holderIdentity") for e in leases}
+        return held if all(held.values()) and len(held) == 2 else None
+
+    held = wait_for("both election Leases held", leaders, timeout=120)
+    for deployment, provisioner in ((QEMU_RECONCILER, QEMU), (KUBEVIRT_RECONCILER, PROVISIONER)):
+        holder = held.pop(default_election_id(provisioner))
+        assert holder.split("_")[0] in {p["metadata"]["name"] for p in _pods(install, deployment)}
+    assert held == {}, held  # no third Lease: the webhook elects nothing
+    for deployment, verb in ((WEBHOOK, "get"), (WEBHOOK, "list"), (KUBEVIRT_RECONCILER, "list")):
+        account = install.service_account(deployment)
+        may = install.cluster.kubectl("auth", "can-i", verb, "secrets", "-A", f"--as={account}",
+                                      check=False)  # fmt: skip
+        assert may.stdout.strip() == "no", (deployment, verb, may.stdout)
+    elsewhere = virtual_target_class(
+        "elsewhere", qemu.namespace, images={"exporter": {"image": "registry.example.com/e:1"}}
+    )
+    refused = install.cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                                      input=json.dumps(elsewhere), check=False)  # fmt: skip
+    assert refused.returncode != 0 and "spec.images.exporter.image" in refused.stderr, refused
+    record_figure(
+        f"kubevirt: one install, both reconcilers leading; the QEMU pool beside warm "
+        f"{filled:.0f} s; refused: {refused.stderr.strip().splitlines()[0][:120]}"
+    )
+
+
+def _pods(install: ReleaseInstall, deployment: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/name={deployment}"
+    items: list[dict[str, Any]] = install.json("get", "pods", "-n", NAMESPACE, "-l", selector)[
+        "items"
+    ]
+    return [p for p in items if "deletionTimestamp" not in p["metadata"]]
+
+
 def test_a_client_leases_a_vm_powers_it_on_reads_its_marker_and_its_successor_is_fresh(
-    kubevirt_pool: tuple[Pool, Target], tmp_path: Path
+    kubevirt_pool: tuple[Pool, Target], installed: tuple[ReleaseInstall, Pool], tmp_path: Path
 ) -> None:
     """The issue's end to end: a pool of 2; the real 0.9.0 client leases an instance,
     powers its VM on (#927's KubevirtPower), reads the marker from its console
@@ -127,6 +232,8 @@ def test_a_client_leases_a_vm_powers_it_on_reads_its_marker_and_its_successor_is
 
     new = pool.wait("a successor with a fresh VM", successor, timeout=240)
     replaced = time.monotonic()
+    _, qemu = installed
+    assert qemu.warm(1), qemu.describe()  # the QEMU pool of the same install, beside
     assert leased not in target.machines()  # the released instance's VM went with it
     released = monotonic(run.at("releasing"))
     record_figure(

@@ -6,9 +6,10 @@ from the release's archive by digest as the page imports it.
 
 On the shared node cluster other modules run pools under reconcilers of their own, so
 this install is narrowed there, and only there, to what the test gives it: the QEMU
-reconciler to one namespace (`--namespace`) and the webhooks to the namespaces carrying
+reconciler to one namespace (`scoped`), the webhooks to the namespaces carrying
 `ADMITTED` (their `namespaceSelector`), and its Pods' CPU requests to `SHARED_CPU`. The
-KubeVirt reconciler serves every namespace as shipped: no other module has a KubeVirt pool."""
+KubeVirt reconciler serves every namespace as shipped: no other module has a KubeVirt
+pool."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import yaml
 
 from harness.deploy_render import REPO
 from harness.node import NodeCluster
+from harness.rbac import generate_scope
 from harness.release import DIST, PRODUCT_REPOSITORY, tree_version
 from tests.docpages import files
 from tests.installpage import PAGE
@@ -73,6 +75,21 @@ def kubevirt_overlay_text() -> str:
     return block.text
 
 
+def scoped(objects: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """The QEMU reconciler serving `namespace` alone: its `--namespace`, and the Role and
+    RoleBinding there that a scope component generated for it holds
+    (`harness.rbac.generate_scope`: Secrets are listed and watched only where it serves).
+    Not that component itself: its Deployment patch would reach the KubeVirt reconciler
+    too, the base's reconciler renamed (kustomize matches a target by its earlier name)."""
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == QEMU_RECONCILER:
+            obj["spec"]["template"]["spec"]["containers"][0]["args"].append(
+                f"--namespace={namespace}"
+            )
+    roles = yaml.safe_load_all(generate_scope([namespace])["roles.yaml"])
+    return [*objects, *(o for o in roles if o)]
+
+
 def make_certificates(overlay: Path) -> None:
     """The self-signed overlay's certificates, made as the page makes them."""
     subprocess.run(
@@ -82,18 +99,15 @@ def make_certificates(overlay: Path) -> None:
     )  # fmt: skip
 
 
-def narrowed(objects: list[dict[str, Any]], qemu_namespace: str) -> list[dict[str, Any]]:
-    """The rendered install, its QEMU reconciler serving `qemu_namespace` alone, its
-    webhooks admitting in the namespaces labelled `ADMITTED` alone, and its Pods asking
-    for `SHARED_CPU` each (the shared node's cores are scheduled to other modules' guests;
-    six Pods at the shipped 50m would take 0.3 of them)."""
+def narrowed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rendered install, its webhooks admitting in the namespaces labelled `ADMITTED`
+    alone, and its Pods asking for `SHARED_CPU` each (the shared node's cores are
+    scheduled to other modules' guests; six Pods at the shipped 50m would take 0.3 of
+    them)."""
     for obj in objects:
         if obj["kind"] == "Deployment":
             for container in obj["spec"]["template"]["spec"]["containers"]:
                 container["resources"]["requests"]["cpu"] = SHARED_CPU
-        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == QEMU_RECONCILER:
-            container = obj["spec"]["template"]["spec"]["containers"][0]
-            container["args"].append(f"--namespace={qemu_namespace}")
         if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             for webhook in obj["webhooks"]:
                 webhook["namespaceSelector"] = {"matchLabels": {ADMITTED: "true"}}
@@ -170,7 +184,7 @@ def release_installed(
     own.parent.mkdir(parents=True)
     own.write_text(kubevirt_overlay_text())
     rendered = cluster.kubectl("kustomize", str(own.parent)).stdout
-    objects = narrowed([o for o in yaml.safe_load_all(rendered) if o], qemu_namespace)
+    objects = scoped(narrowed([o for o in yaml.safe_load_all(rendered) if o]), qemu_namespace)
     started = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": objects}))  # fmt: skip

@@ -31,17 +31,12 @@ from harness.rbac import generate_scope
 from harness.release import DIST, PRODUCT_REPOSITORY, tree_version
 from tests.docpages import files
 from tests.installpage import PAGE
+from tests.node.install import NAMESPACE, RECONCILER, ROLLOUT_TIMEOUT_S, WEBHOOK
 
-NAMESPACE = "virtualtarget-system"
-QEMU_RECONCILER, KUBEVIRT_RECONCILER = (
-    "virtualtarget-reconciler",
-    "virtualtarget-kubevirt-reconciler",
-)
-WEBHOOK = "virtualtarget-webhook"
+QEMU_RECONCILER, KUBEVIRT_RECONCILER = RECONCILER, "virtualtarget-kubevirt-reconciler"
 DEPLOYMENTS = (WEBHOOK, QEMU_RECONCILER, KUBEVIRT_RECONCILER)
 ADMITTED = "virtualtarget.jumpstarter.dev/test-admission"  # the webhooks' namespaces here
 OWN_OVERLAY = "deploy/overlays/mine/kustomization.yaml"
-ROLLOUT_TIMEOUT_S = 180
 SHARED_CPU = "10m"
 
 

@@ -77,6 +77,7 @@ from tests.node.lab import (
     request_lease,
     successor,
 )
+from tests.node.release_install import import_product
 from tests.node.support import apply, record_figure, wait_for_phase
 
 # The install builds the image first: on a fresh clone (no debootstrap base, no layer
@@ -872,13 +873,7 @@ def test_a_downgrade_to_the_previous_release_and_the_upgrade_back_keep_a_held_le
     instance: no instance created or deleted, the lease untouched, one election Lease (one
     leader at a time), the CRDs updated in place (the same objects)."""
     previous = build_release(source_of(previous_version()), PREVIOUS, product_only=True)
-    (product,) = json.loads((previous / "images.json").read_text())["images"].values()
-    subprocess.run(
-        ["ctr", "--address", str(installed.cluster.containerd_socket), "-n", "k8s.io", "images",
-         "import", "--digests", "--base-name", PRODUCT_REPOSITORY,
-         str(previous / product["archive"])],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    by_digest = import_product(installed.cluster, previous)
     older = tmp_path / "previous"
     shutil.copytree(previous / "kustomize", older)
     overlay = older / "deploy" / "overlays" / "self-signed"
@@ -891,7 +886,8 @@ def test_a_downgrade_to_the_previous_release_and_the_upgrade_back_keep_a_held_le
         _images(installed),
     )
     down = _change_release(installed, held, overlay)
-    assert _images(installed) == {f"{PRODUCT_REPOSITORY}:{previous.name}@{product['digest']}"}
+    digest = by_digest.rpartition("@")[2]
+    assert _images(installed) == {f"{PRODUCT_REPOSITORY}:{previous.name}@{digest}"}
     up = _change_release(installed, held, installed.overlay)
     assert _images(installed) == current
     for way, rolled in (("down", down), ("up", up)):

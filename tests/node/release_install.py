@@ -163,6 +163,12 @@ class ReleaseInstall:
     def json(self, *args: str) -> Any:
         return json.loads(self.cluster.kubectl(*args, "-o", "json").stdout)
 
+    def pods(self, deployment: str) -> list[dict[str, Any]]:
+        """The Deployment's Pods not being deleted."""
+        selector = f"app.kubernetes.io/name={deployment}"
+        items = self.json("get", "pods", "-n", NAMESPACE, "-l", selector)["items"]
+        return [p for p in items if "deletionTimestamp" not in p["metadata"]]
+
 
 @contextmanager
 def release_installed(

@@ -25,7 +25,6 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -161,7 +160,7 @@ def test_one_install_of_the_release_runs_both_reconcilers_each_leading_on_its_ow
     filled = qemu.wait_warm(1, timeout=240)
     digest = install.image.rpartition("@")[2]
     for deployment in (WEBHOOK, QEMU_RECONCILER, KUBEVIRT_RECONCILER):
-        for pod in _pods(install, deployment):
+        for pod in install.pods(deployment):
             assert pod["spec"]["containers"][0]["image"].endswith("@" + digest), pod["spec"]
 
     def leaders() -> dict[str, str] | None:
@@ -172,7 +171,7 @@ def test_one_install_of_the_release_runs_both_reconcilers_each_leading_on_its_ow
     held = wait_for("both election Leases held", leaders, timeout=120)
     for deployment, provisioner in ((QEMU_RECONCILER, QEMU), (KUBEVIRT_RECONCILER, PROVISIONER)):
         holder = held.pop(default_election_id(provisioner))
-        assert holder.split("_")[0] in {p["metadata"]["name"] for p in _pods(install, deployment)}
+        assert holder.split("_")[0] in {p["metadata"]["name"] for p in install.pods(deployment)}
     assert held == {}, held  # no third Lease: the webhook elects nothing
     for deployment, verb in ((WEBHOOK, "get"), (WEBHOOK, "list"), (KUBEVIRT_RECONCILER, "list")):
         account = install.service_account(deployment)
@@ -189,14 +188,6 @@ def test_one_install_of_the_release_runs_both_reconcilers_each_leading_on_its_ow
         f"kubevirt: one install, both reconcilers leading; the QEMU pool beside warm "
         f"{filled:.0f} s; refused: {refused.stderr.strip().splitlines()[0][:120]}"
     )
-
-
-def _pods(install: ReleaseInstall, deployment: str) -> list[dict[str, Any]]:
-    selector = f"app.kubernetes.io/name={deployment}"
-    items: list[dict[str, Any]] = install.json("get", "pods", "-n", NAMESPACE, "-l", selector)[
-        "items"
-    ]
-    return [p for p in items if "deletionTimestamp" not in p["metadata"]]
 
 
 def test_a_client_leases_a_vm_powers_it_on_reads_its_marker_and_its_successor_is_fresh(

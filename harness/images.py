@@ -73,6 +73,7 @@ __all__ = [
     "ImageError",
     "Unpacked",
     "archive_config",
+    "base_name",
     "build",
     "build_kubevirt_exporter",
     "build_once",
@@ -271,6 +272,12 @@ def pack_root(root: Path, target: Path) -> None:
     partial.rename(target)
 
 
+def base_name() -> str:
+    """The local base's name: what it holds, so an image's inputs can name it without
+    buildah (`build_once` looks without the build lock)."""
+    return f"{BASE_REPOSITORY}:{SUITE}-{_base_key()}"
+
+
 def ensure_base(cache: Path = CACHE) -> str:
     """The local base in buildah's storage, named by what it holds."""
     with build_lock(cache):
@@ -279,7 +286,7 @@ def ensure_base(cache: Path = CACHE) -> str:
 
 def _ensure_base(cache: Path) -> str:
     buildah = Buildah(cache)
-    name = f"{BASE_REPOSITORY}:{SUITE}-{_base_key()}"
+    name = base_name()
     if buildah.exists(name):
         return name
     rootfs = base_rootfs(cache)
@@ -369,12 +376,7 @@ def build_product(
     archive: Path | None = None, *, layer_cache: bool = True, cache: Path = CACHE
 ) -> Path:
     """The product image from the repository's Dockerfile, on the local base."""
-    with build_lock(cache):
-        return _build_product(archive, layer_cache, cache)
-
-
-def _build_product(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
-    base = ensure_base(cache)
+    base = base_name()
     archive = archive or cache / "virtualtarget.tar"
     inputs = hashlib.sha256(f"{base} {product_image()}".encode())
     for path in [REPO / "Dockerfile", *product_context()]:
@@ -388,11 +390,12 @@ def _build_product(archive: Path | None, layer_cache: bool, cache: Path) -> Path
             REPO,
             archive,
             product_image(),
-            build_args={"BASE": base},
+            build_args={"BASE": ensure_base(cache)},
             layer_cache=layer_cache,
             cache=cache,
         ),
         layer_cache=layer_cache,
+        cache=cache,
     )
 
 
@@ -419,12 +422,7 @@ def build_qemu_exporter(
     cache, an archive built from the same inputs (the context's files, the base, the
     release) is kept as it is: `make image` and the node tier both ask for it, and
     writing its 900 MB again would take most of a rebuild's time."""
-    with build_lock(cache):
-        return _build_qemu_exporter(archive, layer_cache, cache)
-
-
-def _build_qemu_exporter(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
-    base = ensure_base(cache)
+    base = base_name()
     archive = archive or cache / "qemu-exporter.tar"
     inputs = hashlib.sha256(f"{base} {JUMPSTARTER_RELEASE}".encode())
     for path in sorted(QEMU_EXPORTER_CONTEXT.rglob("*")):
@@ -439,11 +437,12 @@ def _build_qemu_exporter(archive: Path | None, layer_cache: bool, cache: Path) -
             QEMU_EXPORTER_CONTEXT,
             archive,
             QEMU_EXPORTER_IMAGE,
-            build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE},
+            build_args={"BASE": ensure_base(cache), "RELEASE": JUMPSTARTER_RELEASE},
             layer_cache=layer_cache,
             cache=cache,
         ),
         layer_cache=layer_cache,
+        cache=cache,
     )
 
 
@@ -483,18 +482,13 @@ def build_kubevirt_exporter(
     the driver from pull request #927's tarball (`kubevirt_source_tarball`). Kept as it is
     when built from the same inputs (the context's files, the tarball, the base, the
     release, the driver's version) with the layer cache on."""
-    with build_lock(cache):
-        return _build_kubevirt_exporter(archive, layer_cache, cache)
-
-
-def _build_kubevirt_exporter(archive: Path | None, layer_cache: bool, cache: Path) -> Path:
     tarball = kubevirt_source_tarball()
     if not tarball.is_file():
         raise ImageError(
             f"no {tarball}: the source of Jumpstarter's pull request #927 "
             "(../shared/vendor/README.md; or set JUMPSTARTER_PR927_SOURCE)"
         )
-    base = ensure_base(cache)
+    base = base_name()
     archive = archive or cache / "kubevirt-exporter.tar"
     version_args = {
         "DRIVER_VERSION": KUBEVIRT_DRIVER_VERSION,
@@ -514,29 +508,52 @@ def _build_kubevirt_exporter(archive: Path | None, layer_cache: bool, cache: Pat
                 _kubevirt_context(Path(folder), tarball),
                 archive,
                 KUBEVIRT_EXPORTER_IMAGE,
-                build_args={"BASE": base, "RELEASE": JUMPSTARTER_RELEASE, **version_args},
+                build_args={
+                    "BASE": ensure_base(cache),
+                    "RELEASE": JUMPSTARTER_RELEASE,
+                    **version_args,
+                },
                 layer_cache=layer_cache,
                 cache=cache,
             )
 
     return build_once(
-        archive, inputs.hexdigest(), KUBEVIRT_EXPORTER_IMAGE, make, layer_cache=layer_cache
+        archive,
+        inputs.hexdigest(),
+        KUBEVIRT_EXPORTER_IMAGE,
+        make,
+        layer_cache=layer_cache,
+        cache=cache,
     )
 
 
 def build_once(
-    archive: Path, inputs: str, what: str, make: Callable[[], object], *, layer_cache: bool
+    archive: Path,
+    inputs: str,
+    what: str,
+    make: Callable[[], object],
+    *,
+    layer_cache: bool,
+    cache: Path,
 ) -> Path:
-    """`archive` as `make()` writes it, unless it was made from the same `inputs` (a
-    digest of them, kept beside it) and the layer cache is on."""
+    """`archive` as `make()` writes it under the build lock, unless it was made from the
+    same `inputs` (a digest of them, kept beside it) and the layer cache is on. A current
+    archive is found without the lock: a node test that asks for one must not wait out an
+    image test's build (the stamp is written after the archive, and removed before it is
+    made again)."""
     stamp = archive.with_name(archive.name + ".inputs")
-    current = archive.is_file() and stamp.is_file() and stamp.read_text() == inputs
-    if layer_cache and current:
-        print(f"images: {what} in {archive} is current")
-        return archive
-    stamp.unlink(missing_ok=True)
-    make()
-    stamp.write_text(inputs)
+
+    def current() -> bool:
+        return layer_cache and archive.is_file() and stamp.is_file() and stamp.read_text() == inputs
+
+    if not current():
+        with build_lock(cache):
+            if not current():  # not made meanwhile by another process
+                stamp.unlink(missing_ok=True)
+                make()
+                stamp.write_text(inputs)
+                return archive
+    print(f"images: {what} in {archive} is current")
     return archive
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from api.jumpstarter import JUMPSTARTER_RELEASE
-from harness.images import CACHE, ImageError, build, build_lock, build_once, ensure_base
+from harness.images import CACHE, ImageError, base_name, build, build_once, ensure_base
 from harness.jumpstarter_build import (
     MAIN_JUMPSTARTER_SOURCE,
     MAIN_SOURCE,
@@ -205,20 +205,25 @@ def build_image(image: ReleaseImage, *, layer_cache: bool = True, cache: Path = 
         binaries = build_binaries(image.source)
     except JumpstarterBuildError as error:
         raise ImageError(str(error)) from None
-    with build_lock(cache):
-        base = ensure_base(cache)
-        stage = final_stage(release_file(image.containerfile, image.source), base, image.programs)
-        archive = image.archive(cache)
-        inputs = hashlib.sha256(f"{stage}{' '.join(image.names)}".encode())
-        for path, program in sorted(image.programs.items()):
-            inputs.update(f"{path} {_digest(binaries.binary(program))}".encode())
-        return build_once(
-            archive,
-            inputs.hexdigest(),
-            ", ".join(image.names),
-            lambda: _build(image, stage, binaries, archive, layer_cache, cache),
-            layer_cache=layer_cache,
-        )
+    base = base_name()
+    stage = final_stage(release_file(image.containerfile, image.source), base, image.programs)
+    archive = image.archive(cache)
+    inputs = hashlib.sha256(f"{stage}{' '.join(image.names)}".encode())
+    for path, program in sorted(image.programs.items()):
+        inputs.update(f"{path} {_digest(binaries.binary(program))}".encode())
+
+    def make() -> None:
+        ensure_base(cache)  # the stage starts from it
+        _build(image, stage, binaries, archive, layer_cache, cache)
+
+    return build_once(
+        archive,
+        inputs.hexdigest(),
+        ", ".join(image.names),
+        make,
+        layer_cache=layer_cache,
+        cache=cache,
+    )
 
 
 def _build(

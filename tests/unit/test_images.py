@@ -1,15 +1,24 @@
-"""The parts of harness/images.py that need no build: the mirror debootstrap uses
-and the pip settings handed to a build as secrets."""
+"""The parts of harness/images.py that need no build: the mirror debootstrap uses, the
+pip settings handed to a build as secrets, and when an archive is built again."""
 
 from __future__ import annotations
 
 import configparser
+import fcntl
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.images import PIP_CA_SECRET, PIP_CONF_SECRET, ImageError, apt_mirror, pip_secrets
+from harness.images import (
+    PIP_CA_SECRET,
+    PIP_CONF_SECRET,
+    ImageError,
+    apt_mirror,
+    build_once,
+    pip_secrets,
+)
 
 
 def test_the_mirror_comes_from_deb822_sources(tmp_path: Path) -> None:
@@ -60,3 +69,46 @@ def test_pip_secrets_keep_the_index_and_ca_and_drop_host_paths(tmp_path: Path) -
 
 def test_no_settings_no_secrets(tmp_path: Path) -> None:
     assert pip_secrets(tmp_path, {"PIP_CONFIG_FILE": "/dev/null"}, sys.executable) == {}
+
+
+def test_a_current_archive_is_found_while_another_process_builds(tmp_path: Path) -> None:
+    """The build lock held elsewhere (an image test's build) does not hold up a caller
+    whose archive is current; one that must build waits for the lock, and builds."""
+    archive = tmp_path / "image.tar"
+    made: list[str] = []
+
+    def make() -> None:
+        made.append("built")
+        archive.write_bytes(b"archive")
+
+    build_once(archive, "inputs-1", "image", make, layer_cache=True, cache=tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path / ".build.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        build_once(archive, "inputs-1", "image", make, layer_cache=True, cache=tmp_path)
+        assert made == ["built"]  # current: neither built nor waited
+        with (tmp_path / ".build.lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                raise AssertionError("the other process no longer holds the lock")
+            except BlockingIOError:
+                pass
+    finally:
+        holder.terminate()
+        holder.wait(timeout=10)
+    build_once(archive, "inputs-2", "image", make, layer_cache=True, cache=tmp_path)
+    assert made == ["built", "built"]  # new inputs: built again, once the lock was free
+    assert (tmp_path / "image.tar.inputs").read_text() == "inputs-2"
+
+
+HOLD_LOCK = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""

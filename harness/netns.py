@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import socket
 import subprocess
@@ -39,9 +40,15 @@ class NetnsError(RuntimeError):
     """The namespace could not be made or used; the message says why and what to run."""
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # Loaded once: a CDLL per call (two per relayed connection) was a twentieth of a busy
+    # test worker's CPU.
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _setns(fd: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, _CLONE_NEWNET) != 0:
+    if _libc().setns(fd, _CLONE_NEWNET) != 0:
         errno = ctypes.get_errno()
         raise NetnsError(f"setns: {os.strerror(errno)} (a network namespace needs root)")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter, defaultdict
 from collections.abc import Generator
 from pathlib import Path
@@ -169,12 +170,21 @@ def _cpu() -> float:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[Any]:
     if "PYTEST_XDIST_WORKER" in os.environ:
         _set_niceness(_niceness_for(item.path))
-    started = _cpu()
+    started, began = _cpu(), time.time()
     try:
         return (yield)
     finally:
         records.record(
             "cpu", part=_part(item.path), module=item.path.name, seconds=_cpu() - started
+        )
+        # When each test ran, and on which worker: what overlapped with what, for the
+        # run's time budget (docs/measurements.md).
+        records.record(
+            "span",
+            worker=os.environ.get("PYTEST_XDIST_WORKER", ""),
+            test=item.nodeid,
+            start=began,
+            end=time.time(),
         )
 
 

@@ -6,8 +6,9 @@ from its `config/default`, then a `Jumpstarter` resource (examples/node/jumpstar
 whose `spec.exporterSets.provisioners` names `qemu.jumpstarter.dev` with this product's
 image, then the node pool. What the operator renders for the provisioner
 (`createExporterSetDeployment`, `exporterSetPolicyRules` of its exporterset.go) runs this
-product unchanged; a 0.9.0 client leases the pool's instance through main's controller and
-releases it, and the successor comes up; docs/install.md's
+product unchanged; a 0.9.0 client leases the pool's instance through main's controller,
+boots the marker guest on it through main's router and releases it, and the successor comes
+up; docs/install.md's
 `node-main-operator-disable` takes the controller away and leaves the pool alone.
 """
 
@@ -22,6 +23,7 @@ import yaml
 
 from harness.deploy_render import REPO
 from harness.deploy_render import WEBHOOK_NAMESPACE as WEBHOOK_NS
+from harness.guest import MARKER
 from harness.images import product_image
 from harness.jumpstarter_images import CONTROLLER_IMAGE
 from harness.node import NodeCluster
@@ -35,6 +37,7 @@ from tests.installpage import (
     page_of,
 )
 from tests.kubeget import find_json
+from tests.node.guest_support import monotonic, run_client
 from tests.node.install import Install, figure, readers_checkout, readers_shell
 from tests.node.lab import (
     JUMPSTARTER_DEPLOYMENTS,
@@ -43,12 +46,9 @@ from tests.node.lab import (
     available,
     client,
     instances,
-    lease,
-    lease_state,
     online,
     owned_by,
     pool_available,
-    request_lease,
     successor,
 )
 from tests.node.support import record_figure
@@ -59,7 +59,7 @@ JUMPSTARTER = "jumpstarter"  # the resource's name (examples/node/jumpstarter-ma
 ROLE, ROLE_BINDING = f"{ACCOUNT}-role", f"{ACCOUNT}-rolebinding"
 # the operator's labels on the controller's Deployment and Pods (sanitized provisioner)
 POD_SELECTOR = f"component=exporterset-controller,provisioner={ACCOUNT.split('-exporterset-')[1]}"
-LEASE = "main-lease"  # the client's
+BOOTS = 1  # of the marker guest, by the client's lease
 READY = "ExporterSetControllersReady"  # the operator's condition on its resource
 RULE_KEYS = ("apiGroups", "resources", "verbs")
 # Main's CRD admits it (it has no rule for the cooldown's syntax): the webhook alone refuses it.
@@ -141,28 +141,31 @@ def test_the_operator_renders_a_deployment_of_this_product_unchanged_under_its_r
     assert ready["reason"] == "AllControllersAvailable", ready
 
 
-def test_a_release_client_leases_the_instance_through_main_s_controller(
-    installed: Install, tmp_path: Path
+def test_a_release_client_leases_the_instance_through_main_s_controller_and_boots_a_guest(
+    installed: Install, marker_guest: Path, tmp_path: Path
 ) -> None:
-    """`jmp create lease -l pool=guest` by a new Client (the release's client library), the
-    Lease assigned the pool's instance by main's controller, then released; under
-    ExitAndReplace its successor comes up. (The install's module boots a guest through
-    the release's own controller and router on the same image.)"""
+    """A new Client (`jmp admin create client`'s) leases by the pool's selector with the
+    release's client (`tests/lease_client.py`): main's controller assigns the pool's
+    instance, and through main's router the client flashes the marker guest, powers it on
+    to its marker and releases; under ExitAndReplace its successor comes up."""
     (instance,) = instances(installed)
     name, uid = instance["metadata"]["name"], instance["metadata"]["uid"]
-    jmp = client(installed, "tester", tmp_path / "tester.yaml")
-    requested = time.monotonic()
-    request_lease(jmp, LEASE, SELECTOR)
-    wait_for("the Lease assigned", lambda: lease_state(lease(installed, LEASE)) == "assigned")
-    assigned = time.monotonic() - requested
-    assert lease(installed, LEASE)["status"]["exporterRef"]["name"] == name
-    jmp.delete_lease(name=LEASE)
-    released = time.monotonic()
+    config = tmp_path / "tester.yaml"
+    client(installed, "tester", config)
+    run = run_client(config, SELECTOR, marker_guest, BOOTS, tmp_path)
+    assert run.code == 0, run.output
+    assert run.first("lease acquired")["exporter"] == name, run.output
+    markers = [e["line"] for e in run.events if e["event"] == "marker"]
+    assert len(markers) == BOOTS and all(m.startswith(MARKER) for m in markers), run.output
     new = wait_for("the successor Online", lambda: successor(installed, uid), 300)
     wait_for("the successor Available", lambda: pool_available(installed), 300)
+    flash = run.at("flashed") - run.at("flash started")
     record_figure(
-        f"main's operator: lease request -> assigned {assigned:.2f} s; release -> successor "
-        f"{new['metadata']['name']} Available {time.monotonic() - released:.1f} s"
+        f"main's operator: lease request -> client holding it "
+        f"{run.at('lease acquired') - run.at('lease requested'):.2f} s; flash "
+        f"{marker_guest.stat().st_size >> 20} MiB {flash:.1f} s; power-on -> marker "
+        f"{run.boot_times()}; release -> successor {new['metadata']['name']} Available "
+        f"{time.monotonic() - monotonic(run.at('releasing')):.1f} s"
     )
 
 

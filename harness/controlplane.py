@@ -186,6 +186,8 @@ class ControlPlane:
     # The processes another process on this machine runs for this plane, which this one
     # only uses (`harness.node.attached_node_cluster`): running, as far as it can tell.
     started_elsewhere: frozenset[str] = frozenset()
+    # The CRD files this object applied last (`apply_crds`): the same again is a no-op.
+    applied_crds: tuple[Path, ...] = ()
 
     @property
     def server(self) -> str:
@@ -514,9 +516,19 @@ class ControlPlane:
         files = crd_files() if files is None else list(files)
         if not files:
             raise ControlPlaneError("control plane: no CRDs found in crds/; run `make crds`")
+        self.apply_crds(files)
+
+    def apply_crds(self, files: Sequence[Path], *extra: str, again: bool = True) -> None:
+        """`kubectl apply --server-side EXTRA` the CRD files and wait until each is
+        Established; unless `again`, nothing when they are the files this object applied
+        last (a test's Jumpstarter applies its release's on every start: about 0.5 CPU-s
+        of kubectl and apiserver each time)."""
+        if not again and tuple(files) == self.applied_crds:
+            return
         args = [arg for path in files for arg in ("-f", str(path))]
-        self.kubectl("apply", "--server-side", *args)
+        self.kubectl("apply", "--server-side", *extra, *args)
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+        self.applied_crds = tuple(files)
 
     def api_client(self) -> Any:
         """A `kubernetes.client.ApiClient` for the admin user."""

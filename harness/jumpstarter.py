@@ -76,13 +76,13 @@ CONFIG = {
 }
 
 
-def install_crds(plane: ControlPlane, release: JumpstarterBuild | None = None) -> None:
+def install_crds(
+    plane: ControlPlane, release: JumpstarterBuild | None = None, *, again: bool = True
+) -> None:
     """Jumpstarter's own `jumpstarter.dev` CRDs of the release, as its operator installs them
-    (they take the place of any other definition of those kinds)."""
-    files = (release or built()).crds
-    args = [arg for path in files for arg in ("-f", str(path))]
-    plane.kubectl("apply", "--server-side", "--force-conflicts", *args)
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *args)
+    (they take the place of any other definition of those kinds); unless `again`, not when
+    `plane` applied these last."""
+    plane.apply_crds((release or built()).crds, "--force-conflicts", again=again)
 
 
 def create_client_config(
@@ -349,10 +349,11 @@ def running_jumpstarter(
     plane: ControlPlane, namespace: str, workdir: Path, *, address: str = "127.0.0.1"
 ) -> Iterator[Jumpstarter]:
     """Jumpstarter's release serving `namespace` (which must exist), ready when yielded, its
-    CRDs installed on `plane` first; reached at free ports of `address` of this machine."""
+    CRDs installed on `plane` first (unless this plane object applied them last); reached at
+    free ports of `address` of this machine."""
     release = built()
     workdir.mkdir(parents=True, exist_ok=True)
-    install_crds(plane, release)
+    install_crds(plane, release, again=False)
     running = Jumpstarter(plane, namespace, workdir, release, address=address)
     try:
         running._addresses()

@@ -30,6 +30,7 @@ arm64 && apt-get update`: `.ci/run` does this).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gzip
 import hashlib
 import io
@@ -279,6 +280,16 @@ def build_guest(guest: Guest, cache: Path = CACHE) -> Path:
         return target
     _require(guest)
     cache.mkdir(parents=True, exist_ok=True)
+    # One build of a guest at a time per cache folder: `.ci/run` builds them beside `make
+    # image`, which asks for them too; the second finds the first's disk.
+    with (cache / ".guest.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        return _build_guest(guest, target, cache)
+
+
+def _build_guest(guest: Guest, target: Path, cache: Path) -> Path:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="marker-guest-", dir=cache) as folder:
         work = Path(folder)

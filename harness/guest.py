@@ -280,8 +280,8 @@ def build_guest(guest: Guest, cache: Path = CACHE) -> Path:
         return target
     _require(guest)
     cache.mkdir(parents=True, exist_ok=True)
-    # One build of a guest at a time per cache folder: `.ci/run` builds them beside `make
-    # image`, which asks for them too; the second finds the first's disk.
+    # One build of a guest at a time per cache folder: the node tier's two workers both ask
+    # for the guests; the second finds the first's disk.
     with (cache / ".guest.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():

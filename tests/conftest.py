@@ -174,13 +174,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        records.record(
-            "cpu", part=_part(item.path), module=item.path.name, seconds=_cpu() - started
-        )
-        # When each test ran, and on which worker: what overlapped with what, for the
+        # With when the test ran, and on which worker: what overlapped with what, for the
         # run's time budget (docs/measurements.md).
         records.record(
-            "span",
+            "cpu",
+            part=_part(item.path),
+            module=item.path.name,
+            seconds=_cpu() - started,
             worker=os.environ.get("PYTEST_XDIST_WORKER", ""),
             test=item.nodeid,
             start=began,

@@ -120,6 +120,9 @@ class Observer:
         pool, problem = self.pool_view(exporter_set, klass)
         exporters = self.watches[EXPORTERS]
         owned = tuple(exporters.derived_by_index("owner", uid))
+        # One snapshot for both sides: a create the cache shows only after `owned` was
+        # read must stay expected, or the pass counts it nowhere and creates it again.
+        owned_names = frozenset(e.name for e in owned)
         if self.expectations.doubted(key):
             self._expect_live(key, str(uid))
             self.expectations.resolved(key)
@@ -144,9 +147,7 @@ class Observer:
             leases=leases,
             problem=problem,
             awaiting={n: found for n, found in credentials.items() if isinstance(found, str)},
-            expected_exporters=self.expectations.pending(
-                key, EXPORTER, lambda n: exporters.get(namespace, n) is not None
-            ),
+            expected_exporters=self.expectations.pending(key, EXPORTER, owned_names.__contains__),
             expected_pods=self.expectations.pending(key, POD, with_pods.__contains__),
             images=self._images(exporter_set, klass),
             rivals=self.rivals(namespace, name, labels, leases),

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from api.images import PULL_POLICIES
 from api.provisioners.qemu_storage import GuestDisk, QemuStorage, guest_disk
-from pool.model.jumpstarter import EXPORTER_UID
+from pool.model.jumpstarter import EXPORTER_UID, readiness_command
 from pool.model.keys import NAME_LABEL
 from pool.rendering.provisioners.disk import disk_volume
 from pool.rendering.provisioners.qemu import DEFAULT_IMAGES, QemuProvisioner
@@ -58,7 +58,9 @@ CONTAINER_FIELDS = {
     "securityContext",
     "resources",
     "volumeMounts",
-    # the exporter's: a process check on `jmp run` and its termination message
+    # the exporter's: a process check on `jmp run` (while it starts, then after) and its
+    # termination message
+    "startupProbe",
     "readinessProbe",
     "terminationMessagePolicy",
 }
@@ -293,3 +295,16 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
                 "capabilities": {"drop": ["ALL"]},
                 "seccompProfile": {"type": "RuntimeDefault"},
             }
+
+
+def test_the_exporter_is_checked_often_while_it_starts_and_seldom_after() -> None:
+    """One process check for both probes: every 2 s until `jmp run` first serves (the
+    kubelet then runs the readiness check at once), every 10 s after, and a start that
+    never serves failed after 5 minutes."""
+    for layout in LAYOUTS:
+        pod = render(a_set(), a_class(parameters={"layout": layout}))
+        (exporter,) = [c for c in containers(pod) if c["name"] == "exporter"]
+        startup, ready = exporter["startupProbe"], exporter["readinessProbe"]
+        assert startup["exec"] == ready["exec"] == {"command": readiness_command()}
+        assert (startup["periodSeconds"], ready["periodSeconds"]) == (2, 10)
+        assert startup["periodSeconds"] * startup["failureThreshold"] == 300

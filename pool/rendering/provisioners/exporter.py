@@ -13,7 +13,20 @@ from pool.model.access import PODS
 from pool.model.jumpstarter import EXPORTER_UID, readiness_command, run_command
 from pool.rendering.render import Image, InstanceContext
 
-__all__ = ["container", "env_from", "exporter_fields", "instance_pod", "unprivileged"]
+__all__ = [
+    "READY_PERIOD_S",
+    "STARTUP_PERIOD_S",
+    "STARTUP_WINDOW_S",
+    "container",
+    "env_from",
+    "exporter_fields",
+    "instance_pod",
+    "unprivileged",
+]
+
+STARTUP_PERIOD_S = 2  # the checks while `jmp run` starts: how soon its Pod shows Ready
+STARTUP_WINDOW_S = 300  # how long it may take to serve before the kubelet fails it
+READY_PERIOD_S = 10  # the checks once it served
 
 
 def unprivileged() -> dict[str, Any]:
@@ -45,23 +58,27 @@ def env_from(ctx: InstanceContext) -> dict[str, Any]:
 
 def exporter_fields() -> dict[str, Any]:
     """The exporter container's command and probes, the same in every layout."""
+    check = {"exec": {"command": readiness_command()}}
     return {
         "command": run_command(),
         # Ready while `jmp run`'s serving child lives (a process check: 0.9.0 has no
         # endpoint); a failure's log tail becomes the termination message the pool's
-        # Degraded condition quotes.
-        "readinessProbe": {
-            "exec": {"command": readiness_command()},
-            # The first check runs once the container starts, and a new instance counts
-            # as warm only from its first success: the period is what a warm buffer waits
-            # on top of `jmp run`'s start (10 s doubled a pool's fill time on a node). A
-            # check is one short python3 reading /proc (tens of ms of CPU), so every 2 s
-            # costs ~1-2% of a core per instance.
-            "periodSeconds": 2,
+        # Degraded condition quotes. Each check is an exec (a python3 reading /proc, and
+        # the runtime's exec around it), so it runs often only while the container
+        # starts: every 2 s until the first success, which the kubelet follows with a
+        # readiness check at once, so the Pod is Ready as soon as before.
+        "startupProbe": {
+            **check,
+            "periodSeconds": STARTUP_PERIOD_S,
             # Generous beside the period: a python3 start on a loaded node can take
             # seconds, and a slow check must not read as a dead exporter.
             "timeoutSeconds": 5,
+            # A `jmp run` with no serving child STARTUP_WINDOW_S after its start is
+            # failed by the kubelet (exit 137) and replaced under the backoff.
+            "failureThreshold": STARTUP_WINDOW_S // STARTUP_PERIOD_S,
         },
+        # Then every 10 s: a fifth of the execs of a warm instance's 2 s.
+        "readinessProbe": {**check, "periodSeconds": READY_PERIOD_S, "timeoutSeconds": 5},
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 

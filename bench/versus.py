@@ -62,6 +62,7 @@ from harness.jumpstarter import Jumpstarter, install_crds, running_jumpstarter
 from harness.jumpstarter_build import RELEASE_SOURCE, built
 from harness.jumpstarter_main import install_crds as install_main_crds
 from harness.jumpstarter_main import running_exporter_set_controller
+from harness.kubeget import find_json
 from harness.stack import ChildProcess
 from pool.model.access import ELECTION_LEASES, EXPORTERS, JUMPSTARTER_LEASES, PODS, SECRETS
 from pool.model.jumpstarter import config_secret_name
@@ -73,7 +74,6 @@ from tests.dropin import ACCOUNT, PROVISIONER, operators_kubeconfig, ours_droppe
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
 from tests.e2e.test_takeover_e2e import online
 from tests.exporters import DRIVERS, running_exporters
-from tests.kubeget import find_json
 
 __all__ = [
     "CONTROLLERS",

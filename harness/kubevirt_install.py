@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from harness.kubeget import find_json
 from harness.kubevirt_build import (
     COMPONENTS,
     NAMESPACE,
@@ -76,6 +77,7 @@ HOST_LEFTOVERS = (
 )
 DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+LAUNCHER_SELECTOR = "kubevirt.io=virt-launcher"  # the label of the Pods that run the VMs
 
 
 class KubeVirtInstallError(RuntimeError):
@@ -196,10 +198,10 @@ def _wait(cluster: NodeCluster, what: str, ready: Any, timeout: float) -> None:
 
 
 def _condition(cluster: NodeCluster, kind: str, name: str, namespace: str, kind_of: str) -> bool:
-    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
-    if result.returncode != 0:
+    found = find_json(cluster.plane, kind, name, "-n", namespace)
+    if found is None:
         return False
-    conditions = json.loads(result.stdout).get("status", {}).get("conditions", [])
+    conditions = found.get("status", {}).get("conditions", [])
     return any(c["type"] == kind_of and c["status"] == "True" for c in conditions)
 
 
@@ -262,9 +264,12 @@ def stop_machines(
              "--wait=false", check=False)  # fmt: skip
 
     def launchers_gone() -> bool:
-        found = _kubectl(cluster, "get", "pods", *where, "-l", "kubevirt.io=virt-launcher",
-                         "-o", "name", check=False)  # fmt: skip
-        return not found.strip()
+        if namespace is None:  # every namespace: a form kubectl answers
+            found = _kubectl(cluster, "get", "pods", "-A", "-l", LAUNCHER_SELECTOR,
+                             "-o", "name", check=False)  # fmt: skip
+            return not found.strip()
+        listed = find_json(cluster.plane, "pods", "-n", namespace, "-l", LAUNCHER_SELECTOR)
+        return listed is not None and not listed["items"]
 
     if wait:
         _wait(cluster, "the VMs' launcher Pods gone", launchers_gone, timeout)

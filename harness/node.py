@@ -57,6 +57,7 @@ from harness.controlplane import (
     require_binaries,
 )
 from harness.guest import DEBIAN_PACKAGES as GUEST_PACKAGES
+from harness.kubeget import find_json
 from harness.kubevirt_build import DEBIAN_PACKAGES as KUBEVIRT_PACKAGES
 from harness.nodehost import (
     MAX_NODES,
@@ -398,10 +399,10 @@ class NodeCluster:
     def node_ready(self, name: str) -> str:
         """The Node's Ready condition's status: True, False, Unknown, or "" before there is
         one."""
-        result = self.plane.kubectl("get", "node", name, "-o", "json", check=False)
-        if result.returncode != 0:
+        found = find_json(self.plane, "node", name)
+        if found is None:
             return ""
-        conditions = json.loads(result.stdout)["status"].get("conditions", [])
+        conditions = found["status"].get("conditions", [])
         return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
 
     def _is_ready(self, name: str) -> bool:
@@ -420,8 +421,7 @@ class NodeCluster:
 
         def has(kind: str, name: str) -> Callable[[], bool]:
             def check() -> bool:
-                args = ("get", kind, name, "-n", namespace)
-                return self.plane.kubectl(*args, check=False).returncode == 0
+                return find_json(self.plane, kind, name, "-n", namespace) is not None
 
             return check
 

@@ -3,10 +3,12 @@
 Each instance Pod's container runs Jumpstarter 0.9.0's `jmp run --exporter-config FILE` on
 the config Secret the reconciler wrote. Here the same command runs as a local process, one
 per instance Pod of the namespace, on that Secret's `config.yaml` read back from the
-apiserver; it stops when the Pod goes. So the exporters that register with Jumpstarter's
-controller, report their status and serve leases are the release's own, and the Exporters'
-conditions, `exporterStatus` and `leaseRef` are what that controller writes. What is played
-is only the kubelet's part: starting and stopping the command (Pod phases are not written).
+apiserver; it stops when the Pod goes. Each is forked from a process that imported `jmp`'s
+entry point once (`tests.jmp_fork`: the imports are most of a start's CPU). So the
+exporters that register with Jumpstarter's controller, report their status and serve
+leases are the release's own, and the Exporters' conditions, `exporterStatus` and
+`leaseRef` are what that controller writes. What is played is only the kubelet's part:
+starting and stopping the command (Pod phases are not written).
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ import base64
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.controlplane import ControlPlane
+from harness.kubeget import find_json
 from pool.model.jumpstarter import CONFIG_KEY, config_secret_name, run_command
-from tests.kubeget import find_json
+from tests.jmp_fork import Forked, spawn
 
 __all__ = ["DRIVERS", "DRIVER_NAMES", "ExporterProcesses", "reported_drivers", "running_exporters"]
 
@@ -57,7 +58,7 @@ class ExporterProcesses:
     namespace: str
     workdir: Path
     poll: float = 0.5
-    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    running: dict[str, Forked] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)  # every instance a process ran for
     held: set[str] = field(default_factory=set)  # stopped on purpose: not started again
     paused: bool = False  # while set, nothing starts: a kubelet slow to start containers
@@ -78,14 +79,11 @@ class ExporterProcesses:
         path = self.workdir / f"{exporter}.yaml"
         path.write_text(config)
         command = run_command()
-        jmp = Path(sys.executable).parent / command[0]
-        self.running[exporter] = subprocess.Popen(
-            [str(jmp), *command[1:-1], str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=(self.workdir / f"{exporter}.log").open("ab"),
-            stderr=subprocess.STDOUT,
+        self.running[exporter] = spawn(
+            [command[0], *command[1:-1], str(path)],
+            log=self.workdir / f"{exporter}.log",
             env={**os.environ, "HOME": str(self.workdir)},
-            start_new_session=True,
+            cwd=Path.cwd(),
         )
         self.started.append(exporter)
 
@@ -95,12 +93,11 @@ class ExporterProcesses:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        if not process.wait(timeout=5):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            process.wait(timeout=30)
+        process.close()
 
     def sync(self) -> None:
         """Start the command for each live instance Pod without one; stop those whose Pod
@@ -122,8 +119,8 @@ class ExporterProcesses:
             for exporter in sorted(waiting):
                 self._start(exporter)
             for exporter, process in list(self.running.items()):
-                if process.poll() is not None:  # exited by itself: as a Pod that finished
-                    self.running.pop(exporter)
+                if process.exited():  # by itself: as a Pod that finished
+                    self.running.pop(exporter).close()
                     self.held.add(exporter)
 
     def pause(self) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 
 from harness.controlplane import ControlPlane
 from harness.jumpstarter_crds import release_crd
+from harness.kubeget import find_json as find_json  # the tests' reads, re-exported
+from harness.kubeget import get_json as get_json
 from pool.model.jumpstarter import TOKEN_KEY
 from pool.model.keys import BACKOFF_STEP, STANDBY_LABEL, SURPLUS_SINCE
 from reconciler.runtime.memory import lease_name
-from tests.kubeget import find_json as find_json  # the tests' reads, re-exported
-from tests.kubeget import get_json as get_json
 
 GROUP_VERSION = "virtualtarget.jumpstarter.dev/v1alpha1"
 NOW = "2026-01-01T00:00:00Z"

@@ -1,4 +1,4 @@
-"""The in-process reads (`tests.kubeget`) print what `kubectl get -o json` prints, against a
+"""The in-process reads (`harness.kubeget`) print what `kubectl get -o json` prints, against a
 real kube-apiserver: lists by label, single objects, the fields kubectl drops, and the
 error for an object that is not there."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from harness import kubeget
 from harness.controlplane import ControlPlane, ControlPlaneError
-from tests import kubeget
 from tests.e2e.objects import apply, exporter_set, virtual_target_class
 
 
@@ -33,6 +33,8 @@ def test_reads_in_process_print_what_kubectl_prints(
         ("exportersets", "-n", ns),
         ("virtualtargetclass", "qemu", "-n", ns),
         ("configmap", "a", "-n", ns, "--show-managed-fields"),
+        ("serviceaccounts", "-n", ns),
+        ("deployments", "-n", ns),
     ):
         query = kubeget.parse(args)
         assert query is not None, args

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.jumpstarter import create_client_config
+from harness.kubeget import find_json
 from pool.model.keys import instance_selector
 from tests.e2e.objects import get_json
-from tests.kubeget import find_json
 from tests.node.install import Install
 
 LAB = "jumpstarter-lab"  # the Jumpstarter resource's namespace (examples/node/)

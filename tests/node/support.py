@@ -7,9 +7,9 @@ import json
 import time
 from typing import Any
 
+from harness.kubeget import get_json
 from harness.node import NodeCluster
 from tests import records
-from tests.kubeget import get_json
 
 # One node cluster runs on a machine at a time; a test waits this long for another's.
 LOCK_WAIT_S = 240.0

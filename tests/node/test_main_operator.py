@@ -26,6 +26,7 @@ from harness.deploy_render import WEBHOOK_NAMESPACE as WEBHOOK_NS
 from harness.guest import MARKER
 from harness.images import product_image
 from harness.jumpstarter_images import CONTROLLER_IMAGE
+from harness.kubeget import find_json
 from harness.node import NodeCluster
 from reconciler.runtime.leader import election_id
 from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
@@ -36,7 +37,6 @@ from tests.installpage import (
     NODE_MAIN_OPERATOR_WEBHOOK,
     page_of,
 )
-from tests.kubeget import find_json
 from tests.node.guest_support import monotonic, run_client
 from tests.node.install import Install, figure, readers_checkout, readers_shell
 from tests.node.lab import (

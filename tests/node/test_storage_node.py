@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from harness.kubeget import find_json
 from pool.model.keys import RETAINED_FROM
-from tests.kubeget import find_json
 from tests.node import test_pools_node as pools
 from tests.node.guest_support import DiskSeen, run_client_watching_disk
 from tests.node.pool_support import Pool, fresh_pool

@@ -38,10 +38,10 @@ import pytest
 
 from harness.controlplane import free_port
 from harness.jumpstarter import JumpstarterSupply
+from harness.kubeget import get_json
 from harness.node import NodeCluster, NodeError
 from harness.nodehost import cgroup_pids, processes_of
 from pool.model.reasons import INSTANCES_LOST, NODE_LOST
-from tests.kubeget import get_json
 from tests.node.hoststate import assert_clean, host_state
 from tests.node.pool_support import Pool, fresh_pool
 from tests.node.support import (

@@ -1,4 +1,5 @@
-"""`kubectl get ARGS -o json`, answered in this process for the plain forms the tests poll.
+"""`kubectl get ARGS -o json`, answered in this process for the plain forms the tests and
+the harness poll.
 
 The tests wait by polling (`tests.e2e.objects.wait_for`, three times a second), and a
 kubectl start costs about 0.1 CPU-second: thousands of polls in a run took more CPU than
@@ -58,6 +59,9 @@ _KINDS = (
     (Kind("v1", "configmaps", "ConfigMap"), ("configmap", "configmaps", "cm")),
     (Kind("v1", "events", "Event"), ("event", "events", "ev")),
     (Kind("v1", "nodes", "Node", namespaced=False), ("node", "nodes", "no")),
+    (Kind("v1", "serviceaccounts", "ServiceAccount"), ("serviceaccount", "serviceaccounts", "sa")),
+    (Kind("apps/v1", "deployments", "Deployment"), ("deployment", "deployments", "deploy")),
+    (Kind("kubevirt.io/v1", "kubevirts", "KubeVirt"), ("kubevirt", "kubevirts", "kv")),
 )
 # kubectl's names for each kind (a bare `lease` is ambiguous: it is left to kubectl)
 KINDS: dict[str, Kind] = {alias: kind for kind, aliases in _KINDS for alias in aliases}

@@ -12,7 +12,9 @@ With the lease: flash the image (streamed from here), then `--boots` times power
 the console until the marker, power off; then release the lease (leaving the block, as
 `jmp shell` does). A console that gives not one byte for `--silent-after` seconds fails
 the session at once: the guest prints from its first second (firmware, then the marker
-every second), so a silent console is a defect, not a slow boot, and it is never retried.
+every second), so a silent console is a defect, not a slow boot. With `--reopen-after`, a
+console silent that long is opened again first: #927's KubeVirt console gives up at once,
+and silently, when opened before KubeVirt made the VMI (HTTP 404; it retries only 400).
 Each step prints one JSON line, `{"event": ..., "at": <time.time()>, ...}`, for the test to
 time; a failure prints the error and exits 1. The console's output and the exporter's log
 (streamed, as `jmp shell` streams it) go to stderr.
@@ -54,21 +56,33 @@ def _console(console: Any) -> Any:
     return PexpectAdapter(client=console)
 
 
-def boot(qemu: Any, marker: str, timeout: float, silent_after: float) -> str:
+def boot(
+    qemu: Any, marker: str, timeout: float, silent_after: float, reopen_after: float = 0
+) -> str:
     """Power on, read the console until the marker, power off: the marker's line. A
-    TimeoutError when the console gave not one byte for `silent_after` seconds."""
+    TimeoutError when the console gave not one byte for `silent_after` seconds. With
+    `reopen_after`, a console silent that long is closed and opened again (each time an
+    event), within `silent_after` in all."""
     say("power on")
     qemu.power.on()
     say("powered on")
+    began = time.monotonic()
     try:
-        # The pty drops what nobody reads: attach after power-on; the guest repeats it.
-        with _console(qemu.console) as console:
-            console.logfile_read = sys.stderr.buffer
-            if console.expect([ANY_BYTE, pexpect.TIMEOUT], timeout=silent_after) == 1:
+        while True:
+            left = silent_after - (time.monotonic() - began)
+            wait = min(left, reopen_after) if reopen_after else left
+            # The pty drops what nobody reads: attach after power-on; the guest repeats it.
+            with _console(qemu.console) as console:
+                console.logfile_read = sys.stderr.buffer
+                if console.expect([ANY_BYTE, pexpect.TIMEOUT], timeout=max(wait, 0)) == 0:
+                    console.expect_exact(marker, timeout=timeout)
+                    console.expect_exact("\n", timeout=timeout)
+                    line = f"{marker} {console.before.decode(errors='replace').strip()}"
+                    break
+            silent = time.monotonic() - began
+            if silent >= silent_after:
                 raise TimeoutError(f"console silent: not one byte in {silent_after:.0f} s")
-            console.expect_exact(marker, timeout=timeout)
-            console.expect_exact("\n", timeout=timeout)
-            line = f"{marker} {console.before.decode(errors='replace').strip()}"
+            say("console reopened", after=round(silent, 1))
         say("marker", line=line)
         return line
     finally:
@@ -90,6 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--silent-after", type=float, default=60.0, help="seconds of a silent console to fail"
     )
+    parser.add_argument(
+        "--reopen-after",
+        type=float,
+        default=0.0,
+        help="seconds of a silent console to open it again (0: never)",
+    )
     args = parser.parse_args(argv)
 
     from jumpstarter.config.client import ClientConfigV1Alpha1
@@ -109,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     qemu.flasher.flash(str(args.flash))
                     say("flashed")
                 for _ in range(args.boots):
-                    boot(qemu, args.marker, args.timeout, args.silent_after)
+                    boot(qemu, args.marker, args.timeout, args.silent_after, args.reopen_after)
             say("releasing", lease=lease.name)
     except Exception as error:  # the test reads the reason from our output
         say("failed", error=f"{type(error).__name__}: {error}")

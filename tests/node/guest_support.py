@@ -79,11 +79,13 @@ def run_client(
     driver: str = "qemu",
     client_path: Path | None = None,
     silent_after: float | None = None,
+    reopen_after: float | None = None,
 ) -> ClientRun:
     """Lease by `selector`, flash `image` (if any), boot `boots` times to the marker,
     release. `driver` names the QEMU driver ("": power and console at the export's top);
     `client_path` goes on the client's PYTHONPATH (a driver's client classes);
-    `silent_after` bounds the console's first silence (the client's default otherwise)."""
+    `silent_after` bounds the console's first silence (the client's default otherwise),
+    `reopen_after` opens a console silent that long again (never otherwise)."""
     command = [
         sys.executable,
         "-m",
@@ -96,6 +98,7 @@ def run_client(
         driver,
         *(("--flash", str(image)) if image is not None else ()),
         *(("--silent-after", str(silent_after)) if silent_after is not None else ()),
+        *(("--reopen-after", str(reopen_after)) if reopen_after is not None else ()),
         "--boots",
         str(boots),
     ]

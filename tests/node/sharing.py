@@ -39,6 +39,7 @@ __all__ = ["BESIDE", "TENTH_OF_A_CORE", "Share", "runs_beside", "share_of_run", 
 BESIDE = frozenset(
     {
         "test_demand_node.py",
+        "test_first_consumer_node.py",
         "test_rollout_node.py",
         "test_lease_protection_node.py",
         "test_kubevirt_node.py",

@@ -31,6 +31,7 @@ from tests.e2e.objects import get_json
 from tests.node import test_pools_node as pools
 from tests.node.guest_support import monotonic, run_client
 from tests.node.pool_support import Pool, fresh_pool
+from tests.node.sharing import TENTH_OF_A_CORE
 from tests.node.support import record_figure
 
 pytestmark = pytest.mark.timeout(900)
@@ -50,7 +51,8 @@ def lazy_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path
         tmp_path,
         name="lazy",
         parameters=pools.GUEST_PARAMETERS,
-        class_spec={"bindingMode": "WaitForFirstConsumer"},
+        # A tenth of a core: the module runs beside the first node worker's (sharing.BESIDE).
+        class_spec={"bindingMode": "WaitForFirstConsumer", **TENTH_OF_A_CORE},
     ) as pool:
         pool.apply(
             drivers=pools.GUEST_DRIVERS,

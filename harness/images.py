@@ -74,6 +74,7 @@ __all__ = [
     "Unpacked",
     "archive_config",
     "base_name",
+    "base_tarball",
     "build",
     "build_kubevirt_exporter",
     "build_once",
@@ -162,9 +163,14 @@ def _base_key() -> str:
     return hashlib.sha256(f"{SUITE} {' '.join(BASE_PACKAGES)}".encode()).hexdigest()[:12]
 
 
+def base_tarball(cache: Path = CACHE) -> Path:
+    """Where `cache` keeps the tar of the debootstrapped base (`base_rootfs` makes it)."""
+    return cache / f"{SUITE}-python3-{_base_key()}.tar"
+
+
 def base_rootfs(cache: Path = CACHE) -> Path:
     """The tar of the debootstrapped base, made once (about 130 s)."""
-    target = cache / f"{SUITE}-python3-{_base_key()}.tar"
+    target = base_tarball(cache)
     if target.is_file():
         return target
     _require("debootstrap")

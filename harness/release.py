@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.deploy_render import REPO, kubectl
-from harness.images import SUITE, ensure_base, kubevirt_source_tarball
+from harness.images import SUITE, base_tarball, ensure_base, kubevirt_source_tarball
 from harness.ociarchive import OciImage, write_oci_archive
 from harness.sbom import write_sbom
 
@@ -175,7 +175,13 @@ def build_images(source: Source, *, product_only: bool = False) -> None:
 
 def _share_layer_cache(cache: Path) -> None:
     shared = REPO / ".cache" / "images"
-    ensure_base(shared)  # the base in the shared storage: the other tree finds it there
+    # The base debootstrapped once, in the shared cache, where the other tree finds it (in
+    # the shared storage, or made there from the tar linked below). Looked for without the
+    # build lock, which an image test may hold for minutes: a release whose images are
+    # current builds nothing (`make release` in a node test waited 21 s for it in CI at
+    # f688cdb).
+    if not base_tarball(shared).is_file():
+        ensure_base(shared)
     cache.mkdir(parents=True, exist_ok=True)
     for path in [shared / "storage", *shared.glob(f"{SUITE}-python3-*.tar")]:
         link = cache / path.name

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.deploy_render import REPO, kubectl
+from harness.images import CACHE as IMAGES_CACHE
 from harness.images import SUITE, base_tarball, ensure_base, kubevirt_source_tarball
 from harness.ociarchive import OciImage, write_oci_archive
 from harness.sbom import write_sbom
@@ -54,6 +55,7 @@ __all__ = [
     "main",
     "previous_version",
     "source_of",
+    "version_key",
 ]
 
 RELEASES = REPO / "releases.toml"
@@ -95,7 +97,7 @@ class Source:
     @property
     def images(self) -> Path:
         """Where this tree's `harness.images` leaves its docker-archives."""
-        return (REPO / ".cache" / "images") if self.tree == REPO else self.tree / ".cache/images"
+        return IMAGES_CACHE if self.tree == REPO else self.tree / ".cache/images"
 
 
 def _git(*args: str) -> str:
@@ -174,7 +176,7 @@ def build_images(source: Source, *, product_only: bool = False) -> None:
 
 
 def _share_layer_cache(cache: Path) -> None:
-    shared = REPO / ".cache" / "images"
+    shared = IMAGES_CACHE
     # The base debootstrapped once, in the shared cache, where the other tree finds it (in
     # the shared storage, or made there from the tar linked below). Looked for without the
     # build lock, which an image test may hold for minutes: a release whose images are
@@ -196,7 +198,7 @@ def _offer_archives(cache: Path) -> None:
     bytes, without a build (about 110 s for the three). A tree that finds a stamp not its
     own builds that image again, and every tree's build removes an archive before writing
     it (`Buildah.push_archive`), so nothing is written through a link."""
-    shared = REPO / ".cache" / "images"
+    shared = IMAGES_CACHE
     for _, built in IMAGES:
         archive, stamp = shared / built, shared / f"{built}.inputs"
         target = cache / built
@@ -363,17 +365,18 @@ def _build(source: Source, out: Path, names: Sequence[str]) -> None:
     write_sums(out)
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """A version's numbers, to order versions by."""
+    return tuple(int(part) for part in version.split("."))
+
+
 def previous_version() -> str:
     """The newest cut release before the working tree's version: what it upgrades from."""
-
-    def key(version: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in version.split("."))
-
-    head = key(tree_version(REPO))
-    earlier = [v for v in recorded() if key(v) < head]
+    head = version_key(tree_version(REPO))
+    earlier = [v for v in recorded() if version_key(v) < head]
     if not earlier:
         raise ReleaseError(f"releases.toml records no release before {tree_version(REPO)}")
-    return max(earlier, key=key)
+    return max(earlier, key=version_key)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

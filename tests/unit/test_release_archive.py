@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from harness.ociarchive import ArchiveError, manifest_digest, write_oci_archive
-from harness.release import REPO, changelog_section, previous_version, recorded, tree_version
+from harness.release import (
+    REPO,
+    changelog_section,
+    previous_version,
+    recorded,
+    tree_version,
+    version_key,
+)
 from harness.sbom import distributions, write_sbom
 
 NAME = "ghcr.io/jumpstarter-dev/virtualtarget-qemu-exporter:9.9.9"
@@ -129,11 +136,8 @@ def test_every_recorded_release_has_a_changelog_section_and_a_commit() -> None:
 
 
 def test_the_previous_release_is_the_newest_recorded_before_this_version() -> None:
-    def key(version: str) -> tuple[int, ...]:
-        return tuple(map(int, version.split(".")))
-
-    previous, head = previous_version(), key(tree_version(REPO))
-    assert previous in recorded() and key(previous) < head
+    previous, head = previous_version(), version_key(tree_version(REPO))
+    assert previous in recorded() and version_key(previous) < head
     # This version may be recorded too, once cut: it is never its own previous release.
-    older = [key(v) for v in recorded() if v != previous and key(v) < head]
-    assert all(v < key(previous) for v in older)
+    older = [version_key(v) for v in recorded() if v != previous and version_key(v) < head]
+    assert all(v < version_key(previous) for v in older)

@@ -10,9 +10,11 @@ CP_BINARIES := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 # The node tier's parts (tests/node, `make cluster`), built in the same `go build`.
 NODE_BINARIES := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
 K8S_VERSION := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' $(CP_MODULE)/go.mod)
-# Stamp the release into the binaries, as the release build does (`kubectl version` needs it),
-# and leave out the symbol table and DWARF as it does too unless DBG=1 (kubernetes#108371).
-CP_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+# Every Go build's compiler and linker flags: no debug information (harness/gobuild.py).
+GO_GCFLAGS  := $(shell $(PYTHON) -m harness.gobuild gcflags)
+GO_LDFLAGS  := $(shell $(PYTHON) -m harness.gobuild ldflags)
+# Stamp the release into the binaries, as the release build does (`kubectl version` needs it).
+CP_LDFLAGS  := $(GO_LDFLAGS) -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
                -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION)
 
 export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
@@ -57,7 +59,7 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 	@command -v go >/dev/null || { echo "control-plane: no Go toolchain on PATH; install Go 1.26 (see docs/development.md)"; exit 1; }
 	@echo "control-plane: building kube-apiserver, etcd, kubectl, kubelet, kube-controller-manager, kube-scheduler and kube-proxy from Go modules into $(BIN)/ (first build: tens of minutes; docs/measurements.md)"
 	@mkdir -p $(BIN)
-	@cd $(CP_MODULE) && go build -v -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ $(CP_PACKAGES) > $(abspath $(CP_LOG)) 2>&1 & \
+	@cd $(CP_MODULE) && go build -v -gcflags="$(GO_GCFLAGS)" -ldflags "$(CP_LDFLAGS)" -o $(abspath $(BIN))/ $(CP_PACKAGES) > $(abspath $(CP_LOG)) 2>&1 & \
 	pid=$$!; i=0; while kill -0 $$pid 2>/dev/null; do sleep 2; i=$$((i + 1)); \
 		if [ $$((i % 15)) -eq 0 ]; then echo "control-plane: $$(wc -l < $(CP_LOG)) packages compiled so far"; fi; done; \
 	if ! wait $$pid; then \
@@ -70,7 +72,7 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 
 ## Jumpstarter's 0.9.0 controller and router, and main's exporter-set controller and
 ## operator, each built from its source tarball (../shared/vendor, or JUMPSTARTER_SOURCE and
-## JUMPSTARTER_MAIN_SOURCE) into $(BIN)/jumpstarter-<its digest>/, with the CRDs they need
+## JUMPSTARTER_MAIN_SOURCE) into $(BIN)/jumpstarter-<key>/ (its digest and the flags), with the CRDs they need
 ## (first build: minutes; then cached; harness/jumpstarter_build.py).
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build

@@ -17,11 +17,11 @@ Two tarballs, one build description each (`SOURCES`), one mechanism:
   images run them, and `make jumpstarter-images` builds what an image needs.
 
 Jumpstarter's Go modules are not on the module proxy, but every dependency is. A build is
-cached beside the control plane's binaries under a key made from its tarball's digest,
-`.bin/jumpstarter-<digest>/` (`jumpstarter-<digest>-<part>/` for a second part of one
-tarball): the binaries and `crds/`. A folder is complete once its
-`BUILT` stamp exists, so an interrupted build is done again. Figures:
-docs/measurements.md.
+cached beside the control plane's binaries under a key made from its tarball's digest
+and the build's flags (`harness.gobuild`), `.bin/jumpstarter-<key>/`
+(`jumpstarter-<key>-<part>/` for a second part of one tarball): the binaries and `crds/`.
+A folder is complete once its `BUILT` stamp exists, so an interrupted build is done again.
+Figures: docs/measurements.md.
 
     python -m harness.jumpstarter_build           # what `make jumpstarter` runs: release, main
     python -m harness.jumpstarter_build operator  # one of them, by its key
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.controlplane import REPO_ROOT, binary_dir
+from harness.gobuild import build_flags
 
 __all__ = [
     "DEFAULT_KEYS",
@@ -210,7 +211,9 @@ def _cached(source: Source) -> JumpstarterBuild:
             f"jumpstarter: no source of {source.what} at {tarball}; set {source.tarball_env} "
             f"to its tarball (`{source.archive}`)"
         )
-    folder = "-".join(filter(None, ["jumpstarter", _digest(tarball), source.part]))
+    # The binaries differ with the flags they are built with: both name the folder.
+    key = hashlib.sha256(f"{_digest(tarball)} {build_flags(source.ldflags())}".encode())
+    folder = "-".join(filter(None, ["jumpstarter", key.hexdigest()[:16], source.part]))
     return JumpstarterBuild(binary_dir() / folder, source)
 
 
@@ -229,7 +232,7 @@ def built(source: Source = RELEASE_SOURCE) -> JumpstarterBuild:
 def _go_build(source: Source, tree: Path, out: Path, log: Path) -> None:
     with log.open("wb") as sink:
         for binary in source.binaries:
-            command = ["go", "build", "-ldflags", source.ldflags(), "-o", str(out / binary.name)]
+            command = ["go", "build", *build_flags(source.ldflags()), "-o", str(out / binary.name)]
             result = subprocess.run(
                 [*command, binary.package], cwd=tree / binary.module, stdout=sink, stderr=sink
             )

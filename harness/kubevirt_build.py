@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.controlplane import REPO_ROOT
+from harness.gobuild import build_flags, goflags
 from harness.guest import build_marker_guest
 from harness.images import apt_mirror, pack_root
 from harness.nodehost import unmount_under
@@ -209,7 +210,9 @@ def _key(*parts: str) -> str:
 
 def go_env() -> dict[str, str]:
     # The module is built as a module of its own: no workspace, go.sum completed on the way.
-    return {**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=mod"}
+    # The compiler's flags are the binaries' own, so that `harness.kubevirt_crds`' `go run`
+    # finds their packages compiled.
+    return {**os.environ, "GOWORK": "off", "GOFLAGS": goflags("-mod=mod")}
 
 
 def source(cache: Path = CACHE) -> Path:
@@ -267,7 +270,7 @@ def _host_inputs() -> str:
 
 def binaries(tree: Path, cache: Path = CACHE) -> Path:
     """Every binary of the images, in a folder named by a key of the inputs."""
-    key = _key(VERSION, _ldflags(), *PACKAGES, _host_inputs())
+    key = _key(VERSION, *build_flags(_ldflags()), *PACKAGES, _host_inputs())
     out = cache / f"bin-{key}"
     if (out / _STAMP).exists():
         return out
@@ -275,7 +278,7 @@ def binaries(tree: Path, cache: Path = CACHE) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     _run(
-        ["go", "build", "-ldflags", _ldflags(), "-o", str(partial) + "/", *PACKAGES],
+        ["go", "build", *build_flags(_ldflags()), "-o", str(partial) + "/", *PACKAGES],
         cwd=tree,
         env=go_env(),
         log=cache / "go-build.log",

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from harness.gobuild import build_flags
 from harness.kubevirt_build import CACHE, VERSION, go_env, source
 
 __all__ = ["crds"]
@@ -33,7 +34,7 @@ def crds(cache: Path = CACHE) -> list[dict[str, Any]]:
         (tree / _TOOL).mkdir(parents=True, exist_ok=True)
         shutil.copy(PROGRAM, tree / _TOOL / "main.go")
         printed = subprocess.run(
-            ["go", "run", f"./{_TOOL}"],
+            ["go", "run", *build_flags(), f"./{_TOOL}"],
             cwd=tree,
             env=go_env(),
             check=True,

@@ -22,7 +22,7 @@ export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 # The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
 V ?=
 
-.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -77,12 +77,20 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 
-## Jumpstarter's images, release 0.9.0's and main's: the controller-and-router image and the
-## operator image of each, each its Containerfile's final stage on the local debootstrap
-## base with the programs built from its source (cached as `make jumpstarter` caches), as
-## docker-archives in .cache/images tagged with the names the manifests run them by, once
-## per set of inputs (harness/jumpstarter_images.py).
-jumpstarter-images: $(STAMP)
+## Jumpstarter's images: `jumpstarter-controller-images`, then main's exporter and QEMU
+## runtime images, from main's Python and Rust source (uv, cargo) on the local debootstrap
+## base, as docker-archives in .cache/images named as main's e2e manifest runs them, once
+## per set of inputs (harness/main_images.py). `make test` builds the latter only in the
+## tests that run them.
+jumpstarter-images: jumpstarter-controller-images
+	$(PY) -m harness.main_images
+
+## Jumpstarter's controller and operator images, release 0.9.0's and main's: the
+## controller-and-router image and the operator image of each, each its Containerfile's final
+## stage on the local debootstrap base with the programs built from its source (cached as
+## `make jumpstarter` caches), as docker-archives in .cache/images tagged with the names the
+## manifests run them by, once per set of inputs (harness/jumpstarter_images.py).
+jumpstarter-controller-images: $(STAMP)
 	$(PY) -m harness.jumpstarter_images
 
 ## KubeVirt v1.7.0 from its Go module: its binaries, its five component images on a
@@ -106,12 +114,12 @@ kubevirt-crds: $(STAMP)
 TEST_WORKERS ?= 3
 
 ## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included.
-test: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt kubevirt-crds release previous-release
+test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds release previous-release
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
 ## about five minutes, two of them KubeVirt's install).
-kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
+kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt
 	$(PY) -m pytest -m kubevirt
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
@@ -127,7 +135,7 @@ e2e: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
-node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
+node: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt
 	$(PY) -m pytest -m node
 
 ## The product image, the QEMU exporter image (images/qemu-exporter) and the KubeVirt exporter

@@ -21,7 +21,7 @@ manifests run it by (`CONTROLLER_IMAGE`, `OPERATOR_IMAGES`), so that Deployments
 (`harness.nodeimages.import_archive`). An archive is built once per set of inputs (the
 base, the stage, the names, the programs' bytes), like the QEMU exporter image.
 
-    python -m harness.jumpstarter_images    # all four (`make jumpstarter-images`)
+    python -m harness.jumpstarter_images    # all four (`make jumpstarter-controller-images`)
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from harness.jumpstarter_images import release_file
+from tests.dockerfiles import final_stage_instructions
 
 __all__ = [
     "OPERATOR_MANIFEST",
@@ -80,18 +81,6 @@ def manager_manifest_container() -> tuple[str, Container]:
     image: str = container["image"]
     command = tuple(container["command"]) if "command" in container else None
     return image, Container(command, tuple(container.get("args", ())))
-
-
-def final_stage_instructions(containerfile: str) -> list[tuple[str, str]]:
-    """(instruction, its arguments) of the last stage, after its FROM, comments dropped."""
-    lines = [line.strip() for line in containerfile.splitlines()]
-    start = max(i for i, line in enumerate(lines) if line.upper().startswith("FROM "))
-    instructions = []
-    for line in lines[start + 1 :]:
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            instructions.append((word.upper(), rest.strip()))
-    return instructions
 
 
 def final_stage_config(containerfile: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ image itself)."""
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 import tomllib
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.deploy_render import REPO, render_overlay
+from tests.dockerfiles import stages as dockerfile_stages
 from virtualtarget.cli import SUBCOMMANDS
 
 
@@ -35,18 +35,7 @@ FIRST_PARTY = shipped_packages()
 
 
 def stages() -> list[list[tuple[str, str]]]:
-    """Instructions per stage, as (INSTRUCTION, arguments), continuation lines joined."""
-    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
-    result: list[list[tuple[str, str]]] = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        instruction, _, args = line.strip().partition(" ")
-        if instruction.upper() == "FROM":
-            result.append([])
-        if result:  # an ARG before the first FROM belongs to no stage
-            result[-1].append((instruction.upper(), args.strip()))
-    return result
+    return dockerfile_stages((REPO / "Dockerfile").read_text())
 
 
 def copied_sources() -> set[str]:

@@ -108,7 +108,7 @@ def test_the_node_install_commands_name_what_the_code_uses() -> None:
     jumpstarter = _words(NODE_JUMPSTARTER)
     kubeconfig = f"KUBECONFIG=$PWD/{_relative(DEFAULT_WORKDIR)}/kubeconfig"
     assert ["export", kubeconfig, "PATH=$PWD/.bin:$PATH"] in jumpstarter
-    assert ["make", "jumpstarter-images"] in jumpstarter
+    assert ["make", "jumpstarter-controller-images"] in jumpstarter
     for image in RELEASE_IMAGES:
         assert ["ctr", "--address", socket, "-n", "k8s.io", "images", "import",
                 _relative(image.archive())] in jumpstarter  # fmt: skip
@@ -132,7 +132,7 @@ def test_the_main_operator_commands_name_what_the_code_uses() -> None:
     archives += [f"$RELEASE/images/{name}.oci.tar" for name, _ in IMAGES[:2]]
     imports = [c[-1] for c in main if c[:2] == ["ctr", "--address"]]
     assert sorted(imports) == sorted(archives)
-    assert main[0] == ["make", "jumpstarter-images"] and ["make", "release"] in main
+    assert main[0] == ["make", "jumpstarter-controller-images"] and ["make", "release"] in main
     assert all(c[:2] != ["ctr", "--address"] or c[2:7] == [socket, "-n", "k8s.io", "images",
                "import"] for c in main)  # fmt: skip
     assert [".venv/bin/python", "-m", "harness.jumpstarter_operator", "--main", "--out",

@@ -22,7 +22,7 @@ export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 # The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
 V ?=
 
-.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images kubevirt kubevirt-crds kubevirt-node test changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images kubevirt kubevirt-crds kubevirt-node test main-images changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -80,8 +80,7 @@ jumpstarter: $(STAMP)
 ## Jumpstarter's images: `jumpstarter-controller-images`, then main's exporter and QEMU
 ## runtime images, from main's Python and Rust source (uv, cargo) on the local debootstrap
 ## base, as docker-archives in .cache/images named as main's e2e manifest runs them, once
-## per set of inputs (harness/main_images.py). `make test` builds the latter only in the
-## tests that run them.
+## per set of inputs (harness/main_images.py); `make main-images` builds and runs them.
 jumpstarter-images: jumpstarter-controller-images
 	$(PY) -m harness.main_images
 
@@ -113,9 +112,16 @@ kubevirt-crds: $(STAMP)
 # workers than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 3
 
-## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included.
+## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included; not
+## main's exporter and runtime images (`make main-images`: 322 s and 212 CPU-s more in CI's
+## `make test` at 94cab53, docs/measurements.md).
 test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds release previous-release
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images"
+
+## Main's exporter and QEMU runtime images built (`make jumpstarter-images`' second half) and
+## run by runc as main's provisioner runs them (tests/image/test_main_images.py).
+main-images: $(STAMP)
+	$(PY) -m pytest -m main_images tests/image/test_main_images.py
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
 ## about five minutes, two of them KubeVirt's install).

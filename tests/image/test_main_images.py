@@ -29,7 +29,7 @@ from harness.main_images import (
 from pool.model.jumpstarter import EXPORTER_UID, LAUNCHER_SOCKET, SHARED_DIR
 from tests.dockerfiles import final_stage_instructions
 
-pytestmark = pytest.mark.image
+pytestmark = [pytest.mark.image, pytest.mark.main_images]  # `make main-images`, not `make test`
 
 ROOT = (0, 0)  # the runtime's securityContext in main's Pod
 EXPORTER_USER = (EXPORTER_UID, EXPORTER_UID)

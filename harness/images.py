@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,7 @@ __all__ = [
     "pack_root",
     "pip_secrets",
     "product_image",
+    "report_builds",
     "unpacked",
 ]
 
@@ -561,6 +563,31 @@ def build_once(
                 return archive
     print(f"images: {what} in {archive} is current")
     return archive
+
+
+def report_builds(prefix: str, builds: Sequence[tuple[str, Callable[[], Path]]]) -> int:
+    """Make each archive in turn, printing its size, its time and the CPU its build's
+    processes used; at the first failure print it and return 1."""
+    for what, make in builds:
+        started, cpu = time.monotonic(), _children_cpu_seconds()
+        try:
+            archive = make()
+        except ImageError as error:
+            print(f"{prefix}: {error}", file=sys.stderr)
+            return 1
+        print(
+            f"{prefix}: {what}: {archive} {archive.stat().st_size / 1e6:.0f} MB, "
+            f"{time.monotonic() - started:.0f} s "
+            f"({_children_cpu_seconds() - cpu:.0f} CPU-s in builds)",
+            flush=True,
+        )
+    return 0
+
+
+def _children_cpu_seconds() -> float:
+    """CPU time of this process's finished children (go, buildah, pip) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --- running an image -----------------------------------------------------------------

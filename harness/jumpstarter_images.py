@@ -28,23 +28,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import io
 import json
 import os
 import re
-import resource
 import shutil
 import sys
 import tarfile
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from api.jumpstarter import JUMPSTARTER_RELEASE
-from harness.images import CACHE, ImageError, base_name, build, build_once, ensure_base
+from harness.images import (
+    CACHE,
+    ImageError,
+    base_name,
+    build,
+    build_once,
+    ensure_base,
+    report_builds,
+)
 from harness.jumpstarter_build import (
     MAIN_JUMPSTARTER_SOURCE,
     MAIN_SOURCE,
@@ -258,30 +265,17 @@ def _build(
         _tag(archive, image.names)
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process's finished children (go, buildah) so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.jumpstarter_images", description=__doc__
     )
     parser.add_argument("--cache", type=Path, default=CACHE, help="the cache folder")
     args = parser.parse_args(argv)
-    for image in IMAGES:
-        started, cpu = time.monotonic(), _cpu_seconds()
-        try:
-            archive = build_image(image, cache=args.cache)
-        except ImageError as error:
-            print(f"images: {error}", file=sys.stderr)
-            return 1
-        print(
-            f"images: {', '.join(image.names)}: {archive} {archive.stat().st_size / 1e6:.0f} MB, "
-            f"{time.monotonic() - started:.0f} s ({_cpu_seconds() - cpu:.0f} CPU-s in builds)",
-            flush=True,
-        )
+    builds = [
+        (", ".join(i.names), functools.partial(build_image, i, cache=args.cache)) for i in IMAGES
+    ]
+    if report_builds("images", builds):
+        return 1
     imports = "".join(f"\n  ctr -n k8s.io images import {i.archive(args.cache)}" for i in IMAGES)
     print(f"images: import into a node's containerd with{imports}")
     return 0

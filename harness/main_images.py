@@ -28,6 +28,7 @@ and the binary are cached by the tarball's digest and the version under
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import shutil
@@ -35,7 +36,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,7 @@ from harness.images import (
     build_lock,
     build_once,
     ensure_base,
+    report_builds,
 )
 
 __all__ = [
@@ -329,19 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.main_images", description=__doc__)
     parser.add_argument("--cache", type=Path, default=CACHE, help="the images' cache folder")
     args = parser.parse_args(argv)
-    for image in MAIN_PYTHON_IMAGES:
-        started = time.monotonic()
-        try:
-            archive = build_main_image(image, cache=args.cache)
-        except ImageError as error:
-            print(f"main-images: {error}", file=sys.stderr)
-            return 1
-        print(
-            f"main-images: {image.name}: {archive} {archive.stat().st_size / 1e6:.0f} MB, "
-            f"{time.monotonic() - started:.0f} s",
-            flush=True,
-        )
-    return 0
+    builds = [
+        (image.name, functools.partial(build_main_image, image, cache=args.cache))
+        for image in MAIN_PYTHON_IMAGES
+    ]
+    return report_builds("main-images", builds)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ run on the node: tests/node/test_main_operator.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import tarfile
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.images import Unpacked, unpacked
+from harness.images import Unpacked
 from harness.jumpstarter_images import (
     CONTROLLER,
     IMAGES,
@@ -25,6 +24,7 @@ from harness.jumpstarter_images import (
     build_image,
     release_file,
 )
+from tests.image.support import unpacked_each
 from tests.release_images import (
     Container,
     final_stage_config,
@@ -45,13 +45,8 @@ def archives() -> dict[str, Path]:
 def images(
     archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Unpacked]]:
-    with contextlib.ExitStack() as stack:
-        yield {
-            image.key: stack.enter_context(
-                unpacked(archives[image.key], tmp_path_factory.mktemp(image.key) / "u")
-            )
-            for image in IMAGES
-        }
+    with unpacked_each(archives, tmp_path_factory) as each:
+        yield each
 
 
 # (image, how a Deployment runs it): the controller's and the routers' as the operator

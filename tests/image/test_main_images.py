@@ -6,7 +6,6 @@ Containerfile's configuration and the name main's e2e manifest runs it by."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import tarfile
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.images import Unpacked, unpacked
+from harness.images import Unpacked
 from harness.main_images import (
     EXEC_IN_IMAGE,
     EXPORTER,
@@ -28,6 +27,7 @@ from harness.main_images import (
 )
 from pool.model.jumpstarter import EXPORTER_UID, LAUNCHER_SOCKET, SHARED_DIR
 from tests.dockerfiles import final_stage_instructions
+from tests.image.support import unpacked_each
 
 pytestmark = [pytest.mark.image, pytest.mark.main_images]  # `make main-images`, not `make test`
 
@@ -45,13 +45,8 @@ def archives() -> dict[str, Path]:
 def images(
     archives: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Unpacked]]:
-    with contextlib.ExitStack() as stack:
-        yield {
-            image.key: stack.enter_context(
-                unpacked(archives[image.key], tmp_path_factory.mktemp(image.key) / "u")
-            )
-            for image in MAIN_PYTHON_IMAGES
-        }
+    with unpacked_each(archives, tmp_path_factory) as each:
+        yield each
 
 
 def test_the_exporter_holds_main_s_packages_at_their_version_and_jmp_runs(

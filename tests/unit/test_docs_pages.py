@@ -133,3 +133,22 @@ def test_every_file_the_pages_name_is_here() -> None:
     assert named  # e.g. docs/development.md names `harness/affected.py`
     for page, path in named:
         assert (REPO / path).exists(), f"{page.relative_to(REPO)}: {path}"
+
+
+# The pages of the people who develop this product; every other page is for those who
+# install and run it, and names no part of the test harness.
+DEVELOPERS_PAGES = {"development.md", "design.md", "measurements.md", "benchmarks.md"}
+HARNESS_WORDS = (".cluster/", "ctr --address", "pytest")
+
+
+def test_no_page_for_users_names_the_test_harness() -> None:
+    pages = [README, *sorted((REPO / "docs").rglob("*.md"))]
+    for_users = [p for p in pages if p.name not in DEVELOPERS_PAGES]
+    assert len(for_users) > 10  # README, install, tutorial, the references, ...
+    named = {
+        p.relative_to(REPO).as_posix(): word
+        for p in for_users
+        for word in HARNESS_WORDS
+        if word in p.read_text()
+    }
+    assert named == {}

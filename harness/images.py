@@ -83,6 +83,7 @@ __all__ = [
     "build_qemu_exporter",
     "ensure_base",
     "kubevirt_source_tarball",
+    "link_into",
     "main",
     "pack_root",
     "pip_secrets",
@@ -563,6 +564,16 @@ def build_once(
                 return archive
     print(f"images: {what} in {archive} is current")
     return archive
+
+
+def link_into(source: Path, target: Path) -> None:
+    """`source` at `target` in a build context: a hard link where it can be (an archive's
+    hundreds of MB are not copied), else a copy (another file system)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def report_builds(prefix: str, builds: Sequence[tuple[str, Callable[[], Path]]]) -> int:

@@ -32,9 +32,7 @@ import functools
 import hashlib
 import io
 import json
-import os
 import re
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -50,6 +48,7 @@ from harness.images import (
     build,
     build_once,
     ensure_base,
+    link_into,
     report_builds,
 )
 from harness.jumpstarter_build import (
@@ -247,12 +246,7 @@ def _build(
         context = Path(folder)
         (context / "Containerfile").write_text(stage)
         for path, program in image.programs.items():
-            target = context / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(binaries.binary(program), target)
-            except OSError:  # another file system
-                shutil.copy2(binaries.binary(program), target)
+            link_into(binaries.binary(program), context / path.lstrip("/"))
         build(
             context,
             archive,

@@ -49,6 +49,7 @@ from harness.images import (
     build_lock,
     build_once,
     ensure_base,
+    link_into,
     report_builds,
 )
 
@@ -272,14 +273,6 @@ def exec_binary() -> Path:
     return _once(WORK / f"exec-{key}", make) / "jumpstarter-exec"
 
 
-def _link(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:  # another file system
-        shutil.copy2(source, target)
-
-
 def _exporter_context(folder: Path) -> Path:
     """images/jumpstarter-main-exporter with the wheels, their requirements, the exec
     binary and main's LICENSE."""
@@ -287,9 +280,9 @@ def _exporter_context(folder: Path) -> Path:
     shutil.copytree(EXPORTER.context, context)
     built = wheels()
     for wheel in sorted((built / "wheels").glob("*.whl")):
-        _link(wheel, context / "wheels" / wheel.name)
+        link_into(wheel, context / "wheels" / wheel.name)
     shutil.copy2(built / "requirements.txt", context / "requirements.txt")
-    _link(exec_binary(), context / "jumpstarter-exec")
+    link_into(exec_binary(), context / "jumpstarter-exec")
     shutil.copy2(_tree(_key()) / "LICENSE", context / "LICENSE")
     return context
 

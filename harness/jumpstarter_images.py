@@ -21,7 +21,7 @@ manifests run it by (`CONTROLLER_IMAGE`, `OPERATOR_IMAGES`), so that Deployments
 (`harness.nodeimages.import_archive`). An archive is built once per set of inputs (the
 base, the stage, the names, the programs' bytes), like the QEMU exporter image.
 
-    python -m harness.jumpstarter_images    # all four (`make jumpstarter-controller-images`)
+    python -m harness.jumpstarter_images    # all five (`make jumpstarter-controller-images`)
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ __all__ = [
     "CONTROLLER_IMAGE",
     "IMAGES",
     "MAIN_CONTROLLER",
+    "MAIN_EXPORTERSET_CONTROLLER",
+    "MAIN_EXPORTERSET_CONTROLLER_IMAGE",
     "MAIN_IMAGES",
     "MAIN_OPERATOR",
     "MAIN_OPERATOR_IMAGE",
@@ -146,9 +148,23 @@ MAIN_CONTROLLER = dataclasses.replace(
 MAIN_OPERATOR = dataclasses.replace(
     OPERATOR, key="main-operator", source=MAIN_SOURCE, names=(MAIN_OPERATOR_IMAGE,)
 )
+# Main's own exporter-set controller, which its operator runs for each provisioner by
+# default (`exporterSets.image`'s default, the operator's api/v1alpha1/jumpstarter_types.go),
+# from main's `controller/Containerfile.exporter-set-controller`.
+MAIN_EXPORTERSET_CONTROLLER_IMAGE = (
+    "quay.io/jumpstarter-dev/jumpstarter-exporterset-controller:latest"
+)
+MAIN_EXPORTERSET_CONTROLLER = ReleaseImage(
+    key="main-exporterset-controller",
+    containerfile="controller/Containerfile.exporter-set-controller",
+    source=MAIN_SOURCE,
+    # `-o exporter-set-controller cmd/exporter-set-controller/main.go` in WORKDIR /build
+    programs={"/build/exporter-set-controller": "exporter-set-controller"},
+    names=(MAIN_EXPORTERSET_CONTROLLER_IMAGE,),
+)
 RELEASE_IMAGES = (CONTROLLER, OPERATOR)
-MAIN_IMAGES = (MAIN_CONTROLLER, MAIN_OPERATOR)
-IMAGES = (*RELEASE_IMAGES, *MAIN_IMAGES)
+MAIN_IMAGES = (MAIN_CONTROLLER, MAIN_OPERATOR)  # what main's operator runs this product beside
+IMAGES = (*RELEASE_IMAGES, *MAIN_IMAGES, MAIN_EXPORTERSET_CONTROLLER)
 
 
 def release_file(path: str, source: Source = RELEASE_SOURCE) -> str:

@@ -17,6 +17,7 @@ from harness.jumpstarter_images import (
     CONTROLLER,
     CONTROLLER_IMAGE,
     IMAGES,
+    MAIN_EXPORTERSET_CONTROLLER,
     MAIN_IMAGES,
     OPERATOR,
     OPERATOR_IMAGES,
@@ -91,7 +92,7 @@ def test_the_shipped_kustomization_names_a_tag_no_build_of_the_release_carries()
 
 @pytest.mark.parametrize("image", IMAGES, ids=lambda i: i.key)
 def test_each_image_is_its_containerfiles_final_stage_on_the_base(image: ReleaseImage) -> None:
-    release = release_file(image.containerfile)
+    release = release_file(image.containerfile, image.source)
     ours = final_stage(release, "localhost/base:1", image.programs)
     assert ours.splitlines()[0] == "FROM localhost/base:1"
     unchanged = [i for i in final_stage_instructions(release) if i[0] != "COPY"]
@@ -106,7 +107,7 @@ def test_each_image_is_its_containerfiles_final_stage_on_the_base(image: Release
 def test_each_program_is_the_package_the_builder_stage_builds(image: ReleaseImage) -> None:
     """The builder stage's `go build -o NAME PACKAGE` (in the module its `cd` or WORKDIR
     names) makes the file the final stage copies: the build's binary of that package."""
-    release = release_file(image.containerfile)
+    release = release_file(image.containerfile, image.source)
     outputs = dict(re.findall(r"-o\s+(\S+)\s+(\S+)", release))
     binaries = {b.name: b for b in image.source.binaries}
     for path, program in image.programs.items():
@@ -137,4 +138,14 @@ def test_the_deployments_run_programs_the_images_hold() -> None:
 def test_the_images_come_from_the_release_tarball_and_main_s() -> None:
     assert {image.source.tarball() for image in RELEASE_IMAGES} == {RELEASE_SOURCE.tarball()}
     assert {image.source.tarball() for image in MAIN_IMAGES} == {MAIN_SOURCE.tarball()}
-    assert (*RELEASE_IMAGES, *MAIN_IMAGES) == IMAGES
+    assert MAIN_EXPORTERSET_CONTROLLER.source.tarball() == MAIN_SOURCE.tarball()
+    assert (*RELEASE_IMAGES, *MAIN_IMAGES, MAIN_EXPORTERSET_CONTROLLER) == IMAGES
+
+
+def test_main_s_exporterset_controller_image_is_its_operators_default() -> None:
+    """A `Jumpstarter` resource that names no `exporterSets.image` runs this name."""
+    crd = crd_in(MAIN_SOURCE.tarball(), CR_CRD)
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        image = spec["exporterSets"]["properties"]["image"]
+        assert image["default"] == MAIN_EXPORTERSET_CONTROLLER.names[0]

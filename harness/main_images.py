@@ -65,7 +65,9 @@ __all__ = [
     "exec_binary",
     "main",
     "main_file",
+    "once",
     "source_tarball",
+    "uv",
     "wheels",
 ]
 
@@ -155,7 +157,7 @@ def _run(args: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path) -> N
         raise ImageError(f"{tail}\nmain-images: {' '.join(args)} failed (log: {log})")
 
 
-def _once(target: Path, make: Callable[[Path], None]) -> Path:
+def once(target: Path, make: Callable[[Path], None]) -> Path:
     """`target` (a folder) as `make(partial)` fills it, unless a finished one is there; one
     process at a time makes it (the workers of `make test` may all ask)."""
     if target.is_dir():
@@ -192,10 +194,10 @@ def _tree(key: str) -> Path:
         _run(["git", "add", "-A"], top, env, log)
         _run(["git", "commit", "-q", "--no-gpg-sign", "-m", f"main at {COMMIT}"], top, env, log)
 
-    return _once(WORK / f"src-{key}", make) / TOP
+    return once(WORK / f"src-{key}", make) / TOP
 
 
-def _uv() -> str:
+def uv() -> str:
     found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     if not Path(found).is_file():
         raise ImageError("main-images: no uv (the dev extra of pyproject.toml installs it)")
@@ -213,14 +215,14 @@ def wheels() -> Path:
         log = folder / "build.log"
         python = tree / "python"
         _run(
-            [_uv(), "build", "--all", "--wheel", "--out-dir", str(folder / "wheels")],
+            [uv(), "build", "--all", "--wheel", "--out-dir", str(folder / "wheels")],
             python,
             env,
             log,
         )
         exported = subprocess.run(
             [
-                _uv(),
+                uv(),
                 "export",
                 "--frozen",
                 "--no-dev",
@@ -238,7 +240,7 @@ def wheels() -> Path:
         if exported.returncode != 0:
             raise ImageError(f"{exported.stderr}\nmain-images: uv export failed")
 
-    return _once(WORK / f"wheels-{key}", make)
+    return once(WORK / f"wheels-{key}", make)
 
 
 def _cargo() -> str:
@@ -270,7 +272,7 @@ def exec_binary() -> Path:
             WORK / "cargo-target" / "release" / "jumpstarter-exec", folder / "jumpstarter-exec"
         )
 
-    return _once(WORK / f"exec-{key}", make) / "jumpstarter-exec"
+    return once(WORK / f"exec-{key}", make) / "jumpstarter-exec"
 
 
 def _exporter_context(folder: Path) -> Path:

@@ -158,7 +158,8 @@ def test_bios_named_in_the_sidecar_layout_is_warned_of() -> None:
     main = "quay.io/jumpstarter-dev/jumpstarter:latest"
     klass = _class({"layout": "sidecar", "firmware": {"type": "bios"}}, main)
     warning = (
-        "spec.parameters.firmware.type: bios not used: layout sidecar boots UEFI, as main does"
+        "spec.parameters.firmware.type: bios not read: layout sidecar names main's OVMF, which "
+        "main's driver uses only if the exporter image holds it (main's own does not: SeaBIOS)"
     )
     assert check_class(klass).warnings == [warning]
     assert validate([klass], pool([QEMU])).warnings == [warning]

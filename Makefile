@@ -22,7 +22,7 @@ export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 # The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
 V ?=
 
-.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images kubevirt kubevirt-crds kubevirt-node test main-images changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images main-client kubevirt kubevirt-crds kubevirt-node test main-images main-stack changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -85,8 +85,14 @@ jumpstarter: $(STAMP)
 ## runtime images, from main's Python and Rust source (uv, cargo) on the local debootstrap
 ## base, as docker-archives in .cache/images named as main's e2e manifest runs them, once
 ## per set of inputs (harness/main_images.py); `make main-images` builds and runs them.
-jumpstarter-images: jumpstarter-controller-images
+## And main's client from the same wheels (`main-client`), which leases their instances.
+jumpstarter-images: jumpstarter-controller-images main-client
 	$(PY) -m harness.main_images
+
+## Jumpstarter main's client, `jmp` and its Python API, from main's wheels (built first if
+## they are not) in a venv under .cache/jumpstarter-main (harness/main_client.py).
+main-client: $(STAMP)
+	$(PY) -m harness.main_client
 
 ## Jumpstarter's controller and operator images, release 0.9.0's and main's: the
 ## controller-and-router image and the operator image of each, each its Containerfile's final
@@ -120,16 +126,21 @@ TEST_WORKERS ?= 3
 ## main's exporter and runtime images (`make main-images`: 322 s and 212 CPU-s more in CI's
 ## `make test` at 94cab53, docs/measurements.md).
 test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds release previous-release
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images and not main_stack"
 
 ## Main's exporter and QEMU runtime images built (`make jumpstarter-images`' second half) and
 ## run by runc as main's provisioner runs them (tests/image/test_main_images.py).
 main-images: $(STAMP)
 	$(PY) -m pytest -m main_images tests/image/test_main_images.py
 
+## Jumpstarter main's whole stack on the node, three ways, on main's own e2e pool
+## (tests/node/test_main_stack_node.py: about 290 s on a cluster of its own).
+main-stack: $(STAMP) control-plane jumpstarter jumpstarter-images release
+	$(PY) -m pytest -m main_stack tests/node/test_main_stack_node.py
+
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
 ## about five minutes, two of them KubeVirt's install).
-kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt
+kubevirt-node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 	$(PY) -m pytest -m kubevirt
 
 ## The tests a change touches (since BASE, default main; harness/affected.py), in seconds
@@ -145,7 +156,7 @@ e2e: $(STAMP) control-plane jumpstarter
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m e2e
 
 ## The node tier alone: a real single-node cluster on this machine (root; docs/development.md).
-node: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt
+node: $(STAMP) control-plane jumpstarter jumpstarter-images kubevirt
 	$(PY) -m pytest -m node
 
 ## The product image, the QEMU exporter image (images/qemu-exporter) and the KubeVirt exporter

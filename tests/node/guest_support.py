@@ -80,14 +80,16 @@ def run_client(
     client_path: Path | None = None,
     silent_after: float | None = None,
     reopen_after: float | None = None,
+    python: str = sys.executable,
 ) -> ClientRun:
     """Lease by `selector`, flash `image` (if any), boot `boots` times to the marker,
     release. `driver` names the QEMU driver ("": power and console at the export's top);
-    `client_path` goes on the client's PYTHONPATH (a driver's client classes);
+    `client_path` goes on the client's PYTHONPATH (a driver's client classes); `python`
+    is the client's environment (the release's, this venv, by default);
     `silent_after` bounds the console's first silence (the client's default otherwise),
     `reopen_after` opens a console silent that long again (never otherwise)."""
     command = [
-        sys.executable,
+        python,
         "-m",
         "tests.lease_client",
         "--config",

@@ -32,13 +32,11 @@ from reconciler.runtime.leader import election_id
 from tests.dropin import ACCOUNT, OPERATOR_ARGS, OPERATOR_PROBES, OPERATOR_RULES, PROVISIONER
 from tests.e2e.objects import get_json, wait_for
 from tests.installpage import (
-    NODE_MAIN_OPERATOR,
     NODE_MAIN_OPERATOR_DISABLE,
     NODE_MAIN_OPERATOR_WEBHOOK,
-    page_of,
 )
 from tests.node.guest_support import monotonic, run_client
-from tests.node.install import Install, figure, readers_checkout, readers_shell
+from tests.node.install import Install, figure
 from tests.node.lab import (
     JUMPSTARTER_DEPLOYMENTS,
     LAB,
@@ -51,14 +49,16 @@ from tests.node.lab import (
     pool_available,
     successor,
 )
+from tests.node.main_stack import (
+    JUMPSTARTER,
+    controller_pods,
+    installed_by_main_operator,
+)
 from tests.node.support import record_figure
 
 OWN_NODE_CLUSTER = True
 
-JUMPSTARTER = "jumpstarter"  # the resource's name (examples/node/jumpstarter-main.yaml)
 ROLE, ROLE_BINDING = f"{ACCOUNT}-role", f"{ACCOUNT}-rolebinding"
-# the operator's labels on the controller's Deployment and Pods (sanitized provisioner)
-POD_SELECTOR = f"component=exporterset-controller,provisioner={ACCOUNT.split('-exporterset-')[1]}"
 BOOTS = 1  # of the marker guest, by the client's lease
 READY = "ExporterSetControllersReady"  # the operator's condition on its resource
 RULE_KEYS = ("apiGroups", "resources", "verbs")
@@ -68,28 +68,7 @@ BROKEN = "exporterset-cooldown-not-a-duration.yaml"
 
 @pytest.fixture(scope="module")
 def installed(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Install:
-    work = tmp_path_factory.mktemp("main-operator")
-    tree = readers_checkout(work, node_cluster)
-    done = Install(
-        node_cluster, tree, readers_shell(tree, work), product_image(), started=time.monotonic()
-    )
-    done.run(NODE_MAIN_OPERATOR)
-    page = page_of(NODE_MAIN_OPERATOR).name
-    record_figure(figure(f"docs/{page} {NODE_MAIN_OPERATOR}", done.installed))
-    wait_for("the node pool's instance Available", lambda: pool_available(done), 300)
-    start = node_cluster.timings.get("start", 0)
-    record_figure(
-        f"main's operator: empty cluster -> first instance Available "
-        f"{time.monotonic() - done.started + start:.0f} s (cluster start {start:.0f} s)"
-    )
-    return done
-
-
-def _pods(installed: Install) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = get_json(
-        installed.cluster, "pods", "-n", LAB, "-l", POD_SELECTOR
-    )["items"]
-    return items
+    return installed_by_main_operator(node_cluster, tmp_path_factory)
 
 
 def _condition(installed: Install, kind: str) -> dict[str, Any]:
@@ -123,7 +102,7 @@ def test_the_operator_renders_a_deployment_of_this_product_unchanged_under_its_r
     assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", ACCOUNT)]
     assert get_json(cluster, "serviceaccount", ACCOUNT, "-n", LAB)["metadata"]["name"] == ACCOUNT
     # It runs, passes the operator's probes, and leads.
-    (pod,) = _pods(installed)
+    (pod,) = controller_pods(installed)
     (status,) = pod["status"]["containerStatuses"]
     assert status["ready"] is True and status["restartCount"] == 0, status
     election = get_json(cluster, "leases.coordination.k8s.io", election_id(PROVISIONER), "-n", LAB)
@@ -217,7 +196,7 @@ def test_disabling_the_provisioner_removes_what_the_operator_rendered_and_keeps_
         return all(find_json(cluster, kind, name, "-n", LAB) is None for kind, name in kinds)
 
     wait_for("the Deployment, Role and RoleBinding deleted", gone, 120)
-    wait_for("its Pod gone", lambda: not _pods(installed), 120)
+    wait_for("its Pod gone", lambda: not controller_pods(installed), 120)
     record_figure(f"main's operator: provisioner disabled -> its controller gone "
                   f"{time.monotonic() - started:.1f} s")  # fmt: skip
     # The operator keeps the ServiceAccount, as it keeps its own (exporterset.go).

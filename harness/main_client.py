@@ -52,9 +52,12 @@ def client_python() -> Path:
                  str(folder / "venv")],
                 # Main's wheels are development releases (VERSION): allowed, and preferred
                 # to the releases on the index; every other package is pinned.
+                # Bytecode compiled: a client started with PYTHONDONTWRITEBYTECODE set
+                # would otherwise compile its imports each time.
                 [uv(), "pip", "install", "--quiet", "--python", str(folder / "venv/bin/python"),
-                 "--prerelease", "allow", "--find-links", str(built / "wheels"),
-                 "--constraint", str(constraints), *CLIENT_PACKAGES],
+                 "--compile-bytecode", "--prerelease", "allow",
+                 "--find-links", str(built / "wheels"), "--constraint", str(constraints),
+                 *CLIENT_PACKAGES],
             ):  # fmt: skip
                 if subprocess.run(command, stdout=sink, stderr=sink).returncode != 0:
                     tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])

@@ -11,6 +11,7 @@ Pod Running and Ready, its runtime sidecar holding `qemu-system-x86_64`."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Iterable
@@ -70,7 +71,7 @@ class MainPool:
         return ",".join(f"{k}={v}" for k, v in labels.items())
 
     def with_layout(self, layout: str) -> MainPool:
-        klass = yaml.safe_load(yaml.safe_dump(self.klass))
+        klass = copy.deepcopy(self.klass)
         klass["spec"]["parameters"]["layout"] = layout
         return MainPool(klass, self.exporter_set)
 
@@ -296,16 +297,14 @@ def instance_layout(pod: Obj) -> dict[str, Any]:
     init = {c["name"]: c for c in spec.get("initContainers") or []}
     (exporter,) = [c for c in spec["containers"] if c["name"] == EXPORTER]
     env = {e["name"]: e.get("value") for e in exporter.get("env") or []}
-    copy = init.get("copy-jumpstarter-exec", {})
+    copier = init.get("copy-jumpstarter-exec", {})
     return {
-        "copy": copy.get("command"),
-        "copied_to": _copied_to(copy.get("command") or []),
-        "copies_from": copy.get("image"),
+        "copied_to": _copied_to(copier.get("command") or []),
+        "copies_from": copier.get("image"),
         "runtime_restart": init.get(RUNTIME, {}).get("restartPolicy"),
         "runtime_image": init.get(RUNTIME, {}).get("image"),
         "runtime_user": (init.get(RUNTIME, {}).get("securityContext") or {}).get("runAsUser"),
         "socket": env.get("JUMPSTARTER_LAUNCHER_SOCKET"),
-        "exporter_image": exporter["image"],
         "command": exporter.get("command"),
     }
 

@@ -1,5 +1,5 @@
 # The image for both the webhook and the reconciler (deploy/base runs it with
-# `webhook ...` or `reconcile ...`). Build: docker build -t ghcr.io/jumpstarter-dev/virtualtarget:0.2.0 .
+# `webhook ...` or `reconcile ...`). Build: docker build -t ghcr.io/jumpstarter-dev/virtualtarget:0.3.0 .
 # (BuildKit: the default since Docker 23; buildah bud works as well.)
 #
 # Stage 1 installs the locked dependencies (requirements.lock, every package pinned with

@@ -868,7 +868,7 @@ def _images(installed: Install) -> set[str]:
 def test_a_downgrade_to_the_previous_release_and_the_upgrade_back_keep_a_held_lease(
     installed: Install, held: Held, tmp_path: Path
 ) -> None:
-    """The previous release (`make previous-release`: 0.1.0, from its commit) installed over
+    """The previous release (`make previous-release`: the newest in releases.toml, from its commit) installed over
     this one as docs/versions.md says, then this one again, while a Client holds the pool's
     instance: no instance created or deleted, the lease untouched, one election Lease (one
     leader at a time), the CRDs updated in place (the same objects)."""

@@ -41,6 +41,7 @@ POD_FIELDS = {
     "restartPolicy",
     "securityContext",  # the claim's fsGroup, nothing else
     "automountServiceAccountToken",
+    "shareProcessNamespace",  # the sidecar layout's, so that its runtime ends on SIGTERM
     "initContainers",
     "containers",
     "volumes",
@@ -270,6 +271,7 @@ def test_the_pod_has_only_documented_author_fields_and_no_extra_power(
     # No power beyond what the instance needs.
     assert set(spec) <= POD_FIELDS
     assert spec["automountServiceAccountToken"] is False
+    assert spec.get("shareProcessNamespace", False) is (layout == "sidecar")
     for name in ("serviceAccountName", "serviceAccount", "hostNetwork", "hostPID", "hostIPC"):
         assert name not in spec
     kinds = {next(iter(set(v) - {"name"})) for v in spec["volumes"]}

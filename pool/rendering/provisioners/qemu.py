@@ -18,7 +18,9 @@ or set, else by the entry point (`default_layout`):
   copies Jumpstarter's exec helper into a shared volume, the QEMU runtime runs as a
   native sidecar (root, for /dev/kvm, with the class's resources), the main container
   runs `jmp run`, and each QEMU driver gets `launcher_socket` and main's UEFI firmware paths;
-  the guest's disk volume is mounted in the runtime and the exporter.
+  the guest's disk volume is mounted in the runtime and the exporter. One PID namespace
+  for the Pod, so that the runtime ends on the kubelet's SIGTERM (main's waits out the
+  grace period).
 
 In both, a QEMU driver gets the guest's size from the parameters where its own config is
 silent, and a `tcp` TcpNetwork driver to the guest's forwarded SSH port is added when the
@@ -327,6 +329,12 @@ class QemuProvisioner:
         spec = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
+            # `jumpstarter-exec serve` handles no SIGTERM (it stops on its socket's
+            # Shutdown): as its container's PID 1 it ignores the kubelet's, and every Pod
+            # ends only at its 30 s grace, holding its CPU. In the Pod's one PID namespace
+            # the pause process is PID 1 and SIGTERM ends it. The exporter sees nothing it
+            # could not already reach: it runs what it likes there through the socket.
+            "shareProcessNamespace": True,
             "initContainers": [copy_exec, runtime],
             "containers": [exporter],
             "volumes": [

@@ -868,10 +868,11 @@ def _images(installed: Install) -> set[str]:
 def test_a_downgrade_to_the_previous_release_and_the_upgrade_back_keep_a_held_lease(
     installed: Install, held: Held, tmp_path: Path
 ) -> None:
-    """The previous release (`make previous-release`: the newest in releases.toml, from its commit) installed over
-    this one as docs/versions.md says, then this one again, while a Client holds the pool's
-    instance: no instance created or deleted, the lease untouched, one election Lease (one
-    leader at a time), the CRDs updated in place (the same objects)."""
+    """The previous release (`make previous-release`: the newest in releases.toml, from its
+    commit) installed over this one as docs/versions.md says, then this one again, while a
+    Client holds the pool's instance: no instance created or deleted, the lease untouched,
+    one election Lease (one leader at a time), the CRDs updated in place (the same
+    objects)."""
     previous = build_release(source_of(previous_version()), PREVIOUS, product_only=True)
     by_digest = import_product(installed.cluster, previous)
     older = tmp_path / "previous"

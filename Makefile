@@ -119,11 +119,11 @@ kubevirt: $(STAMP)
 kubevirt-crds: $(STAMP)
 	$(PY) -m harness.kubevirt_crds > /dev/null
 
-# Parallel workers of `make test` (pytest-xdist): the node tier is two units of work (its
-# modules of tests/node/sharing.py's BESIDE on a second worker, on the first's cluster),
+# Parallel workers of `make test` (pytest-xdist): the node tier is three units of work (the
+# groups of tests/node/sharing.py's BESIDE on a worker each, on the first's cluster),
 # every other test module one each (tests/conftest.py); the tests mostly wait, so more
 # workers than cores pay (docs/measurements.md).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 ## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included; not
 ## main's exporter and runtime images (`make main-images`: 322 s and 212 CPU-s more in CI's

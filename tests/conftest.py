@@ -42,7 +42,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from xdist.scheduler import LoadScopeScheduling
 
 from tests import records
-from tests.node.sharing import runs_beside, split
+from tests.node.sharing import group_of, runs_beside, split
 from tests.node.support import OWN_NODE_CLUSTER, RESTARTS_NODE, USES_KUBEVIRT
 
 # Hypothesis's too_slow health check is a timing check, and a loaded 2-core run trips it
@@ -67,20 +67,22 @@ def pytest_configure(config: pytest.Config) -> None:
         records.start()
 
 
-def _unit_of_work(nodeid: str, node_split: bool) -> str:
-    """The scope a worker runs whole: the node tier as one (as two where `node_split`, its
-    modules of `sharing.BESIDE` the second: tests/node/sharing.py), every other module as
-    one."""
+def _unit_of_work(nodeid: str, node_split: bool, workers: int) -> str:
+    """The scope a worker runs whole: the node tier as one (where `node_split`, its modules
+    of `sharing.BESIDE` apart, a unit per group: tests/node/sharing.py), every other module
+    as one."""
     module = nodeid.split("::", 1)[0]
     if _part(module) != "node":
         return module
-    return "node-beside" if node_split and runs_beside(nodeid) else "node"
+    if node_split and runs_beside(nodeid):
+        return f"node-{group_of(nodeid, workers)}"
+    return "node"
 
 
 class _ByModule(LoadScopeScheduling):
     """Units of work handed out in the order of the collection (`pytest_collection_
-    modifyitems` below), not xdist's by size: the node tier's first, so that its two
-    units start at once on two workers."""
+    modifyitems` below), not xdist's by size: the node tier's first, so that its units
+    start at once, a worker each."""
 
     def __init__(self, config: pytest.Config, log: Any) -> None:
         config.option.loadscopereorder = False
@@ -92,7 +94,7 @@ class _ByModule(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
         if self._node_split is None:  # the collection is whole when scopes are asked for
             self._node_split = split(self.collection or (), len(self.nodes))
-        return _unit_of_work(nodeid, self._node_split)
+        return _unit_of_work(nodeid, self._node_split, len(self.nodes))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:

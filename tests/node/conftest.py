@@ -29,7 +29,7 @@ from harness.node import NodeCluster, running_node_cluster
 from tests.node.hoststate import host_state, leftovers
 from tests.node.kubevirt_pools import kubevirt_ready
 from tests.node.pool_support import node_jumpstarters
-from tests.node.sharing import Share, runs_beside, share_of_run
+from tests.node.sharing import Share, group_of, runs_beside, share_of_run, split, workers_of
 from tests.node.support import (
     LOCK_WAIT_S,
     NODE_COUNT,
@@ -39,11 +39,12 @@ from tests.node.support import (
     record_timings,
 )
 
-# How long the worker beside waits for the owner's cluster (its start, which may itself
-# wait for the machine), and the owner for the other's modules to finish before it stops
-# the cluster (they finish well before it needs to: tests/node/sharing.py).
+# How long a worker beside waits for the owner's cluster (its start, which may itself
+# wait for the machine), and the owner for the groups beside to finish before it stops
+# the cluster or restarts the kubelet (they take about as long as its own modules:
+# tests/node/sharing.py; this is for a slow machine, not a figure).
 ATTACH_WAIT_S = LOCK_WAIT_S + 120.0
-DONE_WAIT_S = 240.0
+DONE_WAIT_S = 600.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,25 +59,27 @@ class SharedCluster:
     imported into it, paid once), started on first use and stopped at the session's end,
     or before a module that needs the machine to itself (`OWN_NODE_CLUSTER`).
 
-    Under `make test` a second worker may run the modules of `sharing.BESIDE` on it
-    meanwhile (tests/node/sharing.py): this worker then either owns the cluster (starts
-    it, publishes it, waits for the other's done mark before it stops it) or runs beside
-    (attaches, marks done after its last module). Where a module of this worker's needs
-    KubeVirt (`USES_KUBEVIRT`, last of the modules beside the others), KubeVirt is
-    installed in the background from the first of them on, with its pools' images: its
-    two minutes, mostly its components starting one after another, pass while they run;
-    after the last of them, KubeVirt is removed again."""
+    Under `make test` other workers may run the modules of `sharing.BESIDE` on it
+    meanwhile, a group each (tests/node/sharing.py): this worker then either owns the
+    cluster (starts it, publishes it, waits for every group's done mark before it stops
+    it) or runs a group beside (attaches, marks the group done after its last module).
+    Where a module of this worker's group needs KubeVirt (`USES_KUBEVIRT`, last of its
+    group), KubeVirt is installed in the background from the group's first module on, with
+    its pools' images: its two minutes, mostly its components starting one after another,
+    pass while they run; after the group's last, KubeVirt is removed again."""
 
-    def __init__(self, share: Share | None, kubevirt_wanted: bool) -> None:
+    def __init__(self, share: Share | None, kubevirt_group: str | None) -> None:
         self.share = share
-        self._kubevirt_wanted = kubevirt_wanted
-        self._hosts_kubevirt = kubevirt_wanted  # this run installs it on the cluster
+        self._kubevirt_group = kubevirt_group  # the group of the modules that need KubeVirt
+        self._kubevirt_wanted = kubevirt_group is not None
+        self._hosts_kubevirt = self._kubevirt_wanted  # this run installs it on the cluster
         self._stack: contextlib.ExitStack | None = None
         self.cluster: NodeCluster | None = None
         self._jumpstarters: JumpstarterSupply | None = None
         self._kubevirt: Future[KubeVirtInstall] | None = None
         self._attach_error: BaseException | None = None
         self._beside = False  # attached to another worker's cluster
+        self._group = ""  # the group of `sharing.BESIDE` it runs, attached
         self._done = False  # attached, and told the owner this worker's modules are done
         self._alone = False  # the other worker's modules are done with this one's cluster
         self._before: dict[str, Any] = {}
@@ -84,14 +87,15 @@ class SharedCluster:
         # it stopped once.
         self.left: list[str] | None = None
 
-    def get(self, beside: bool = False) -> NodeCluster:
-        """The cluster, for a module of `sharing.BESIDE` when `beside`."""
+    def get(self, group: str | None = None) -> NodeCluster:
+        """The cluster, for a module of `sharing.BESIDE`'s `group` when given."""
         if self.cluster is None:
-            if self.share is not None and beside:
-                self.cluster = self._attach(self.share)
+            if self.share is not None and group is not None:
+                self.cluster = self._attach(self.share, group)
             else:
                 self.cluster = self._start()
-        if beside and self._kubevirt_wanted and self._kubevirt is None:
+        wants = group is not None and group == self._kubevirt_group
+        if wants and self._kubevirt_wanted and self._kubevirt is None:
             self._kubevirt = ThreadPoolExecutor(1, "kubevirt").submit(kubevirt_ready, self.cluster)
         return self.cluster
 
@@ -109,28 +113,28 @@ class SharedCluster:
             self.share.publish(cluster)
         return cluster
 
-    def _attach(self, share: Share) -> NodeCluster:
+    def _attach(self, share: Share, group: str) -> NodeCluster:
         if self._attach_error is not None:  # one wait, not one per module
             raise self._attach_error
         try:
             cluster = share.attach(ATTACH_WAIT_S)
         except BaseException as error:
             self._attach_error = error
-            share.mark_done()  # nothing of this worker's will use the cluster
+            share.mark_done(group)  # nothing of this worker's will use the cluster
             raise
-        self._beside = True
+        self._beside, self._group = True, group
         return cluster
 
     def kubevirt(self) -> KubeVirtInstall:
         """KubeVirt on the cluster, once its background install is Available."""
-        self.get(beside=True)
+        self.get(self._kubevirt_group)
         assert self._kubevirt is not None, "no module of this run needs KubeVirt"
         return self._kubevirt.result(timeout=AVAILABLE_TIMEOUT_S)
 
     def after_beside(self) -> None:
-        """After the last module of `sharing.BESIDE`: KubeVirt removed (its VMs stopped at
-        once first: the marker guest ignores ACPI), the host cleaned; attached, this
-        worker's Jumpstarters stopped and the owner told."""
+        """After the last module of a group of `sharing.BESIDE`: KubeVirt removed (its VMs
+        stopped at once first: the marker guest ignores ACPI), the host cleaned; attached,
+        this worker's Jumpstarters stopped and the owner told."""
         future, self._kubevirt, self._kubevirt_wanted = self._kubevirt, None, False
         try:
             if future is not None:
@@ -140,7 +144,7 @@ class SharedCluster:
                 self._done = True
                 self._close_jumpstarters()
                 assert self.share is not None
-                self.share.mark_done()
+                self.share.mark_done(self._group)
 
     def alone(self) -> None:
         """Until no other worker's modules use this worker's cluster (at once when none
@@ -149,7 +153,7 @@ class SharedCluster:
             return
         waited = self.share.wait_done(DONE_WAIT_S)
         self._alone = True
-        record_figure(f"node: the first worker waited {waited:.1f} s for the second's modules")
+        record_figure(f"node: the first worker waited {waited:.1f} s for the others' modules")
 
     def jumpstarters(self, tmp: pytest.TempPathFactory) -> JumpstarterSupply:
         """One supply for every module on this cluster: the controller it starts while a
@@ -192,17 +196,39 @@ class SharedCluster:
 @pytest.fixture(scope="session")
 def shared_node_cluster(request: pytest.FixtureRequest) -> Iterator[SharedCluster]:
     items = request.session.items
-    share = share_of_run(getattr(request.config, "workerinput", None), (i.nodeid for i in items))
-    kubevirt = any(getattr(getattr(i, "module", None), USES_KUBEVIRT, False) for i in items)
-    shared = SharedCluster(share, kubevirt)
+    workerinput = getattr(request.config, "workerinput", None)
+    share = share_of_run(workerinput, (i.nodeid for i in items))
+    kubevirt = (
+        _group_of(request, i.nodeid)
+        for i in items
+        if getattr(getattr(i, "module", None), USES_KUBEVIRT, False)
+    )
+    shared = SharedCluster(share, next(kubevirt, None))
     yield shared
     shared.stop()
 
 
-def _last_beside(request: pytest.FixtureRequest) -> bool:
-    """Whether the requesting module is the run's last of `sharing.BESIDE`."""
-    beside = [item for item in request.session.items if runs_beside(item.nodeid)]
-    return bool(beside) and beside[-1].path == request.path
+_GROUP_WORKERS = pytest.StashKey[int]()
+
+
+def _group_of(request: pytest.FixtureRequest, nodeid: str) -> str | None:
+    """The group of `sharing.BESIDE` a test is in, None for the owner's: laid out for the
+    run's workers where its node tier is split, as the scheduler lays it (tests/conftest.py),
+    else all one."""
+    if not runs_beside(nodeid):
+        return None
+    stash = request.config.stash
+    if _GROUP_WORKERS not in stash:
+        workers = workers_of(getattr(request.config, "workerinput", None))
+        nodeids = [i.nodeid for i in request.session.items]
+        stash[_GROUP_WORKERS] = workers if split(nodeids, workers) else 1
+    return group_of(nodeid, stash[_GROUP_WORKERS])
+
+
+def _last_of_group(request: pytest.FixtureRequest, group: str) -> bool:
+    """Whether the requesting module is the run's last of `group`."""
+    found = [i for i in request.session.items if _group_of(request, i.nodeid) == group]
+    return bool(found) and found[-1].path == request.path
 
 
 @pytest.fixture(scope="module")
@@ -214,9 +240,9 @@ def node_cluster(
     on a machine at a time), of NODE_COUNT nodes if it says. Those modules come last in
     the tier (tests/conftest.py)."""
     if not getattr(request.module, OWN_NODE_CLUSTER, False):
-        beside = runs_beside(request.node.nodeid)
-        yield shared_node_cluster.get(beside=beside)
-        if beside and _last_beside(request):
+        group = _group_of(request, request.node.nodeid)
+        yield shared_node_cluster.get(group)
+        if group is not None and _last_of_group(request, group):
             shared_node_cluster.after_beside()
         return
     shared_node_cluster.stop()

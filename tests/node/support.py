@@ -19,12 +19,12 @@ OWN_NODE_CLUSTER = "OWN_NODE_CLUSTER"
 # Such a module's cluster has this many nodes when the module sets it (one otherwise).
 NODE_COUNT = "NODE_COUNT"
 # A module that sets this attribute True needs KubeVirt on the shared cluster (one of
-# tests/node/sharing.py's BESIDE, run last of them): installed in the background from the
-# first of those modules on, removed after the last (tests/node/conftest.py).
+# tests/node/sharing.py's BESIDE, run last of its group): installed in the background
+# from the group's first module on, removed after its last (tests/node/conftest.py).
 USES_KUBEVIRT = "USES_KUBEVIRT"
 # A module that sets this attribute True restarts the node's kubelet or containerd: it runs
 # last of the modules that share the cluster on the first worker (tests/conftest.py), its
-# restarting test after the second worker's modules are done (`node_alone`).
+# restarting test after the other workers' modules are done (`node_alone`).
 RESTARTS_NODE = "RESTARTS_NODE"
 TIMINGS: list[tuple[str, dict[str, float]]] = []
 # What the tests measured (counts, times), one line each, printed at the end of the run.

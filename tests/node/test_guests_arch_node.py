@@ -25,6 +25,7 @@ from harness.jumpstarter import JumpstarterSupply
 from pool.model.jumpstarter import CONFIG_KEY, QEMU_DRIVER
 from tests.node.guest_support import ClientRun, run_client
 from tests.node.pool_support import Pool, fresh_pool
+from tests.node.sharing import TENTH_OF_A_CORE
 from tests.node.support import record_figure
 
 # The first test's setup may build the QEMU exporter image and start the cluster.
@@ -44,7 +45,14 @@ def uefi_guests() -> Mapping[str, Path]:
 def arm_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
     """A pool of one aarch64 instance: its class names the architecture, nothing else."""
     parameters = {"arch": "aarch64", **GUEST_RESOURCES}
-    with fresh_pool(node_cluster, jumpstarters, tmp_path, name="arm", parameters=parameters) as p:
+    with fresh_pool(
+        node_cluster,
+        jumpstarters,
+        tmp_path,
+        name="arm",
+        parameters=parameters,
+        class_spec=TENTH_OF_A_CORE,  # beside the owner's guests (tests/node/sharing.py)
+    ) as p:
         yield p
 
 
@@ -52,7 +60,14 @@ def arm_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path)
 def uefi_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
     """A pool of one x86_64 instance whose class names UEFI."""
     parameters = {"firmware": {"type": "uefi"}, **GUEST_RESOURCES}
-    with fresh_pool(node_cluster, jumpstarters, tmp_path, name="uefi", parameters=parameters) as p:
+    with fresh_pool(
+        node_cluster,
+        jumpstarters,
+        tmp_path,
+        name="uefi",
+        parameters=parameters,
+        class_spec=TENTH_OF_A_CORE,  # beside the owner's guests (tests/node/sharing.py)
+    ) as p:
         yield p
 
 

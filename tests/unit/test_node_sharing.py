@@ -1,6 +1,6 @@
-"""The node tier on two workers (tests/node/sharing.py): what the owner publishes of its
-cluster is what the other needs to use it, and the marks between them arrive or say why
-not."""
+"""The node tier on several workers (tests/node/sharing.py): what the owner publishes of
+its cluster is what the others need to use it, and the marks between them arrive or say
+why not."""
 
 from __future__ import annotations
 
@@ -94,3 +94,13 @@ def test_the_done_mark_ends_the_owner_s_wait_and_the_share_is_removed(tmp_path: 
     assert share.wait_done(timeout=1) < 1
     share.remove()
     assert not share.folder.exists()
+
+
+def test_the_owner_waits_for_every_group_s_done_mark(tmp_path: Path) -> None:
+    share = Share(tmp_path / "share", frozenset({"beside", "beside-2"}))
+    share.mark_done("beside")
+    with pytest.raises(TimeoutError, match=r"beside-2\.done"):
+        share.wait_done(timeout=0.2)
+    later = threading.Timer(0.3, share.mark_done, ("beside-2",))
+    later.start()
+    assert 0.2 <= share.wait_done(timeout=30) < 30

@@ -1,5 +1,5 @@
 """`make test`'s parallel workers: a module runs whole on one worker, and so does the node
-tier (one node cluster a machine), or its two halves on two (tests/node/sharing.py),
+tier (one node cluster a machine), or its parts on a worker each (tests/node/sharing.py),
 whatever pytest and pytest-xdist lay out as node ids."""
 
 from __future__ import annotations
@@ -11,22 +11,38 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import _OTHER_TIERS_NICENESS, _niceness_for, _unit_of_work
-from tests.node.sharing import BESIDE, split
+from tests.node.sharing import BESIDE, FIRST_GROUP, group_of, split
 
 REPO = Path(__file__).resolve().parents[2]
-BESIDE_ID = f"tests/node/{sorted(BESIDE)[0]}::test_a"
+GROUPS = sorted(set(BESIDE.values()))
+BESIDE_IDS = {
+    group: f"tests/node/{next(m for m, g in BESIDE.items() if g == group)}::test_a"
+    for group in GROUPS
+}
+BESIDE_ID = BESIDE_IDS[FIRST_GROUP]
 OWNERS_ID = "tests/node/test_cluster.py::test_ready"
+ENOUGH = len(GROUPS) + 1  # a worker for every group and the owner
 
 
 def test_the_node_tier_is_one_unit_and_every_other_module_one() -> None:
     for node_split in (False, True):
-        assert _unit_of_work(OWNERS_ID, node_split) == "node"
-        assert _unit_of_work("tests/node/test_teardown.py::test_stop", node_split) == "node"
-        assert _unit_of_work("tests/e2e/test_rollout_e2e.py::test_a[x::y]", node_split) == (
-            "tests/e2e/test_rollout_e2e.py"
-        )
-    assert _unit_of_work(BESIDE_ID, False) == "node"
-    assert _unit_of_work(BESIDE_ID, True) == "node-beside"
+        for workers in (2, ENOUGH):
+            assert _unit_of_work(OWNERS_ID, node_split, workers) == "node"
+            assert _unit_of_work("tests/node/test_teardown.py::test_stop", node_split, workers) == (
+                "node"
+            )
+            assert _unit_of_work("tests/e2e/test_rollout_e2e.py::test_a[x::y]", node_split,
+                                 workers) == "tests/e2e/test_rollout_e2e.py"  # fmt: skip
+    assert _unit_of_work(BESIDE_ID, False, ENOUGH) == "node"
+    assert _unit_of_work(BESIDE_ID, True, 2) == "node-beside"
+
+
+def test_each_group_beside_is_a_unit_where_the_run_has_a_worker_for_it() -> None:
+    assert len(GROUPS) > 1
+    for group, nodeid in BESIDE_IDS.items():
+        assert group_of(nodeid, ENOUGH) == group
+        assert _unit_of_work(nodeid, True, ENOUGH) == f"node-{group}"
+        assert group_of(nodeid, ENOUGH - 1) == FIRST_GROUP  # too few: the groups are one
 
 
 def test_the_node_tier_is_split_only_with_two_workers_and_both_kinds_of_module() -> None:

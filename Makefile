@@ -137,7 +137,7 @@ main-images: $(STAMP)
 	$(PY) -m pytest -m main_images tests/image/test_main_images.py
 
 ## Jumpstarter main's whole stack on the node, three ways, on main's own e2e pool
-## (tests/node/test_main_stack_node.py: about 290 s on a cluster of its own).
+## (tests/node/test_main_stack_node.py: about 225 s on a cluster of its own).
 main-stack: $(STAMP) control-plane jumpstarter jumpstarter-images release
 	$(PY) -m pytest -m main_stack tests/node/test_main_stack_node.py
 

@@ -9,7 +9,7 @@ on the pool main's controller filled. Each way: a lease flashes the marker guest
 it to its marker, the released instance's exporter exits on the lease's end, and a
 successor comes up; the three successors' Pod specs are compared.
 
-On a cluster of its own, outside `make test` (`make main-stack`: about 290 s, which would
+On a cluster of its own, outside `make test` (`make main-stack`: about 225 s, which would
 take `make test` past 20 minutes; docs/measurements.md).
 """
 

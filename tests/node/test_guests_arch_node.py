@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -41,33 +42,30 @@ def uefi_guests() -> Mapping[str, Path]:
     return {name: build_guest(GUESTS[name]) for name in ("aarch64-uefi", "x86_64-uefi")}
 
 
+def _one_guest_pool(
+    node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path, name: str, **named: Any
+) -> AbstractContextManager[Pool]:
+    """A pool of one instance whose class names `named` beside the guest's size; a tenth
+    of a core, beside the owner's guests (tests/node/sharing.py)."""
+    parameters = {**named, **GUEST_RESOURCES}
+    return fresh_pool(
+        node_cluster, jumpstarters, tmp_path, name=name, parameters=parameters,
+        class_spec=TENTH_OF_A_CORE,
+    )  # fmt: skip
+
+
 @pytest.fixture
 def arm_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
     """A pool of one aarch64 instance: its class names the architecture, nothing else."""
-    parameters = {"arch": "aarch64", **GUEST_RESOURCES}
-    with fresh_pool(
-        node_cluster,
-        jumpstarters,
-        tmp_path,
-        name="arm",
-        parameters=parameters,
-        class_spec=TENTH_OF_A_CORE,  # beside the owner's guests (tests/node/sharing.py)
-    ) as p:
+    with _one_guest_pool(node_cluster, jumpstarters, tmp_path, "arm", arch="aarch64") as p:
         yield p
 
 
 @pytest.fixture
 def uefi_pool(node_cluster: Any, jumpstarters: JumpstarterSupply, tmp_path: Path) -> Iterator[Pool]:
     """A pool of one x86_64 instance whose class names UEFI."""
-    parameters = {"firmware": {"type": "uefi"}, **GUEST_RESOURCES}
-    with fresh_pool(
-        node_cluster,
-        jumpstarters,
-        tmp_path,
-        name="uefi",
-        parameters=parameters,
-        class_spec=TENTH_OF_A_CORE,  # beside the owner's guests (tests/node/sharing.py)
-    ) as p:
+    uefi = {"type": "uefi"}
+    with _one_guest_pool(node_cluster, jumpstarters, tmp_path, "uefi", firmware=uefi) as p:
         yield p
 
 

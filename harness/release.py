@@ -54,6 +54,7 @@ __all__ = [
     "changelog_section",
     "main",
     "previous_version",
+    "share_build_lock",
     "source_of",
     "version_key",
 ]
@@ -189,6 +190,23 @@ def _share_layer_cache(cache: Path) -> None:
         link = cache / path.name
         if not link.exists():
             link.symlink_to(path)
+    share_build_lock(cache, shared)
+
+
+def share_build_lock(cache: Path, shared: Path) -> None:
+    """`cache`'s build lock made `shared`'s: one storage, one lock. Every buildah command
+    locks its cache folder's `.build.lock` (`harness.images.build_lock`, in whichever
+    tree's harness runs it); with two locks on the one storage, one build's `rmi` removed
+    a layer the other's was using ("image not known": `make previous-release` beside
+    `make jumpstarter-controller-images`, CI at c1fd614)."""
+    target = shared / ".build.lock"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.touch()
+    link = cache / target.name
+    if link.is_symlink() and link.resolve() == target.resolve():
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
 
 
 def _offer_archives(cache: Path) -> None:

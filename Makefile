@@ -125,23 +125,21 @@ kubevirt-crds: $(STAMP)
 # workers than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 4
 
-## Unit, property and end-to-end tests, the node tier's, KubeVirt's pools and Jumpstarter
-## main's stack on the node included (its module builds main's exporter and runtime images
-## and client where `make jumpstarter-images` has not: .ci/run builds them beside the
-## tests); not the runc runs of main's images (`make main-images`: 322 s and 212 CPU-s more
-## in CI's `make test` at 94cab53, docs/measurements.md).
+## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included; not
+## main's exporter and runtime images (`make main-images`: 322 s and 212 CPU-s more in CI's
+## `make test` at 94cab53, docs/measurements.md).
 test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds release previous-release
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images and not main_stack"
 
 ## Main's exporter and QEMU runtime images built (`make jumpstarter-images`' second half) and
 ## run by runc as main's provisioner runs them (tests/image/test_main_images.py).
 main-images: $(STAMP)
 	$(PY) -m pytest -m main_images tests/image/test_main_images.py
 
-## Jumpstarter main's operator and whole stack on the node, alone: main's e2e pool filled
-## three ways (tests/node/test_main_operator.py, on a cluster of its own; in `make test`).
+## Jumpstarter main's whole stack on the node, three ways, on main's own e2e pool
+## (tests/node/test_main_stack_node.py: about 225 s on a cluster of its own).
 main-stack: $(STAMP) control-plane jumpstarter jumpstarter-images release
-	$(PY) -m pytest tests/node/test_main_operator.py
+	$(PY) -m pytest -m main_stack tests/node/test_main_stack_node.py
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
 ## about five minutes, two of them KubeVirt's install).

@@ -198,7 +198,9 @@ def _tree(key: str) -> Path:
 
 
 def uv() -> str:
-    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    """The venv's uv, at pyproject.toml's pin (it goes into the exporter image), else PATH's."""
+    beside = Path(sys.executable).with_name("uv")
+    found = str(beside) if beside.is_file() else shutil.which("uv") or str(beside)
     if not Path(found).is_file():
         raise ImageError("main-images: no uv (the dev extra of pyproject.toml installs it)")
     return found
@@ -277,7 +279,7 @@ def exec_binary() -> Path:
 
 def _exporter_context(folder: Path) -> Path:
     """images/jumpstarter-main-exporter with the wheels, their requirements, the exec
-    binary and main's LICENSE."""
+    binary, uv and uvx, and main's LICENSE."""
     context = folder / "context"
     shutil.copytree(EXPORTER.context, context)
     built = wheels()
@@ -285,13 +287,18 @@ def _exporter_context(folder: Path) -> Path:
         link_into(wheel, context / "wheels" / wheel.name)
     shutil.copy2(built / "requirements.txt", context / "requirements.txt")
     link_into(exec_binary(), context / "jumpstarter-exec")
+    for tool in ("uv", "uvx"):  # main's image has both in /bin
+        shutil.copy2(Path(uv()).with_name(tool), context / tool)
     shutil.copy2(_tree(_key()) / "LICENSE", context / "LICENSE")
     return context
 
 
 def build_main_image(image: MainImage, *, layer_cache: bool = True, cache: Path = CACHE) -> Path:
     """`image`'s archive, unless one from the same inputs is there (with the layer cache)."""
-    inputs = hashlib.sha256(f"{base_name()} {_key()} {image.name}".encode())
+    # The exporter's image holds the uv that installs it.
+    tools = subprocess.run([uv(), "--version"], capture_output=True, text=True).stdout
+    tools = tools if image is EXPORTER else ""
+    inputs = hashlib.sha256(f"{base_name()} {_key()} {image.name} {tools}".encode())
     for path in sorted(image.context.rglob("*")):
         if path.is_file():
             inputs.update(path.relative_to(image.context).as_posix().encode())
@@ -309,7 +316,7 @@ def build_main_image(image: MainImage, *, layer_cache: bool = True, cache: Path 
                 context,
                 archive,
                 image.name,
-                build_args={"BASE": base, "VERSION": VERSION}
+                build_args={"BASE": base, "VERSION": VERSION, "WHEELS": _key()}
                 if image is EXPORTER
                 else {"BASE": base},
                 layer_cache=layer_cache,

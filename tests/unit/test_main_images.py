@@ -77,9 +77,13 @@ def test_the_exporter_runs_as_main_s_does_with_jmp_on_the_venv_s_path() -> None:
     assert {k: v for k, v in ours.items() if k != "PATH"} == {}
     assert main["PATH"] == "/jumpstarter/bin:$PATH"
     assert ours["PATH"].startswith("/jumpstarter/bin:") and "$" not in ours["PATH"]
-    # The same venv: main's `uv venv /jumpstarter`, ours `python3 -m venv /jumpstarter`.
-    assert "uv venv /jumpstarter " in main_file(EXPORTER.containerfile)
-    assert "python3 -m venv /jumpstarter " in _ours("exporter")
+    # The same venv, made and filled the same way: uv and uvx in /bin, `uv venv
+    # /jumpstarter`, `uv pip install` of main's wheels into it.
+    for containerfile in (main_file(EXPORTER.containerfile), _ours("exporter")):
+        assert "uv venv /jumpstarter " in containerfile
+        assert "VIRTUAL_ENV=/jumpstarter uv pip install " in containerfile
+    assert re.search(r"^COPY --from=\S+ /uv /uvx /bin/$", main_file(EXPORTER.containerfile), re.M)
+    assert re.search(r"^COPY uv uvx /bin/$", _ours("exporter"), re.M)
 
 
 def test_the_runtime_starts_as_main_s_serving_the_launcher_socket_as_its_user() -> None:

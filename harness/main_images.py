@@ -295,9 +295,12 @@ def _exporter_context(folder: Path) -> Path:
 
 def build_main_image(image: MainImage, *, layer_cache: bool = True, cache: Path = CACHE) -> Path:
     """`image`'s archive, unless one from the same inputs is there (with the layer cache)."""
-    # The exporter's image holds the uv that installs it.
-    tools = subprocess.run([uv(), "--version"], capture_output=True, text=True).stdout
-    tools = tools if image is EXPORTER else ""
+    # The exporter's image holds the uv that installs it; the runtime's holds none.
+    tools = (
+        subprocess.run([uv(), "--version"], capture_output=True, text=True).stdout
+        if image is EXPORTER
+        else ""
+    )
     inputs = hashlib.sha256(f"{base_name()} {_key()} {image.name} {tools}".encode())
     for path in sorted(image.context.rglob("*")):
         if path.is_file():

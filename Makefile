@@ -22,7 +22,7 @@ export VIRTUALTARGET_BIN_DIR := $(abspath $(BIN))
 # The version `make release` builds (default: pyproject.toml's; a cut one from releases.toml).
 V ?=
 
-.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images main-instance-images main-client kubevirt kubevirt-crds kubevirt-node test main-images main-stack changed unit e2e node image lock check run cluster bench clean
+.PHONY: all venv release previous-release crds docs control-plane jumpstarter jumpstarter-images jumpstarter-controller-images main-client kubevirt kubevirt-crds kubevirt-node test main-images main-stack changed unit e2e node image lock check run cluster bench clean
 
 all: crds
 
@@ -84,16 +84,12 @@ $(CP_BINARIES) $(NODE_BINARIES) &: $(CP_MODULE)/go.mod $(CP_MODULE)/go.sum
 jumpstarter: $(STAMP)
 	$(PY) -m harness.jumpstarter_build
 
-## Jumpstarter's images: `jumpstarter-controller-images`, then `main-instance-images`.
-jumpstarter-images: jumpstarter-controller-images main-instance-images
-
-## What an instance of main's runs: main's exporter and QEMU runtime images, from main's
-## Python and Rust source (uv, cargo) on the local debootstrap base, as docker-archives in
-## .cache/images named as main's e2e manifest runs them, once per set of inputs
-## (harness/main_images.py; `make main-images` builds and runs them), and main's client
-## from the same wheels (`main-client`), which leases them. No Go build: .ci/run starts it
-## before Jumpstarter's controllers are built.
-main-instance-images: main-client
+## Jumpstarter's images: `jumpstarter-controller-images`, then main's exporter and QEMU
+## runtime images, from main's Python and Rust source (uv, cargo) on the local debootstrap
+## base, as docker-archives in .cache/images named as main's e2e manifest runs them, once
+## per set of inputs (harness/main_images.py); `make main-images` builds and runs them.
+## And main's client from the same wheels (`main-client`), which leases their instances.
+jumpstarter-images: jumpstarter-controller-images main-client
 	$(PY) -m harness.main_images
 
 ## Jumpstarter main's client, `jmp` and its Python API, from main's wheels (built first if
@@ -129,22 +125,21 @@ kubevirt-crds: $(STAMP)
 # workers than cores pay (docs/measurements.md).
 TEST_WORKERS ?= 4
 
-## Unit, property and end-to-end tests, the node tier's, KubeVirt's pools and Jumpstarter
-## main's stack on the node included (main's exporter and runtime images and client built
-## first: `main-instance-images`, in .ci/run's set-up); not the runc runs of main's images (`make main-images`: 322 s and 212 CPU-s more
-## in CI's `make test` at 94cab53, docs/measurements.md).
-test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds main-instance-images release previous-release
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images"
+## Unit, property and end-to-end tests, the node tier's and KubeVirt's pools included; not
+## main's exporter and runtime images (`make main-images`: 322 s and 212 CPU-s more in CI's
+## `make test` at 94cab53, docs/measurements.md).
+test: $(STAMP) control-plane jumpstarter jumpstarter-controller-images kubevirt kubevirt-crds release previous-release
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope -m "not main_images and not main_stack"
 
-## Main's exporter and QEMU runtime images built (`make main-instance-images`) and
+## Main's exporter and QEMU runtime images built (`make jumpstarter-images`' second half) and
 ## run by runc as main's provisioner runs them (tests/image/test_main_images.py).
 main-images: $(STAMP)
 	$(PY) -m pytest -m main_images tests/image/test_main_images.py
 
-## Jumpstarter main's operator and whole stack on the node, alone: main's e2e pool filled
-## three ways (tests/node/test_main_operator.py, on a cluster of its own; in `make test`).
+## Jumpstarter main's whole stack on the node, three ways, on main's own e2e pool
+## (tests/node/test_main_stack_node.py: about 225 s on a cluster of its own).
 main-stack: $(STAMP) control-plane jumpstarter jumpstarter-images release
-	$(PY) -m pytest tests/node/test_main_operator.py
+	$(PY) -m pytest -m main_stack tests/node/test_main_stack_node.py
 
 ## KubeVirt pools on real KubeVirt on the node, alone (tests/node/test_kubevirt_node.py:
 ## about five minutes, two of them KubeVirt's install).

@@ -111,7 +111,7 @@ def firmware_findings(
         return [FieldError.invalid(_FIRMWARE_TYPE, named.value, detail)], []
     if layout is Layout.SIDECAR and named is FirmwareType.BIOS:
         # Main's driver (b1f2bb4) boots the rendered OVMF only where the exporter image holds
-        # it; main's own holds none and boots SeaBIOS (tests/node/test_main_operator.py).
+        # it; main's own holds none and boots SeaBIOS (tests/node/test_main_stack_node.py).
         return [], [
             f"{_FIRMWARE_TYPE}: bios not read: layout sidecar names main's OVMF, which main's "
             "driver uses only if the exporter image holds it (main's own does not: SeaBIOS)"

@@ -1,33 +1,20 @@
-"""Jumpstarter main's operator and its whole stack on the node, on a cluster of its own.
+"""Jumpstarter main's operator runs this product as its QEMU exporter-set controller.
 
-docs/development.md's `node-main-operator` block as written: main's operator, controller
-and router, built here from main's source, main's operator installed from its
-`config/default`, then a `Jumpstarter` resource (examples/node/jumpstarter-main.yaml) whose
-`spec.exporterSets.provisioners` names `qemu.jumpstarter.dev` with this product's image,
-then the node pool. What the operator renders for the provisioner
+On a cluster of its own, docs/development.md's `node-main-operator` block as written: main's
+operator, controller and router, built here from main's source, main's operator installed
+from its `config/default`, then a `Jumpstarter` resource (examples/node/jumpstarter-main.yaml)
+whose `spec.exporterSets.provisioners` names `qemu.jumpstarter.dev` with this product's
+image, then the node pool. What the operator renders for the provisioner
 (`createExporterSetDeployment`, `exporterSetPolicyRules` of its exporterset.go) runs this
-product unchanged; a 0.9.0 client leases the node pool's instance through main's
-controller, boots the marker guest on it through main's router and releases it, and the
-successor comes up.
-
-Then main's own e2e pool (`tests/node/main_stack.py`), in main's sidecar layout on main's
-exporter and QEMU runtime images, leased by main's client, filled three ways in turn: by
-this product under main's operator (the operator's default layout), by main's own
-exporter-set controller under main's operator (which takes the pool as this product left
-it), and, once docs/install.md's `node-main-operator-disable` has taken the operator's
-controller away (leaving the pool alone) and the webhook is installed beside the operator
-(refusing a broken set on main's CRDs), by this product installed on its own (the
-release's self-signed overlay) with `layout: sidecar`, which takes on the pool main's
-controller filled. Each way: a lease flashes the marker guest and boots it to its marker,
-the released instance's exporter exits on the lease's end, and a successor comes up; the
-three successors' Pod specs are compared.
+product unchanged; a 0.9.0 client leases the pool's instance through main's controller,
+boots the marker guest on it through main's router and releases it, and the successor comes
+up; docs/install.md's
+`node-main-operator-disable` takes the controller away and leaves the pool alone.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +25,7 @@ from harness.deploy_render import REPO
 from harness.deploy_render import WEBHOOK_NAMESPACE as WEBHOOK_NS
 from harness.guest import MARKER
 from harness.images import product_image
-from harness.jumpstarter_images import CONTROLLER_IMAGE, MAIN_EXPORTERSET_CONTROLLER_IMAGE
+from harness.jumpstarter_images import CONTROLLER_IMAGE
 from harness.kubeget import find_json
 from harness.node import NodeCluster
 from reconciler.runtime.leader import election_id
@@ -58,29 +45,18 @@ from tests.node.lab import (
     client,
     instances,
     online,
+    owned_by,
     pool_available,
     successor,
 )
 from tests.node.main_stack import (
-    DISK,
     JUMPSTARTER,
-    MAIN_RENDERS,
-    PFLASH,
-    Session,
     controller_pods,
-    differences,
-    exporters,
-    import_main_images,
     installed_by_main_operator,
-    instance_layout,
-    lease_and_release,
-    main_pool,
-    pods,
 )
 from tests.node.support import record_figure
 
 OWN_NODE_CLUSTER = True
-pytestmark = pytest.mark.timeout(600)
 
 ROLE, ROLE_BINDING = f"{ACCOUNT}-role", f"{ACCOUNT}-rolebinding"
 BOOTS = 1  # of the marker guest, by the client's lease
@@ -93,15 +69,6 @@ BROKEN = "exporterset-cooldown-not-a-duration.yaml"
 @pytest.fixture(scope="module")
 def installed(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Install:
     return installed_by_main_operator(node_cluster, tmp_path_factory)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def main_images(installed: Install) -> Iterator[Future[list[str]]]:
-    """Main's exporter, QEMU runtime and exporter-set controller images, built if they are
-    not, imported into the node's containerd on a thread of their own while the first tests
-    run (a minute of `ctr import`, which the ways would otherwise wait out)."""
-    with ThreadPoolExecutor(max_workers=1) as importer:
-        yield importer.submit(import_main_images, installed, controller=True)
 
 
 def _condition(installed: Install, kind: str) -> dict[str, Any]:
@@ -181,123 +148,6 @@ def test_a_release_client_leases_the_instance_through_main_s_controller_and_boot
     )
 
 
-# Main's e2e pool (tests/node/main_stack.py), filled three ways in turn; each way's instance
-# Pod's sidecar layout, for the differences the last test records.
-MAIN_POOL = main_pool()
-_PODS: dict[str, dict[str, Any]] = {}  # the leased instance Pod of each way
-
-
-def _deployment_runs(installed: Install, image: str) -> bool:
-    """The operator's Deployment for the provisioner rolled out to `image`: Available, and
-    only Pods of that image left."""
-    deployment = get_json(installed.cluster, "deployment", ACCOUNT, "-n", LAB)
-    template = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-    found = controller_pods(installed)
-    return (
-        template == image
-        and available(installed, LAB, ACCOUNT)
-        and bool(found)
-        and all(p["spec"]["containers"][0]["image"] == image for p in found)
-    )
-
-
-def _served(installed: Install, way: str, session: Session) -> None:
-    """What every way must show: main's layout in the leased instance's Pod, QEMU run in its
-    runtime sidecar, the marker booted, and a successor; then the figures."""
-    # QEMU ran in the runtime sidecar, on SeaBIOS (no firmware found in the exporter's
-    # container: tests/node/main_stack.py, GUEST), its disk on the shared volume.
-    assert session.qemu and not any(PFLASH in args for args in session.qemu), session.qemu
-    assert all(DISK in args for args in session.qemu), session.qemu
-    for pod in (session.pod, session.successor_pod):
-        layout = instance_layout(pod)
-        assert {k: layout[k] for k in MAIN_RENDERS} == MAIN_RENDERS, layout
-    _PODS[way] = session.successor_pod  # what the way's own controller rendered
-    markers = [e["line"] for e in session.run.events if e["event"] == "marker"]
-    assert len(markers) == 1 and markers[0].startswith(MARKER), session.run.output
-    record_figure(session.figures(way))
-
-
-def _record_takeover(way: str, filled: dict[str, Any], session: Session) -> None:
-    """Whether the instance the previous controller filled was the one leased (kept at the
-    takeover) or replaced first."""
-    kept = session.leased["metadata"]["uid"] == filled["metadata"]["uid"]
-    name = filled["metadata"]["name"]
-    record_figure(f"main's stack, {way}: the instance {name} {'kept' if kept else 'replaced'}")
-
-
-def test_main_s_pool_under_this_product_in_the_operator_s_default_layout(
-    installed: Install, main_images: Future[list[str]], tmp_path: Path
-) -> None:
-    """Main's e2e manifest as it is, this product the operator's QEMU controller: main's
-    sidecar layout (the operator's default), main's images, main's client."""
-    cluster = installed.cluster
-    cluster.kubectl("delete", "-f", str(REPO / "examples/node/pool/"), "--timeout=120s")
-    wait_for("the node pool's instances gone", lambda: not instances(installed), 120)
-    main_images.result()
-    cluster.kubectl("apply", "-f", "-", input=MAIN_POOL.documents())
-    session = lease_and_release(installed, MAIN_POOL, tmp_path, "main-a")
-    _served(installed, "this product under main's operator", session)
-
-
-def test_main_s_own_exporterset_controller_fills_the_same_pool(
-    installed: Install, main_images: Future[list[str]], tmp_path: Path
-) -> None:
-    """The `Jumpstarter` resource's provisioner without this product's image: the operator
-    runs main's own exporter-set controller (its default image, built here from main's
-    Containerfile), which takes the pool this product filled as it is, and replaces a
-    released instance once its exporter has exited on the lease's end."""
-    cluster = installed.cluster
-    (filled,) = exporters(installed, MAIN_POOL)
-    main_images.result()
-    remove = '[{"op": "remove", "path": "/spec/exporterSets/provisioners/0/image"}]'
-    cluster.kubectl("-n", LAB, "patch", "jumpstarter", JUMPSTARTER, "--type=json", "-p", remove)
-    wait_for(
-        "the operator's Deployment running main's exporter-set controller",
-        lambda: _deployment_runs(installed, MAIN_EXPORTERSET_CONTROLLER_IMAGE),
-        180,
-    )
-    session = lease_and_release(installed, MAIN_POOL, tmp_path, "main-b")
-    _record_takeover("main's exporter-set controller", filled, session)
-    # Main's controller replaces an instance only once its exporter has exited.
-    assert session.exporter_exit == {"exitCode": 0, "reason": "Completed"}, session
-    _served(installed, "main's exporter-set controller", session)
-
-
-def test_disabling_the_provisioner_removes_what_the_operator_rendered_and_keeps_the_pool(
-    installed: Install,
-) -> None:
-    """docs/install.md's `node-main-operator-disable`, main's own controller running: its
-    Deployment, Role and RoleBinding go; the pool it filled stays as it was."""
-    cluster = installed.cluster
-    (before,) = exporters(installed, MAIN_POOL)
-    (pod,) = [
-        p for p in pods(installed, MAIN_POOL) if p["metadata"]["name"] == before["metadata"]["name"]
-    ]
-    installed.run(NODE_MAIN_OPERATOR_DISABLE)
-    started = time.monotonic()
-
-    def gone() -> bool:
-        kinds = (("deployment", ACCOUNT), ("role", ROLE), ("rolebinding", ROLE_BINDING))
-        return all(find_json(cluster, kind, name, "-n", LAB) is None for kind, name in kinds)
-
-    wait_for("the Deployment, Role and RoleBinding deleted", gone, 120)
-    wait_for("its Pod gone", lambda: not controller_pods(installed), 120)
-    record_figure(f"main's operator: provisioner disabled -> its controller gone "
-                  f"{time.monotonic() - started:.1f} s")  # fmt: skip
-    # The operator keeps the ServiceAccount, as it keeps its own (exporterset.go).
-    assert find_json(cluster, "serviceaccount", ACCOUNT, "-n", LAB) is not None
-    # The pool is left as it was: the same Exporter, online, the same Pod.
-    (after,) = exporters(installed, MAIN_POOL)
-    assert after["metadata"]["uid"] == before["metadata"]["uid"] and online(after)
-    (still,) = [
-        p for p in pods(installed, MAIN_POOL) if p["metadata"]["name"] == after["metadata"]["name"]
-    ]
-    assert still["metadata"]["uid"] == pod["metadata"]["uid"]
-    assert "deletionTimestamp" not in still["metadata"], still["metadata"]
-    for name in JUMPSTARTER_DEPLOYMENTS:
-        assert available(installed, LAB, name), name
-
-
 def test_the_webhook_beside_the_operator_refuses_a_broken_set_on_main_s_crds(
     installed: Install,
 ) -> None:
@@ -332,30 +182,30 @@ def test_the_webhook_beside_the_operator_refuses_a_broken_set_on_main_s_crds(
     )
 
 
-def test_this_product_on_its_own_in_the_sidecar_layout_takes_on_main_s_pool(
-    installed: Install, tmp_path: Path
+def test_disabling_the_provisioner_removes_what_the_operator_rendered_and_keeps_the_pool(
+    installed: Install,
 ) -> None:
-    """With the operator's provisioner disabled, this product installed on its own (the
-    release's self-signed overlay, whose webhook is already there) and the class given
-    `layout: sidecar`: it takes on the pool main's controller filled, and serves it."""
     cluster = installed.cluster
-    (filled,) = exporters(installed, MAIN_POOL)
-    # The operator's controller is gone and the webhook is there (the two tests above):
-    # the overlay's reconciler joins the webhook.
-    assert not controller_pods(installed)
-    cluster.kubectl("apply", "-f", "-", input=MAIN_POOL.with_layout("sidecar").documents())
-    installed.kubectl("apply", "-k", str(installed.overlay))
-    installed.rollout_status("virtualtarget-reconciler")
-    session = lease_and_release(installed, MAIN_POOL, tmp_path, "main-c")
-    _record_takeover("this product on its own", filled, session)
-    _served(installed, "this product on its own", session)
+    (before,) = instances(installed)
+    (pod,) = owned_by(installed, "pods", before["metadata"]["uid"])
+    installed.run(NODE_MAIN_OPERATOR_DISABLE)
+    started = time.monotonic()
 
+    def gone() -> bool:
+        kinds = (("deployment", ACCOUNT), ("role", ROLE), ("rolebinding", ROLE_BINDING))
+        return all(find_json(cluster, kind, name, "-n", LAB) is None for kind, name in kinds)
 
-def test_the_three_ways_render_main_s_layout_alike() -> None:
-    """Each way's leased Pod had main's sidecar layout (asserted as it was served); where
-    their specs differ is printed, one line each, for docs/comparison.md."""
-    assert len(_PODS) == 3, sorted(_PODS)
-    found = differences(_PODS.items())
-    record_figure(f"main's stack: the leased instance Pods differ in {len(found)} fields")
-    for line in found:
-        record_figure(f"main's stack: {line}")
+    wait_for("the Deployment, Role and RoleBinding deleted", gone, 120)
+    wait_for("its Pod gone", lambda: not controller_pods(installed), 120)
+    record_figure(f"main's operator: provisioner disabled -> its controller gone "
+                  f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    # The operator keeps the ServiceAccount, as it keeps its own (exporterset.go).
+    assert find_json(cluster, "serviceaccount", ACCOUNT, "-n", LAB) is not None
+    # The pool is left as it was: the same Exporter, online, the same Pod.
+    (after,) = instances(installed)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"] and online(after)
+    (still,) = owned_by(installed, "pods", after["metadata"]["uid"])
+    assert still["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert "deletionTimestamp" not in still["metadata"], still["metadata"]
+    for name in JUMPSTARTER_DEPLOYMENTS:
+        assert available(installed, LAB, name), name

@@ -402,17 +402,17 @@ def _lease_states(installed: Install, names: list[str]) -> dict[str, tuple[str, 
     }
 
 
-def _assigned_twice(states: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
-    """The Exporters 0.9.0's controller assigned to more than one Lease, and those Leases.
-    Its Lease reconciler takes an Exporter no active Lease names in its cache
-    (`reconcileStatusExporterRef`, lease_controller.go; its own TODO says it does not look
-    at other Lease requests), so in a burst a Lease assigned a moment before may not be
-    seen yet, and a second Lease is given the same Exporter. Jumpstarter's, not the pool's."""
+def _holders(states: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
+    """Each Exporter assigned to a Lease, and the Leases assigned it: more than one where
+    0.9.0's controller gave it twice. Its Lease reconciler takes an Exporter no active Lease
+    names in its cache (`reconcileStatusExporterRef`, lease_controller.go; its own TODO says
+    it does not look at other Lease requests), so in a burst a Lease assigned a moment
+    before may not be seen yet. Jumpstarter's, not the pool's."""
     holders: dict[str, list[str]] = {}
     for name, (state, exporter) in sorted(states.items()):
         if state == "assigned":
             holders.setdefault(exporter, []).append(name)
-    return {exporter: names for exporter, names in holders.items() if len(names) > 1}
+    return holders
 
 
 def _burst_seen(installed: Install, census: Census, states: dict[str, tuple[str, str]]) -> str:
@@ -450,7 +450,7 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
     selector (`jmp create lease`), the reconciler's leader deleted after the sixth. The
     0.9.0 controller assigns each Lease an Exporter of the pool (at most the ceiling's) or
     keeps it Pending; none ends before the Client releases it. Where that controller gives
-    one Exporter to two Leases (`_assigned_twice`), the figure says so."""
+    one Exporter to two Leases (`_holders`), the figure says so."""
     apply(installed.cluster, LAB, virtual_target_class("burst", LAB, **BURST_CLASS))
     apply(
         installed.cluster,
@@ -473,7 +473,7 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
 
     def settled() -> dict[str, tuple[str, str]] | None:
         states = look()
-        held = {exporter for state, exporter in states.values() if state == "assigned"}
+        held = _holders(states)
         return states if census.now["burst"] == CEILING and len(held) == CEILING else None
 
     try:
@@ -497,7 +497,8 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
         time.sleep(3)  # more passes of the new leader: nothing is added, nothing removed
         states = look()
         counts = Counter(state for state, _ in states.values())
-        twice = _assigned_twice(states)
+        holders = _holders(states)
+        twice = {exporter: leases for exporter, leases in holders.items() if len(leases) > 1}
         record_figure(
             f"leader {leader} deleted while a Client's {ARRIVING_LEASES} Leases arrived: "
             f"{new_leader} leads; {took:.1f} s after the first Lease the pool at "
@@ -521,7 +522,6 @@ def test_leader_deleted_while_a_client_s_20_leases_arrive_each_is_assigned_or_pe
             "assigned": CEILING + extra,
             "pending": ARRIVING_LEASES - CEILING - extra,
         }, states
-        holders = {exporter for state, exporter in states.values() if state == "assigned"}
         assert sorted(holders) == sorted(pool), (holders, pool)
         every = set().union(*seen.values())
         assert every <= {"new", "pending", "assigned"}, seen
